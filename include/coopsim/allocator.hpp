@@ -1,0 +1,103 @@
+// Allocator models: address-space placement only. No time, no eviction, no policy knowledge.
+//
+// Contract:
+//  * allocate() returns a Block whose [addr, addr+size) does not overlap any other live block,
+//    with size >= request.size (rounding), or nullopt when the model cannot serve it within the
+//    device capacity (after its own upstream retry rules, e.g. releasing cached segments).
+//  * deallocate() takes a Block exactly as returned by allocate() and still live.
+//  * stats() is O(1) or O(log n); the engine reads it after every alloc/free.
+//  * check_invariants() verifies every internal structure and throws InvariantError; tests call
+//    it after every step, the CLI under --paranoid.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "coopsim/units.hpp"
+
+namespace coopsim {
+
+struct AllocRequest {
+  Bytes size;               // requested bytes, > 0
+  std::uint32_t stream = 0; // CUDA stream the allocation is made on
+  TensorId tensor{};        // for diagnostics only
+};
+
+struct Block {
+  std::uint64_t addr = 0;   // device address (arena offset for fixed-arena models)
+  Bytes size;               // block size as the model rounds it
+  Bytes requested;          // what was asked for
+  std::uint32_t stream = 0;
+  friend bool operator==(const Block&, const Block&) = default;
+};
+
+// PyTorch DeviceStats vocabulary (c10/core/CachingDeviceAllocator.h).
+struct AllocatorStats {
+  Bytes capacity;               // device memory the model may take (the budget)
+  Bytes reserved;               // taken from the device: segments, reservations, the arena
+  Bytes allocated;              // sum of live block sizes (rounded)
+  Bytes requested;              // sum of live requested sizes
+  Bytes active;                 // allocated + blocks not yet reusable (equal here)
+  Bytes largest_free;           // largest single range allocate() could hand out without growing
+  Bytes footprint;              // fixed arenas: highest used end offset (what a tight arena
+                                // would need); other models: equal to reserved
+  std::uint64_t free_ranges = 0;   // number of free (cached) ranges inside reserved memory
+  std::uint64_t segments = 0;      // device allocations (cudaMalloc) currently held
+  std::uint64_t device_mallocs = 0;  // cumulative cudaMalloc calls
+  std::uint64_t device_frees = 0;    // cumulative cudaFree calls
+  std::uint64_t alloc_retries = 0;   // allocations that needed a cache flush to succeed
+};
+
+// One free or used range, address-ordered, for diagnostics, tests and layout-aware policies.
+struct Range {
+  std::uint64_t addr = 0;
+  Bytes size;
+  bool free = false;
+  std::uint64_t segment = 0;  // id of the device allocation it belongs to
+};
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  [[nodiscard]] virtual std::optional<Block> allocate(const AllocRequest& request) = 0;
+  virtual void deallocate(const Block& block) = 0;
+  // emptyCache(): give cached (fully free) device allocations back. No-op where not modelled.
+  virtual void release_cached() {}
+  [[nodiscard]] virtual AllocatorStats stats() const = 0;
+  // Address-ordered list of every range the model manages (free and used). O(n); not hot.
+  [[nodiscard]] virtual std::vector<Range> ranges() const = 0;
+  virtual void check_invariants() const = 0;
+};
+
+// The simulated device beneath caching allocators: cudaMalloc/cudaFree against a capacity.
+// Addresses are handed out by a bump pointer aligned to `alignment` and never reused, so
+// consecutive device allocations are adjacent (as cudaMalloc often makes them) and models
+// must not merge across them on their own rules.
+class DeviceMemory {
+ public:
+  static constexpr std::uint64_t kBaseAddress = 0x7f0000000000ULL;
+  explicit DeviceMemory(Bytes capacity, std::uint64_t alignment = 512)
+      : capacity_(capacity), alignment_(alignment) {}
+
+  // nullopt when used + size would exceed the capacity (cudaErrorMemoryAllocation).
+  [[nodiscard]] std::optional<std::uint64_t> malloc(Bytes size);
+  void free(std::uint64_t addr, Bytes size);
+
+  [[nodiscard]] Bytes capacity() const { return capacity_; }
+  [[nodiscard]] Bytes used() const { return used_; }
+  [[nodiscard]] std::uint64_t mallocs() const { return mallocs_; }
+  [[nodiscard]] std::uint64_t frees() const { return frees_; }
+
+ private:
+  Bytes capacity_;
+  std::uint64_t alignment_;
+  Bytes used_;
+  std::uint64_t next_ = kBaseAddress;
+  std::uint64_t mallocs_ = 0;
+  std::uint64_t frees_ = 0;
+};
+
+}  // namespace coopsim

@@ -1,0 +1,46 @@
+// Errors for bad input. The library never exits; main() turns these into one-line messages
+// and a non-zero status. Every message names where the problem is: file:line, or a config key.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace coopsim {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A problem in an input file at a given line (1-based). what() == "file:line: problem".
+class TraceError : public Error {
+ public:
+  TraceError(const std::string& file, std::uint64_t line, const std::string& problem);
+  const std::string& file() const { return file_; }
+  std::uint64_t line() const { return line_; }
+  const std::string& problem() const { return problem_; }
+
+ private:
+  std::string file_;
+  std::uint64_t line_;
+  std::string problem_;
+};
+
+// A problem in configuration or on the command line. what() == "key: problem" (or just problem).
+class ConfigError : public Error {
+ public:
+  ConfigError(const std::string& key, const std::string& problem);
+  const std::string& key() const { return key_; }
+
+ private:
+  std::string key_;
+};
+
+// A broken internal invariant (an allocator model bug). Thrown by check_invariants().
+class InvariantError : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace coopsim

@@ -1,0 +1,65 @@
+// A typed, explicitly filled registry of named implementations of one interface.
+// Entries are added in src/builtin.cpp only (no static self-registration: Meson's static
+// libraries would drop self-registering objects). `coopsim list` prints entries() in order.
+#pragma once
+
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "coopsim/error.hpp"
+#include "coopsim/params.hpp"
+
+namespace coopsim {
+
+template <class Interface, class... Args>
+class Registry {
+ public:
+  using Factory = std::function<std::unique_ptr<Interface>(const Params&, Args...)>;
+  struct Entry {
+    std::string name;
+    std::string help;
+    std::vector<ParamDoc> params;
+    Factory make;
+  };
+
+  void add(Entry e) {
+    if (find(e.name) != nullptr) throw std::logic_error("duplicate registry entry " + e.name);
+    entries_.push_back(std::move(e));
+  }
+
+  [[nodiscard]] const Entry* find(std::string_view name) const {
+    auto it = std::find_if(entries_.begin(), entries_.end(),
+                           [&](const Entry& e) { return e.name == name; });
+    return it == entries_.end() ? nullptr : &*it;
+  }
+
+  // Throws ConfigError(key, "unknown <what> 'x' (valid: a, b, c)").
+  [[nodiscard]] const Entry& get(std::string_view name, const std::string& key,
+                                 std::string_view what) const {
+    if (const Entry* e = find(name)) return *e;
+    throw ConfigError(key, "unknown " + std::string(what) + " '" + std::string(name) +
+                               "' (valid: " + names() + ")");
+  }
+
+  [[nodiscard]] std::string names() const {
+    std::string out;
+    for (const auto& e : entries_) {
+      if (!out.empty()) out += ", ";
+      out += e.name;
+    }
+    return out;
+  }
+
+  [[nodiscard]] std::span<const Entry> entries() const { return entries_; }
+
+ private:
+  std::vector<Entry> entries_;
+};
+
+}  // namespace coopsim

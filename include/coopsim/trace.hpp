@@ -1,0 +1,121 @@
+// In-memory form of a coopsim trace v1 (docs/trace-format.md). Tensors and ops are
+// definitions; events are the replayed stream. Ids in the file are arbitrary non-negative
+// integers; the loader maps them to dense TensorId / OpId in order of definition.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "coopsim/units.hpp"
+
+namespace coopsim {
+
+enum class TensorRole : std::uint8_t {
+  Parameter,
+  Input,
+  Activation,
+  Gradient,
+  OptimizerState,
+  Workspace,
+  Other,
+};
+std::string_view to_string(TensorRole r);
+std::optional<TensorRole> parse_role(std::string_view s);
+
+inline constexpr std::uint32_t kNoIndex = 0xffffffffU;
+
+struct TensorInfo {
+  TensorId id{};
+  std::uint64_t file_id = 0;  // id as written in the file
+  Bytes size;                 // bytes of its own storage (0 for views)
+  TensorRole role = TensorRole::Other;
+  std::string name;           // optional
+  // Views share their base's storage: no alloc/free of their own; accesses resolve to base.
+  std::uint32_t view_of = kNoIndex;  // TensorId index of the base, or kNoIndex
+  [[nodiscard]] bool is_view() const { return view_of != kNoIndex; }
+};
+
+struct OpInfo {
+  OpId id{};
+  std::uint64_t file_id = 0;
+  std::string name;
+  SimTime duration{0};
+  std::vector<TensorId> inputs;
+  std::vector<TensorId> outputs;
+  std::vector<TensorId> mutated;  // inputs written in place
+  bool random = false;            // outputs cannot be recomputed identically
+};
+
+enum class EventKind : std::uint8_t {
+  Alloc,      // tensor's storage is allocated
+  Free,       // tensor's storage is freed
+  Access,     // tensor is read or written (optionally by an op)
+  Compute,    // an op executes for its duration on the compute stream
+  Iteration,  // start of iteration `index`
+  Mark,       // annotation (e.g. "backward", "snapshot", "oom"); label in Trace::labels
+};
+std::string_view to_string(EventKind k);
+
+struct TraceEvent {
+  EventKind kind = EventKind::Mark;
+  bool write = false;            // Access: write (true) or read
+  std::uint16_t stream = 0;      // CUDA stream (0 = default)
+  std::uint32_t target = 0;      // Alloc/Free/Access: tensor index; Compute: op index;
+                                 // Iteration: iteration index; Mark: label index
+  std::uint32_t op = kNoIndex;   // Access: op that made the access, or kNoIndex
+  std::int64_t time = -1;        // ns since trace start, or -1 when not recorded
+  std::uint64_t addr = 0;        // Alloc: recorded device address (0 = not recorded)
+};
+
+struct TraceHeader {
+  std::string format = "coopsim-trace";
+  int version = 1;
+  std::string model;
+  nlohmann::json source;          // provenance: tool, original file, notes (free-form object)
+  std::string time_unit = "ns";   // of durations and timestamps in the file
+  std::uint32_t iterations = 1;
+  nlohmann::json extra;           // any other header keys, kept verbatim
+};
+
+struct Trace {
+  std::string path;               // as given to the loader
+  TraceHeader header;
+  std::vector<TensorInfo> tensors;
+  std::vector<OpInfo> ops;
+  std::vector<TraceEvent> events;
+  std::vector<std::string> labels;  // Mark labels, deduplicated
+  std::uint64_t content_hash = 0;   // FNV-1a 64 over the decompressed bytes
+
+  [[nodiscard]] const TensorInfo& tensor(TensorId id) const { return tensors[index_of(id)]; }
+  [[nodiscard]] const OpInfo& op(OpId id) const { return ops[index_of(id)]; }
+  // Storage owner of a tensor (itself unless it is a view).
+  [[nodiscard]] std::uint32_t storage_of(std::uint32_t tensor_index) const {
+    const auto& t = tensors[tensor_index];
+    return t.is_view() ? t.view_of : tensor_index;
+  }
+};
+
+// Summary figures computed from a loaded trace (no allocator involved).
+struct TraceSummary {
+  std::uint64_t tensors = 0, views = 0, ops = 0, events = 0;
+  std::uint64_t allocs = 0, frees = 0, accesses = 0, computes = 0, iterations = 0;
+  Bytes peak_live;        // max over the stream of the sum of live requested bytes
+  Bytes total_allocated;  // sum of requested bytes over all allocs
+  SimTime compute_time{0};  // sum of executed op durations
+};
+TraceSummary summarize(const Trace& trace);
+
+// Load a v1 trace (.jsonl or .jsonl.gz, detected by magic bytes). Streams line by line and
+// validates as it goes; throws TraceError("file:line: problem") on the first problem.
+Trace load_trace(const std::string& path);
+
+// Write a trace in v1 form (gzip when path ends in .gz). Writes to a temporary file and renames,
+// so no partial output is left on error.
+void write_trace(const Trace& trace, const std::string& path);
+
+}  // namespace coopsim

@@ -1,0 +1,65 @@
+// Strong types for the quantities coopsim moves around: bytes, simulated time and dense ids.
+// Ids index vectors (TensorId -> Trace::tensors()), so they are plain enums over uint32.
+#pragma once
+
+#include <chrono>
+#include <compare>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace coopsim {
+
+// Simulated time, always nanoseconds. Never wall clock.
+using SimTime = std::chrono::duration<std::int64_t, std::nano>;
+
+struct Bytes {
+  std::uint64_t value = 0;
+
+  constexpr Bytes() = default;
+  constexpr explicit Bytes(std::uint64_t v) : value(v) {}
+
+  friend constexpr auto operator<=>(Bytes, Bytes) = default;
+  friend constexpr Bytes operator+(Bytes a, Bytes b) { return Bytes{a.value + b.value}; }
+  friend constexpr Bytes operator-(Bytes a, Bytes b) { return Bytes{a.value - b.value}; }  // pre: a >= b
+  constexpr Bytes& operator+=(Bytes o) {
+    value += o.value;
+    return *this;
+  }
+  constexpr Bytes& operator-=(Bytes o) {
+    value -= o.value;
+    return *this;
+  }
+};
+
+constexpr Bytes operator""_B(unsigned long long v) { return Bytes{v}; }
+constexpr Bytes operator""_KiB(unsigned long long v) { return Bytes{v << 10}; }
+constexpr Bytes operator""_MiB(unsigned long long v) { return Bytes{v << 20}; }
+constexpr Bytes operator""_GiB(unsigned long long v) { return Bytes{v << 30}; }
+
+// Round up to a multiple of `unit` (unit > 0). Saturates instead of wrapping.
+constexpr std::uint64_t round_up(std::uint64_t v, std::uint64_t unit) {
+  const std::uint64_t rem = v % unit;
+  if (rem == 0) return v;
+  const std::uint64_t add = unit - rem;
+  return v > std::numeric_limits<std::uint64_t>::max() - add ? std::numeric_limits<std::uint64_t>::max()
+                                                              : v + add;
+}
+
+// "8GiB", "512MB", "1.5GiB", "4096", "64 KiB" (SI: kB MB GB TB; binary: KiB MiB GiB TiB; B).
+// nullopt on malformed text, negative values or overflow.
+std::optional<Bytes> parse_bytes(std::string_view text);
+// Human form with binary units, e.g. "1.50 GiB", "512 B".
+std::string format_bytes(Bytes b);
+// "1.234 ms" style.
+std::string format_time(SimTime t);
+
+enum class TensorId : std::uint32_t {};
+enum class OpId : std::uint32_t {};
+
+constexpr std::uint32_t index_of(TensorId id) { return static_cast<std::uint32_t>(id); }
+constexpr std::uint32_t index_of(OpId id) { return static_cast<std::uint32_t>(id); }
+
+}  // namespace coopsim

@@ -1,0 +1,194 @@
+// Checked component parameters: unknown keys and mistyped values are ConfigErrors naming the
+// key ("pytorch.max_split_size"); defaults come from the ParamDoc list only.
+#include "coopsim/params.hpp"
+
+#include <cmath>
+
+#include "coopsim/error.hpp"
+
+namespace coopsim {
+
+std::string_view to_string(ParamType t) {
+  switch (t) {
+    case ParamType::Bytes: return "bytes";
+    case ParamType::Int: return "int";
+    case ParamType::Float: return "float";
+    case ParamType::Bool: return "bool";
+    case ParamType::String: return "string";
+    case ParamType::Time: return "time";
+  }
+  return "?";
+}
+
+std::optional<SimTime> parse_time(std::string_view text) {
+  while (!text.empty() && text.back() == ' ') text.remove_suffix(1);
+  std::size_t i = 0;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  if (i == 0) return std::nullopt;
+  double v = 0;
+  try {
+    v = std::stod(std::string(text.substr(0, i)));
+  } catch (...) {
+    return std::nullopt;
+  }
+  std::string_view unit = text.substr(i);
+  while (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);
+  double scale = 1;
+  if (unit.empty() || unit == "ns") scale = 1;
+  else if (unit == "us") scale = 1e3;
+  else if (unit == "ms") scale = 1e6;
+  else if (unit == "s") scale = 1e9;
+  else return std::nullopt;
+  const double ns = v * scale;
+  if (!std::isfinite(ns) || ns > 9.2e18) return std::nullopt;
+  return SimTime{static_cast<std::int64_t>(std::llround(ns))};
+}
+
+namespace {
+
+std::string valid_keys(std::span<const ParamDoc> docs) {
+  std::string out;
+  for (const auto& d : docs) {
+    if (!out.empty()) out += ", ";
+    out += d.key;
+  }
+  return out.empty() ? "none" : out;
+}
+
+// Convert a JSON value (given by the user or parsed from a default string) to the canonical
+// JSON form of its type; throws ConfigError naming `key`.
+nlohmann::json canonical(const ParamDoc& d, const nlohmann::json& v, const std::string& key) {
+  auto bad = [&](const std::string& what) {
+    return ConfigError(key, "expected " + what + ", got " + v.dump());
+  };
+  switch (d.type) {
+    case ParamType::Bytes: {
+      if (v.is_number_unsigned()) return v.get<std::uint64_t>();
+      if (v.is_number_integer()) {
+        if (v.get<std::int64_t>() < 0) throw bad("a non-negative size");
+        return v.get<std::uint64_t>();
+      }
+      if (v.is_string()) {
+        if (auto b = parse_bytes(v.get<std::string>())) return b->value;
+      }
+      throw bad("a size such as 512MiB, 8GiB or plain bytes");
+    }
+    case ParamType::Int: {
+      if (v.is_number_integer()) return v.get<std::int64_t>();
+      if (v.is_string()) {
+        const auto s = v.get<std::string>();
+        try {
+          std::size_t pos = 0;
+          const long long x = std::stoll(s, &pos);
+          if (pos == s.size()) return static_cast<std::int64_t>(x);
+        } catch (...) {
+        }
+      }
+      throw bad("an integer");
+    }
+    case ParamType::Float: {
+      if (v.is_number()) return v.get<double>();
+      if (v.is_string()) {
+        const auto s = v.get<std::string>();
+        try {
+          std::size_t pos = 0;
+          const double x = std::stod(s, &pos);
+          if (pos == s.size() && std::isfinite(x)) return x;
+        } catch (...) {
+        }
+      }
+      throw bad("a number");
+    }
+    case ParamType::Bool: {
+      if (v.is_boolean()) return v.get<bool>();
+      if (v.is_string()) {
+        const auto s = v.get<std::string>();
+        if (s == "true" || s == "1" || s == "on" || s == "yes") return true;
+        if (s == "false" || s == "0" || s == "off" || s == "no") return false;
+      }
+      throw bad("true or false");
+    }
+    case ParamType::Time: {
+      if (v.is_number_integer() && v.get<std::int64_t>() >= 0) return v.get<std::int64_t>();
+      if (v.is_string()) {
+        if (auto t = parse_time(v.get<std::string>())) return t->count();
+      }
+      throw bad("a duration such as 10us, 2ms or plain nanoseconds");
+    }
+    case ParamType::String: {
+      if (!v.is_string()) throw bad("a string");
+      const auto s = v.get<std::string>();
+      if (!d.choices.empty()) {
+        bool ok = false;
+        std::string list;
+        for (const auto& c : d.choices) {
+          ok = ok || c == s;
+          list += (list.empty() ? "" : ", ") + c;
+        }
+        if (!ok) throw ConfigError(key, "invalid value '" + s + "' (valid: " + list + ")");
+      }
+      return s;
+    }
+  }
+  throw bad("a value");
+}
+
+}  // namespace
+
+Params::Params(std::string component, std::span<const ParamDoc> docs)
+    : Params(std::move(component), nlohmann::json::object(), docs) {}
+
+Params::Params(std::string component, const nlohmann::json& object, std::span<const ParamDoc> docs)
+    : component_(std::move(component)), given_(nlohmann::json::object()), docs_(docs.begin(), docs.end()) {
+  if (!object.is_null() && !object.is_object()) {
+    throw ConfigError(component_, "expected an object of parameters, got " + object.dump());
+  }
+  if (object.is_null()) return;
+  for (const auto& [k, v] : object.items()) {
+    const ParamDoc* found = nullptr;
+    for (const auto& d : docs_) {
+      if (d.key == k) found = &d;
+    }
+    const std::string key = component_ + "." + k;
+    if (found == nullptr) {
+      throw ConfigError(key, "unknown parameter (valid for " + component_ + ": " +
+                                 valid_keys(docs_) + ")");
+    }
+    given_[k] = canonical(*found, v, key);
+  }
+}
+
+const ParamDoc& Params::doc(std::string_view key) const {
+  for (const auto& d : docs_) {
+    if (d.key == key) return d;
+  }
+  throw std::logic_error("undocumented parameter " + component_ + "." + std::string(key));
+}
+
+nlohmann::json Params::value_of(const ParamDoc& d) const {
+  if (auto it = given_.find(d.key); it != given_.end()) return *it;
+  return canonical(d, nlohmann::json(d.default_value), component_ + "." + d.key);
+}
+
+bool Params::is_set(std::string_view key) const { return given_.contains(std::string(key)); }
+
+Bytes Params::get_bytes(std::string_view key) const {
+  return Bytes{value_of(doc(key)).get<std::uint64_t>()};
+}
+std::int64_t Params::get_int(std::string_view key) const { return value_of(doc(key)).get<std::int64_t>(); }
+double Params::get_float(std::string_view key) const { return value_of(doc(key)).get<double>(); }
+bool Params::get_bool(std::string_view key) const { return value_of(doc(key)).get<bool>(); }
+std::string Params::get_string(std::string_view key) const {
+  return value_of(doc(key)).get<std::string>();
+}
+SimTime Params::get_time(std::string_view key) const {
+  return SimTime{value_of(doc(key)).get<std::int64_t>()};
+}
+
+nlohmann::json Params::resolved() const {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& d : docs_) out[d.key] = value_of(d);
+  return out;
+}
+
+}  // namespace coopsim
