@@ -1,1 +1,41 @@
-// placeholder
+// The one place that names every built-in component. Order here is the order of `coopsim list`
+// and of `--allocator all`.
+#include "coopsim/builtin.hpp"
+
+#include "coopsim/alloc/bestfit.hpp"
+#include "coopsim/alloc/cnmem.hpp"
+#include "coopsim/alloc/fungible.hpp"
+#include "coopsim/alloc/pytorch.hpp"
+#include "coopsim/policy/keep.hpp"
+
+namespace coopsim {
+namespace {
+
+template <class T>
+AllocatorRegistry::Entry allocator_entry() {
+  return {std::string(T::kName), std::string(T::kHelp), T::param_docs(), &T::create};
+}
+
+template <class T>
+PolicyRegistry::Entry policy_entry() {
+  return {std::string(T::kName), std::string(T::kHelp), T::param_docs(), &T::create};
+}
+
+Components make_builtin() {
+  Components c;
+  c.allocators.add(allocator_entry<PyTorchCachingAllocator>());
+  c.allocators.add(allocator_entry<CnMemAllocator>());
+  c.allocators.add(allocator_entry<BestFitAllocator>());
+  c.allocators.add(allocator_entry<FungibleAllocator>());
+  c.policies.add(policy_entry<KeepPolicy>());
+  return c;
+}
+
+}  // namespace
+
+const Components& builtin_components() {
+  static const Components components = make_builtin();
+  return components;
+}
+
+}  // namespace coopsim

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "coopsim/units.hpp"
@@ -38,6 +39,7 @@ struct TensorInfo {
   // Views share their base's storage: no alloc/free of their own; accesses resolve to base.
   std::uint32_t view_of = kNoIndex;  // TensorId index of the base, or kNoIndex
   [[nodiscard]] bool is_view() const { return view_of != kNoIndex; }
+  friend bool operator==(const TensorInfo&, const TensorInfo&) = default;
 };
 
 struct OpInfo {
@@ -48,7 +50,12 @@ struct OpInfo {
   std::vector<TensorId> inputs;
   std::vector<TensorId> outputs;
   std::vector<TensorId> mutated;  // inputs written in place
+  // View declarations as written ("views": [[output, input], ...]), in file order. The
+  // resulting storage root is in TensorInfo::view_of of the output; kept so that writers
+  // reproduce the declaration exactly.
+  std::vector<std::pair<TensorId, TensorId>> views;
   bool random = false;            // outputs cannot be recomputed identically
+  friend bool operator==(const OpInfo&, const OpInfo&) = default;
 };
 
 enum class EventKind : std::uint8_t {
@@ -70,6 +77,7 @@ struct TraceEvent {
   std::uint32_t op = kNoIndex;   // Access: op that made the access, or kNoIndex
   std::int64_t time = -1;        // ns since trace start, or -1 when not recorded
   std::uint64_t addr = 0;        // Alloc: recorded device address (0 = not recorded)
+  friend bool operator==(const TraceEvent&, const TraceEvent&) = default;
 };
 
 struct TraceHeader {
@@ -79,7 +87,8 @@ struct TraceHeader {
   nlohmann::json source;          // provenance: tool, original file, notes (free-form object)
   std::string time_unit = "ns";   // of durations and timestamps in the file
   std::uint32_t iterations = 1;
-  nlohmann::json extra;           // any other header keys, kept verbatim
+  nlohmann::json extra;           // any other header keys, kept verbatim (loader: always an object)
+  friend bool operator==(const TraceHeader&, const TraceHeader&) = default;
 };
 
 struct Trace {

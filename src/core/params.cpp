@@ -149,7 +149,7 @@ Params::Params(std::string component, const nlohmann::json& object, std::span<co
     for (const auto& d : docs_) {
       if (d.key == k) found = &d;
     }
-    const std::string key = component_ + "." + k;
+    const std::string key = component_.empty() ? k : component_ + "." + k;
     if (found == nullptr) {
       throw ConfigError(key, "unknown parameter (valid for " + component_ + ": " +
                                  valid_keys(docs_) + ")");
@@ -167,7 +167,7 @@ const ParamDoc& Params::doc(std::string_view key) const {
 
 nlohmann::json Params::value_of(const ParamDoc& d) const {
   if (auto it = given_.find(d.key); it != given_.end()) return *it;
-  return canonical(d, nlohmann::json(d.default_value), component_ + "." + d.key);
+  return canonical(d, nlohmann::json(d.default_value), component_.empty() ? d.key : component_ + "." + d.key);
 }
 
 bool Params::is_set(std::string_view key) const { return given_.contains(std::string(key)); }

@@ -1,1 +1,141 @@
-// placeholder
+// Names of roles and event kinds, summary figures, and helpers shared by loader and writer.
+#include "coopsim/trace.hpp"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <limits>
+
+#include "trace_detail.hpp"
+
+namespace coopsim {
+namespace {
+
+constexpr std::array<std::pair<TensorRole, std::string_view>, 7> kRoles{{
+    {TensorRole::Parameter, "parameter"},
+    {TensorRole::Input, "input"},
+    {TensorRole::Activation, "activation"},
+    {TensorRole::Gradient, "gradient"},
+    {TensorRole::OptimizerState, "optimizer_state"},
+    {TensorRole::Workspace, "workspace"},
+    {TensorRole::Other, "other"},
+}};
+
+std::uint64_t sat_add(std::uint64_t a, std::uint64_t b) {
+  return a > std::numeric_limits<std::uint64_t>::max() - b ? std::numeric_limits<std::uint64_t>::max()
+                                                           : a + b;
+}
+
+std::int64_t sat_add(std::int64_t a, std::int64_t b) {  // b >= 0
+  return a > std::numeric_limits<std::int64_t>::max() - b ? std::numeric_limits<std::int64_t>::max()
+                                                          : a + b;
+}
+
+}  // namespace
+
+std::string_view to_string(TensorRole r) {
+  for (const auto& [role, name] : kRoles) {
+    if (role == r) return name;
+  }
+  return "other";
+}
+
+std::optional<TensorRole> parse_role(std::string_view s) {
+  for (const auto& [role, name] : kRoles) {
+    if (name == s) return role;
+  }
+  return std::nullopt;
+}
+
+std::string_view to_string(EventKind k) {
+  switch (k) {
+    case EventKind::Alloc: return "alloc";
+    case EventKind::Free: return "free";
+    case EventKind::Access: return "access";
+    case EventKind::Compute: return "compute";
+    case EventKind::Iteration: return "iteration";
+    case EventKind::Mark: return "mark";
+  }
+  return "unknown";
+}
+
+TraceSummary summarize(const Trace& trace) {
+  TraceSummary s;
+  s.tensors = trace.tensors.size();
+  for (const auto& t : trace.tensors) {
+    if (t.is_view()) ++s.views;
+  }
+  s.ops = trace.ops.size();
+  s.events = trace.events.size();
+  // Liveness is tracked defensively so that hand-built traces with unmatched frees cannot
+  // underflow the running total.
+  std::vector<std::uint8_t> live(trace.tensors.size(), 0);
+  std::uint64_t current = 0, peak = 0, total = 0;
+  std::int64_t compute = 0;
+  for (const auto& e : trace.events) {
+    switch (e.kind) {
+      case EventKind::Alloc: {
+        ++s.allocs;
+        if (e.target >= trace.tensors.size()) break;
+        const std::uint64_t size = trace.tensors[e.target].size.value;
+        total = sat_add(total, size);
+        if (!live[e.target]) {
+          live[e.target] = 1;
+          current = sat_add(current, size);
+          if (current > peak) peak = current;
+        }
+        break;
+      }
+      case EventKind::Free:
+        ++s.frees;
+        if (e.target < trace.tensors.size() && live[e.target]) {
+          live[e.target] = 0;
+          const std::uint64_t size = trace.tensors[e.target].size.value;
+          current = size > current ? 0 : current - size;
+        }
+        break;
+      case EventKind::Access: ++s.accesses; break;
+      case EventKind::Compute:
+        ++s.computes;
+        if (e.target < trace.ops.size() && trace.ops[e.target].duration.count() > 0) {
+          compute = sat_add(compute, trace.ops[e.target].duration.count());
+        }
+        break;
+      case EventKind::Iteration: ++s.iterations; break;
+      case EventKind::Mark: break;
+    }
+  }
+  s.peak_live = Bytes{peak};
+  s.total_allocated = Bytes{total};
+  s.compute_time = SimTime{compute};
+  return s;
+}
+
+namespace trace_detail {
+
+std::optional<int> time_unit_exponent(std::string_view unit) {
+  if (unit == "ns") return 0;
+  if (unit == "us") return 3;
+  if (unit == "ms") return 6;
+  if (unit == "s") return 9;
+  return std::nullopt;
+}
+
+std::string format_in_unit(std::int64_t ns, int exp) {
+  if (exp <= 0) return fmt::format("{}", ns);
+  std::int64_t factor = 1;
+  for (int i = 0; i < exp; ++i) factor *= 10;
+  const bool negative = ns < 0;
+  // Work on the magnitude as unsigned so that INT64_MIN cannot overflow.
+  const std::uint64_t mag = negative ? 0 - static_cast<std::uint64_t>(ns) : static_cast<std::uint64_t>(ns);
+  const auto f = static_cast<std::uint64_t>(factor);
+  const std::uint64_t whole = mag / f, frac = mag % f;
+  std::string out = negative ? "-" : "";
+  if (frac == 0) return out + fmt::format("{}", whole);
+  std::string digits = fmt::format("{:0{}}", frac, exp);
+  while (!digits.empty() && digits.back() == '0') digits.pop_back();
+  return out + fmt::format("{}.{}", whole, digits);
+}
+
+}  // namespace trace_detail
+}  // namespace coopsim

@@ -1,0 +1,48 @@
+// The CLI's commands as library functions: main.cpp parses arguments into these structs and
+// calls them. Each returns the process exit status and throws coopsim::Error on bad input.
+// Output files are written to a temporary name and renamed, so a failed command leaves none.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace coopsim {
+
+struct RunArgs {
+  std::string trace;
+  std::string config;                  // optional config file
+  std::vector<std::string> allocators; // each runs (cartesian product with budgets)
+  std::string policy;
+  std::vector<std::string> budgets;
+  std::vector<std::string> sets;       // key=value overrides, applied in order
+  std::string json_out, csv_out;
+  bool json_stdout = false;
+  bool quiet = false;
+  bool paranoid = false;
+  bool fail_on_oom = false;
+};
+int command_run(const RunArgs& args, std::ostream& out);
+
+int command_validate(const std::string& trace, std::ostream& out);
+
+int command_list(bool json, std::ostream& out);
+
+struct GenerateArgs {
+  std::string output;
+  std::vector<std::string> sets;       // generator option overrides key=value
+};
+int command_generate(const GenerateArgs& args, std::ostream& out);
+
+struct BenchArgs {
+  std::string trace;
+  std::vector<std::string> allocators;  // empty = all
+  std::string budget = "80GiB";
+  int repeat = 3;
+};
+int command_bench(const BenchArgs& args, std::ostream& out);
+
+// Write `content` to `path` atomically (temporary file + rename).
+void write_file_atomic(const std::string& path, const std::string& content);
+
+}  // namespace coopsim

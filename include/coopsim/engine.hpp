@@ -1,0 +1,30 @@
+// The discrete-event engine: one compute stream plus a device-to-host and a host-to-device copy
+// stream. Trace events are executed in order on the compute stream; transfers run on the copy
+// streams and complete through a time-ordered queue keyed (time, priority, sequence), so
+// simultaneous events always resolve the same way (frees before allocations). The engine owns
+// residency, asks the allocator for placement and the policy for decisions; a wait for a
+// transfer is a stall, accounted separately from compute.
+#pragma once
+
+#include <cstdint>
+
+#include "coopsim/allocator.hpp"
+#include "coopsim/link.hpp"
+#include "coopsim/policy.hpp"
+#include "coopsim/report.hpp"
+#include "coopsim/trace.hpp"
+
+namespace coopsim {
+
+struct EngineOptions {
+  Bytes budget;
+  LinkModel link;
+  bool paranoid = false;                // allocator.check_invariants() after every event
+  bool measure_search_latency = false;  // wall time in policy calls (breaks byte-identity)
+};
+
+// Replays `trace` and fills the memory/time/counter parts of `report` and its status/oom.
+void run_engine(const Trace& trace, Allocator& allocator, Policy& policy,
+                const EngineOptions& options, Report& report);
+
+}  // namespace coopsim

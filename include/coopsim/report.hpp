@@ -1,0 +1,86 @@
+// A run's results as plain data, plus writers (JSON, human text, CSV). Nothing here computes;
+// MetricsRecorder and the engine fill it in.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "coopsim/units.hpp"
+
+namespace coopsim {
+
+enum class RunStatus : std::uint8_t { Completed, OutOfMemory };
+std::string_view to_string(RunStatus s);
+
+// Where a keep replay (or any policy that gave up) ran out of memory.
+struct OomPoint {
+  std::uint64_t event_index = 0;       // 0-based index into the event stream
+  std::uint32_t iteration = 0;
+  std::uint64_t tensor_file_id = 0;
+  std::string tensor_name;
+  std::string op_name;                 // op that the allocation is for (next compute), if any
+  std::uint64_t op_file_id = 0;
+  bool has_op = false;
+  Bytes requested;
+  Bytes allocated, reserved, largest_free;
+};
+
+struct MemoryFigures {
+  Bytes peak_allocated, peak_reserved, peak_requested, peak_footprint;
+  Bytes final_allocated, final_reserved;
+  double reserved_fragmentation = 0.0;   // 1 - allocated/reserved at the reserved peak
+  Bytes allocated_at_reserved_peak;
+  double coop_fragmentation = 0.0;       // mean free/arena at allocations that needed eviction
+  std::uint64_t coop_fragmentation_samples = 0;  // 0 => not defined for this run
+  Bytes peak_internal_waste;             // max of allocated - requested
+};
+
+struct TimeFigures {
+  SimTime simulated{0};      // compute stream end, stalls included
+  SimTime trace_compute{0};  // the trace's own time: the same replay with no stalls
+  double compute_overhead = 1.0;  // simulated / trace_compute (1 when both are 0)
+  SimTime stall{0};
+  std::uint64_t recomputes = 0;
+  SimTime recompute_time{0};
+  std::uint64_t swap_outs = 0, swap_ins = 0;
+  Bytes swap_out_bytes, swap_in_bytes;
+};
+
+struct CounterFigures {
+  std::uint64_t events = 0, allocs = 0, frees = 0, accesses = 0, computes = 0;
+  std::uint64_t forced_evictions = 0, eager_evictions = 0;
+  std::uint64_t alloc_failures = 0;     // allocations that needed the policy
+  std::uint64_t alloc_retries = 0, device_mallocs = 0, device_frees = 0;
+  std::uint64_t policy_decisions = 0;
+};
+
+struct Report {
+  std::string coopsim_version;
+  std::string trace_path, model;
+  std::uint64_t trace_hash = 0;
+  std::uint32_t iterations = 0;
+  std::string allocator, policy;
+  Bytes budget;
+  nlohmann::ordered_json config;   // resolved configuration, defaults filled in
+  RunStatus status = RunStatus::Completed;
+  std::optional<OomPoint> oom;
+  MemoryFigures memory;
+  TimeFigures time;
+  CounterFigures counters;
+  std::optional<SimTime> search_latency;  // wall time inside policy calls (opt-in: not reproducible)
+};
+
+nlohmann::ordered_json to_json(const Report& r);
+void write_text(std::ostream& os, const Report& r);
+// CSV: a fixed header (documented in docs/architecture.md) and one row per report.
+std::string csv_header();
+std::string csv_row(const Report& r);
+// A compact comparison table of several runs (one row each), for quickstart and `run` over lists.
+void write_summary_table(std::ostream& os, const std::vector<Report>& reports);
+
+}  // namespace coopsim

@@ -1,0 +1,30 @@
+# Sourced by quickstart.sh and test.sh: installs the Debian packages coopsim needs.
+COOPSIM_PACKAGES="g++ meson ninja-build pkg-config libfmt-dev nlohmann-json3-dev libcli11-dev catch2 zlib1g-dev python3"
+
+coopsim_install_deps() {
+  local missing=()
+  for p in $COOPSIM_PACKAGES "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "coopsim: installing missing packages: ${missing[*]}" >&2
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then
+      sudo="sudo"
+    else
+      echo "coopsim: these packages are missing and you are not root and have no sudo:" >&2
+      echo "  apt-get install -y ${missing[*]}" >&2
+      echo "coopsim: ask an administrator to run that line, then run this script again." >&2
+      return 1
+    fi
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null 2>&1 || {
+    $sudo apt-get update >/dev/null 2>&1 &&
+      $sudo apt-get install -y --no-install-recommends "${missing[@]}" >/dev/null
+  } || {
+    echo "coopsim: apt-get could not install: ${missing[*]}" >&2
+    return 1
+  }
+}

@@ -1,0 +1,222 @@
+// Internals of the `pytorch` allocator model (include/coopsim/alloc/pytorch.hpp), shared by
+// src/alloc/pytorch*.cpp.
+//
+// Structure, as upstream (pytorch/pytorch @001074d2 c10/cuda/CUDACachingAllocator.cpp):
+//  * A segment (one cudaMalloc, or one expandable virtual range) is a doubly linked chain of
+//    blocks tiling it in address order. Blocks of different segments are never linked, so
+//    segments never merge even when adjacent.
+//  * Each pool (small, large) holds its cached free, mapped blocks in a set ordered by
+//    (stream, size, address) and, for expandable segments, its unmapped blocks in a set ordered
+//    by (stream, address). Allocated blocks are found by address through a flat hash map.
+//  * Nodes live in a recycled slot vector and the sets draw from a pool resource, so the steady
+//    state does no heap allocation.
+//
+// Departures from upstream (all deliberate):
+//  * No CUDA events / recordStream: a free is completed at once (free_requested == free_completed);
+//    process_events and synchronize_and_free_events are no-ops.
+//  * No CUDA-graph private pools, no free-memory callbacks (they never free anything here).
+//  * The capacity is both the memory fraction limit and the physical device: alloc_block fails
+//    early when reserved + allocation size > capacity (upstream's set_fraction check); expandable
+//    page mapping additionally fails when reserved + mapped pages > capacity (cuMemCreate OOM).
+//    GC (which upstream runs only with a memory fraction set) therefore runs whenever
+//    garbage_collection_threshold > 0, against the capacity.
+//  * alloc_retries counts upstream's num_alloc_retries: allocations that reached the
+//    release_cached_blocks-and-retry step, whether or not the retry then succeeded.
+//  * release_available_cached_blocks, release_block and GC never touch blocks of expandable
+//    segments (upstream asserts there); an oversize cached block that is part of a split segment
+//    (unreachable without seeding) raises InvariantError like upstream's failing cudaFree would.
+//  * Expandable segments: the virtual range is 1 1/8 x capacity rounded up to the page size
+//    (upstream: 1 1/8 x totalGlobalMem); virtual ranges are handed out downwards from just below
+//    DeviceMemory::kBaseAddress so they never meet bump-allocated segments. The "expandable
+//    segments switched off after use" branch of get_free_block is not modelled (the option is
+//    fixed per instance). `segments` counts cudaMalloc segments plus live virtual segments
+//    (upstream's segment stat ignores the latter); device_mallocs / device_frees count page
+//    map / unmap calls as upstream's num_device_alloc / num_device_free do.
+//  * max_non_split_rounding_size is an option (default 20 MiB = kLargeBuffer, the value
+//    hard-coded at @001074d2).
+//  * A zero-byte request is served as a 512-byte block (upstream returns nullptr without a block).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory_resource>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "coopsim/alloc/pytorch.hpp"
+#include "coopsim/allocator.hpp"
+#include "src/alloc/detail/addr_map.hpp"
+
+namespace coopsim {
+
+namespace pytorch_detail {
+inline constexpr std::uint64_t kMinBlockSize = 512;
+inline constexpr std::uint64_t kSmallSize = 1ULL << 20;
+inline constexpr std::uint64_t kSmallBuffer = 2ULL << 20;
+inline constexpr std::uint64_t kMinLargeAlloc = 10ULL << 20;
+inline constexpr std::uint64_t kRoundLarge = 2ULL << 20;
+inline constexpr std::uint64_t kLargeBuffer = 20ULL << 20;
+inline constexpr std::uint32_t kNil = ~std::uint32_t{0};
+}  // namespace pytorch_detail
+
+struct PyTorchCachingAllocator::Impl {
+  struct SizeKey {
+    std::uint32_t stream;
+    std::uint64_t size;
+    std::uint64_t addr;
+    std::uint32_t node;
+  };
+  struct SizeLess {
+    bool operator()(const SizeKey& a, const SizeKey& b) const {
+      if (a.stream != b.stream) return a.stream < b.stream;
+      if (a.size != b.size) return a.size < b.size;
+      return a.addr < b.addr;
+    }
+  };
+  struct AddrKey {
+    std::uint32_t stream;
+    std::uint64_t addr;
+    std::uint32_t node;
+  };
+  struct AddrLess {
+    bool operator()(const AddrKey& a, const AddrKey& b) const {
+      if (a.stream != b.stream) return a.stream < b.stream;
+      return a.addr < b.addr;
+    }
+  };
+  using SizeSet = std::pmr::set<SizeKey, SizeLess>;
+  using AddrSet = std::pmr::set<AddrKey, AddrLess>;
+
+  struct Node {
+    std::uint64_t addr = 0;
+    std::uint64_t size = 0;
+    std::uint64_t requested = 0;
+    std::int64_t gc_count_base = 0;
+    std::uint32_t prev = pytorch_detail::kNil;
+    std::uint32_t next = pytorch_detail::kNil;
+    std::uint32_t seg = pytorch_detail::kNil;
+    std::uint32_t stream = 0;
+    bool allocated = false;
+    bool mapped = true;
+    bool used = false;        // slot holds a live node
+    bool small = false;       // copied from the segment: pool
+    bool expandable = false;  // copied from the segment
+    SizeSet::iterator pos{};  // position in its pool's `blocks` while cached free and mapped
+  };
+
+  struct Pool {
+    explicit Pool(bool small_pool, std::pmr::memory_resource* mr)
+        : blocks(mr), unmapped(mr), small(small_pool) {}
+    SizeSet blocks;    // cached free, mapped blocks
+    AddrSet unmapped;  // unmapped ranges of expandable segments
+    bool small;
+    std::int64_t get_free_blocks_call_count = 0;
+  };
+
+  struct Segment {
+    std::uint64_t id = 0;
+    std::uint64_t addr = 0;
+    std::uint64_t size = 0;  // cudaMalloc size, or the whole virtual range when expandable
+    std::uint32_t head = pytorch_detail::kNil;
+    std::uint32_t stream = 0;
+    bool small = false;
+    bool expandable = false;
+    bool from_device = false;  // taken from DeviceMemory (else seeded)
+    bool used = false;
+    std::uint64_t page_size = 0;     // expandable only
+    std::uint64_t mapped_bytes = 0;  // expandable only
+  };
+
+  Impl(Bytes capacity, const PyTorchOptions& opts);
+
+  // --- malloc / free (pytorch_malloc.cpp) ---
+  std::optional<Block> malloc(std::uint64_t orig_size, std::uint32_t stream);
+  void free(const Block& b);
+  std::uint32_t get_free_block(Pool& pool, std::uint32_t stream, std::uint64_t size);
+  std::uint32_t alloc_block(Pool& pool, std::uint32_t stream, std::uint64_t size,
+                            std::uint64_t alloc_size, bool is_retry);
+  Block alloc_found_block(std::uint32_t n, std::uint64_t size, std::uint64_t orig_size);
+  bool should_split(std::uint32_t n, std::uint64_t size) const;
+  void free_block(std::uint32_t n);
+  std::uint64_t try_merge_blocks(std::uint32_t dst, std::uint32_t src);
+  bool release_available_cached_blocks(Pool& pool, std::uint32_t stream, std::uint64_t size);
+  void release_cached_blocks();
+  void release_blocks(Pool& pool);
+  void release_block(std::uint32_t n);
+  void garbage_collect_cached_blocks();
+
+  // --- expandable segments (pytorch_expandable.cpp) ---
+  std::uint32_t find_expandable_block(Pool& pool, std::uint32_t stream, std::uint64_t size);
+  bool map_block(std::uint32_t n, std::uint64_t size);
+  std::uint32_t try_allocate_expandable_block(Pool& pool, std::uint32_t stream, std::uint64_t size);
+  void unmap_block(std::uint32_t n);
+  void release_expandable_segment(std::uint32_t n);
+
+  // --- the device seam: every byte of segment memory comes and goes through these ---
+  // cudaMalloc / cudaFree of a whole segment (capacity already checked by the caller).
+  std::optional<std::uint64_t> acquire_segment(std::uint64_t size, std::uint32_t stream, bool small);
+  void release_segment(const Segment& s);
+  // cuMemAddressReserve / cuMemAddressFree of an expandable segment's virtual range.
+  std::uint64_t reserve_address_space(std::uint64_t size, std::uint32_t stream, bool small);
+  void release_address_space(std::uint64_t addr, std::uint64_t size);
+
+  // --- helpers ---
+  Pool& pool_of(const Node& n) { return n.small ? small : large; }
+  bool is_split(const Node& n) const {
+    return n.prev != pytorch_detail::kNil || n.next != pytorch_detail::kNil;
+  }
+  bool in_expandable(const Node& n) const { return n.expandable; }
+  std::uint32_t new_node(std::uint32_t seg);  // a free, mapped node of segment `seg`
+  void delete_node(std::uint32_t n);
+  std::uint32_t new_segment(std::uint64_t addr, std::uint64_t size, std::uint32_t stream, bool small,
+                            bool expandable, bool from_device);
+  void delete_segment(std::uint32_t s);
+  void insert_into_blocks(std::uint32_t n);  // also stamps the GC age base
+  void erase_from_blocks(std::uint32_t n);
+  void insert_unmapped(std::uint32_t n);
+  void erase_unmapped(std::uint32_t n);
+  void link_after(std::uint32_t n, std::uint32_t after);   // n becomes after's next
+  void link_before(std::uint32_t n, std::uint32_t before);  // n becomes before's prev
+  bool overlaps_segment(std::uint64_t addr, std::uint64_t size) const;
+  bool gc_enabled() const { return opts.garbage_collection_threshold > 0.0; }
+  std::uint64_t gc_count(const Node& n) {
+    return static_cast<std::uint64_t>(pool_of(n).get_free_blocks_call_count - n.gc_count_base);
+  }
+
+  // --- inspection (pytorch_inspect.cpp) ---
+  AllocatorStats stats() const;
+  std::vector<Range> ranges() const;
+  void check_invariants() const;
+  std::vector<Block> seed_segment(std::uint64_t addr, std::uint32_t stream, bool small,
+                                  std::span<const PyTorchSeedBlock> blocks);
+
+  Bytes capacity;
+  PyTorchOptions opts;
+  DeviceMemory device;
+  std::pmr::unsynchronized_pool_resource resource;
+  Pool small{true, &resource};
+  Pool large{false, &resource};
+  std::vector<Node> nodes;
+  std::vector<std::uint32_t> free_nodes;
+  std::vector<Segment> segs;
+  std::vector<std::uint32_t> free_segs;
+  std::map<std::uint64_t, std::uint32_t> seg_by_addr;
+  detail::AddrMap<std::uint32_t> live;  // allocated block address -> node
+  std::vector<std::uint32_t> scratch;   // release_blocks work list
+
+  std::uint64_t reserved = 0;
+  std::uint64_t allocated = 0;
+  std::uint64_t requested = 0;
+  std::uint64_t inactive_split = 0;
+  std::uint64_t segment_count = 0;
+  std::uint64_t device_mallocs = 0;
+  std::uint64_t device_frees = 0;
+  std::uint64_t alloc_retries = 0;
+  std::uint64_t oom_count = 0;
+  std::uint64_t next_segment_id = 1;
+  std::uint64_t next_va_top = DeviceMemory::kBaseAddress;
+};
+
+}  // namespace coopsim

@@ -1,0 +1,52 @@
+// `coopsim bench TRACE`: parse rate and replay rate per allocator under keep, on one core.
+// Wall-clock figures: for scripts/bench.sh, never for tests.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <ostream>
+
+#include "coopsim/commands.hpp"
+#include "coopsim/simulation.hpp"
+
+namespace coopsim {
+
+int command_bench(const BenchArgs& args, std::ostream& out) {
+  using Clock = std::chrono::steady_clock;
+  auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+
+  double best_parse = 1e300;
+  Trace trace;
+  for (int i = 0; i < args.repeat; ++i) {
+    const auto t0 = Clock::now();
+    trace = load_trace(args.trace);
+    best_parse = std::min(best_parse, seconds(Clock::now() - t0));
+  }
+  const TraceSummary s = summarize(trace);
+  // Lines = header + definitions + events.
+  const double lines = 1.0 + static_cast<double>(s.tensors + s.ops + s.events);
+  out << fmt::format("trace,{},events,{},lines,{}\n", args.trace, s.events, static_cast<std::uint64_t>(lines));
+  out << fmt::format("parse,lines_per_s,{:.0f},seconds,{:.4f}\n", lines / best_parse, best_parse);
+
+  std::vector<std::string> allocators = args.allocators;
+  if (allocators.empty()) {
+    for (const auto& e : builtin_components().allocators.entries()) allocators.push_back(e.name);
+  }
+  for (const auto& a : allocators) {
+    SimConfig cfg;
+    cfg.doc["allocator"] = a;
+    cfg.doc["policy"] = "keep";
+    cfg.doc["budget"] = args.budget;
+    double best = 1e300;
+    Report r;
+    for (int i = 0; i < args.repeat; ++i) {
+      const auto t0 = Clock::now();
+      r = run_simulation(cfg, trace);
+      best = std::min(best, seconds(Clock::now() - t0));
+    }
+    out << fmt::format("replay,{},keep,events_per_s,{:.0f},seconds,{:.4f},status,{}\n", a,
+                       static_cast<double>(r.counters.events) / best, best, to_string(r.status));
+  }
+  return 0;
+}
+
+}  // namespace coopsim

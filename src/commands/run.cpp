@@ -1,0 +1,99 @@
+// `coopsim run` and `coopsim validate`.
+#include <fmt/format.h>
+
+#include <ostream>
+#include <sstream>
+
+#include "coopsim/commands.hpp"
+#include "coopsim/error.hpp"
+#include "coopsim/simulation.hpp"
+
+namespace coopsim {
+
+int command_run(const RunArgs& args, std::ostream& out) {
+  SimConfig base;
+  if (!args.config.empty()) base = load_config(args.config);
+  for (const auto& s : args.sets) apply_override(base, s);
+  if (!args.policy.empty()) base.doc["policy"] = args.policy;
+  if (args.paranoid) base.doc["engine"]["paranoid"] = true;
+
+  std::vector<std::string> allocators = args.allocators;
+  if (allocators.size() == 1 && allocators[0] == "all") {
+    allocators.clear();
+    for (const auto& e : builtin_components().allocators.entries()) allocators.push_back(e.name);
+  }
+  if (allocators.empty()) allocators.push_back("");
+  std::vector<std::string> budgets = args.budgets;
+  if (budgets.empty()) budgets.push_back("");
+
+  // Check every combination before loading the trace or running anything.
+  std::vector<SimConfig> runs;
+  for (const auto& a : allocators) {
+    for (const auto& b : budgets) {
+      SimConfig cfg = base;
+      if (!a.empty()) cfg.doc["allocator"] = a;
+      if (!b.empty()) {
+        if (!parse_bytes(b)) throw ConfigError("--budget", "'" + b + "' is not a size (e.g. 8GiB, 512MB, 1048576)");
+        cfg.doc["budget"] = b;
+      }
+      check_config(cfg);
+      runs.push_back(std::move(cfg));
+    }
+  }
+
+  const Trace trace = load_trace(args.trace);
+  std::vector<Report> reports;
+  reports.reserve(runs.size());
+  for (const auto& cfg : runs) reports.push_back(run_simulation(cfg, trace));
+
+  if (!args.json_out.empty()) {
+    std::string text;
+    if (reports.size() == 1) {
+      text = to_json(reports[0]).dump(2) + "\n";
+    } else {
+      nlohmann::ordered_json arr = nlohmann::ordered_json::array();
+      for (const auto& r : reports) arr.push_back(to_json(r));
+      text = arr.dump(2) + "\n";
+    }
+    write_file_atomic(args.json_out, text);
+  }
+  if (!args.csv_out.empty()) {
+    std::string text = csv_header() + "\n";
+    for (const auto& r : reports) text += csv_row(r) + "\n";
+    write_file_atomic(args.csv_out, text);
+  }
+  if (args.json_stdout) {
+    if (reports.size() == 1) {
+      out << to_json(reports[0]).dump(2) << "\n";
+    } else {
+      nlohmann::ordered_json arr = nlohmann::ordered_json::array();
+      for (const auto& r : reports) arr.push_back(to_json(r));
+      out << arr.dump(2) << "\n";
+    }
+  } else if (!args.quiet) {
+    if (reports.size() == 1) {
+      write_text(out, reports[0]);
+    } else {
+      write_summary_table(out, reports);
+    }
+  }
+  bool any_oom = false;
+  for (const auto& r : reports) any_oom = any_oom || r.status == RunStatus::OutOfMemory;
+  return args.fail_on_oom && any_oom ? 3 : 0;
+}
+
+int command_validate(const std::string& path, std::ostream& out) {
+  const Trace trace = load_trace(path);
+  const TraceSummary s = summarize(trace);
+  out << fmt::format("{}: valid coopsim trace v{} ({})\n", path, trace.header.version,
+                     trace.header.model.empty() ? "no model name" : trace.header.model);
+  out << fmt::format("  tensors {} (views {}), ops {}, events {}\n", s.tensors, s.views, s.ops, s.events);
+  out << fmt::format("  allocs {}, frees {}, accesses {}, computes {}, iterations {}\n", s.allocs, s.frees,
+                     s.accesses, s.computes, s.iterations);
+  out << fmt::format("  peak live {} ({} bytes), op compute time {}\n", format_bytes(s.peak_live),
+                     s.peak_live.value, format_time(s.compute_time));
+  out << fmt::format("  hash {:016x}\n", trace.content_hash);
+  return 0;
+}
+
+}  // namespace coopsim

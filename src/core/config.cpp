@@ -1,0 +1,136 @@
+// Config loading, overrides and validation. All checking happens before any simulation runs.
+#include <fstream>
+#include <sstream>
+
+#include "coopsim/error.hpp"
+#include "coopsim/link.hpp"
+#include "coopsim/simulation.hpp"
+
+namespace coopsim {
+namespace {
+
+const char* const kTopKeys[] = {"allocator", "policy", "budget", "link", "engine", "params", "description"};
+
+std::string top_keys_list() {
+  std::string s;
+  for (const char* k : kTopKeys) s += (s.empty() ? "" : ", ") + std::string(k);
+  return s;
+}
+
+std::uint64_t line_of_offset(const std::string& text, std::size_t offset) {
+  std::uint64_t line = 1;
+  for (std::size_t i = 0; i < offset && i < text.size(); ++i) line += text[i] == '\n';
+  return line;
+}
+
+bool is_component(const std::string& name, const Components& c) {
+  return c.allocators.find(name) != nullptr || c.policies.find(name) != nullptr;
+}
+
+}  // namespace
+
+std::vector<ParamDoc> engine_param_docs() {
+  return {
+      {"paranoid", ParamType::Bool, "false", "check allocator invariants after every event (slow)", {}},
+      {"measure_search_latency", ParamType::Bool, "false",
+       "measure wall time inside policy decisions (reports then differ run to run)", {}},
+  };
+}
+
+std::vector<ParamDoc> top_level_docs() {
+  return {
+      {"allocator", ParamType::String, "pytorch", "allocator model (see allocators below)", {}},
+      {"policy", ParamType::String, "keep", "memory policy (see policies below)", {}},
+      {"budget", ParamType::Bytes, "80GiB", "device memory budget = capacity given to the allocator", {}},
+  };
+}
+
+SimConfig load_config(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError(path, "cannot open config file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  SimConfig cfg;
+  cfg.source = path;
+  try {
+    cfg.doc = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    std::string msg = e.what();
+    if (auto p = msg.find("syntax error"); p != std::string::npos) msg = msg.substr(p);
+    throw TraceError(path, line_of_offset(text, e.byte == 0 ? 0 : e.byte - 1), "invalid JSON: " + msg);
+  }
+  if (!cfg.doc.is_object()) throw ConfigError(path, "a config file must hold a JSON object");
+  return cfg;
+}
+
+void apply_override(SimConfig& cfg, const std::string& assignment, const Components& c) {
+  const auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    throw ConfigError("--set " + assignment, "expected key=value");
+  }
+  const std::string key = assignment.substr(0, eq);
+  const std::string text = assignment.substr(eq + 1);
+  nlohmann::json value;
+  try {
+    value = nlohmann::json::parse(text);
+    if (value.is_object() || value.is_array()) value = text;
+  } catch (const nlohmann::json::parse_error&) {
+    value = text;
+  }
+  std::vector<std::string> path;
+  std::stringstream ks(key);
+  for (std::string part; std::getline(ks, part, '.');) {
+    if (part.empty()) throw ConfigError("--set " + key, "empty key component");
+    path.push_back(part);
+  }
+  if (is_component(path.front(), c)) path.insert(path.begin(), "params");
+  nlohmann::json* node = &cfg.doc;
+  for (std::size_t i = 0; i + 1 < path.size(); ++i) {
+    nlohmann::json& next = (*node)[path[i]];
+    if (next.is_null()) next = nlohmann::json::object();
+    if (!next.is_object()) throw ConfigError("--set " + key, "'" + path[i] + "' is not a section");
+    node = &next;
+  }
+  (*node)[path.back()] = value;
+}
+
+void check_config(const SimConfig& cfg, const Components& c) {
+  const std::string& src = cfg.source;
+  auto err = [&](const std::string& key, const std::string& problem) {
+    return ConfigError(src + ": " + key, problem);
+  };
+  for (const auto& [k, v] : cfg.doc.items()) {
+    bool known = false;
+    for (const char* t : kTopKeys) known = known || k == t;
+    if (!known) throw err(k, "unknown key (valid: " + top_keys_list() + ")");
+  }
+  try {
+    Params top("", nlohmann::json{{"allocator", cfg.doc.value("allocator", nlohmann::json("pytorch"))},
+                                        {"policy", cfg.doc.value("policy", nlohmann::json("keep"))},
+                                        {"budget", cfg.doc.value("budget", nlohmann::json("80GiB"))}},
+               top_level_docs());
+    (void)c.allocators.get(top.get_string("allocator"), "allocator", "allocator");
+    (void)c.policies.get(top.get_string("policy"), "policy", "policy");
+    if (top.get_bytes("budget").value == 0) throw ConfigError("budget", "must be greater than 0");
+    (void)make_link(Params("link", cfg.doc.value("link", nlohmann::json::object()), link_param_docs()));
+    (void)Params("engine", cfg.doc.value("engine", nlohmann::json::object()), engine_param_docs());
+    const nlohmann::json params = cfg.doc.value("params", nlohmann::json::object());
+    if (!params.is_object()) throw ConfigError("params", "expected an object keyed by component name");
+    for (const auto& [name, obj] : params.items()) {
+      if (const auto* a = c.allocators.find(name)) {
+        (void)Params(name, obj, a->params);
+      } else if (const auto* p = c.policies.find(name)) {
+        (void)Params(name, obj, p->params);
+      } else {
+        throw ConfigError("params." + name, "unknown component (allocators: " + c.allocators.names() +
+                                                "; policies: " + c.policies.names() + ")");
+      }
+    }
+  } catch (const ConfigError& e) {
+    if (e.key().rfind(src + ": ", 0) == 0) throw;
+    throw ConfigError(src + ": " + e.key(), std::string(e.what()).substr(e.key().empty() ? 0 : e.key().size() + 2));
+  }
+}
+
+}  // namespace coopsim

@@ -1,0 +1,70 @@
+// Human-readable report and comparison table.
+#include <fmt/format.h>
+
+#include <ostream>
+
+#include "coopsim/report.hpp"
+
+namespace coopsim {
+namespace {
+std::string pct(double x) { return fmt::format("{:.2f}%", 100.0 * x); }
+}  // namespace
+
+void write_text(std::ostream& os, const Report& r) {
+  auto line = [&](std::string_view k, const std::string& v) { os << fmt::format("  {:<30} {}\n", k, v); };
+  os << fmt::format("coopsim {} — {} on {} ({} iteration{})\n", r.coopsim_version, r.model.empty() ? "?" : r.model,
+                    r.trace_path, r.iterations, r.iterations == 1 ? "" : "s");
+  line("allocator / policy", r.allocator + " / " + r.policy);
+  line("budget", format_bytes(r.budget));
+  line("status", std::string(to_string(r.status)));
+  if (r.oom) {
+    const OomPoint& o = *r.oom;
+    line("oom at event", fmt::format("{} (iteration {})", o.event_index, o.iteration));
+    line("oom tensor", fmt::format("{}{}", o.tensor_file_id, o.tensor_name.empty() ? "" : " (" + o.tensor_name + ")"));
+    line("oom op", o.has_op ? fmt::format("{} ({})", o.op_file_id, o.op_name) : std::string("-"));
+    line("oom requested", format_bytes(o.requested));
+    line("oom allocated / reserved", format_bytes(o.allocated) + " / " + format_bytes(o.reserved));
+    line("oom largest free block", format_bytes(o.largest_free));
+  }
+  const MemoryFigures& m = r.memory;
+  os << " memory\n";
+  line("peak allocated", format_bytes(m.peak_allocated));
+  line("peak reserved", format_bytes(m.peak_reserved));
+  line("peak requested", format_bytes(m.peak_requested));
+  line("peak footprint", format_bytes(m.peak_footprint));
+  line("peak internal waste", format_bytes(m.peak_internal_waste));
+  line("fragmentation (reserved peak)", pct(m.reserved_fragmentation));
+  line("fragmentation (Coop rate)",
+       m.coop_fragmentation_samples ? fmt::format("{} over {} allocations", pct(m.coop_fragmentation),
+                                                  m.coop_fragmentation_samples)
+                                    : std::string("n/a (no allocation needed eviction)"));
+  const TimeFigures& t = r.time;
+  os << " time\n";
+  line("simulated", format_time(t.simulated));
+  line("trace compute", format_time(t.trace_compute));
+  line("compute overhead", fmt::format("{:.4f}x", t.compute_overhead));
+  line("stall", format_time(t.stall));
+  line("recomputes", fmt::format("{} ({})", t.recomputes, format_time(t.recompute_time)));
+  line("swap out / in", fmt::format("{} ({}) / {} ({})", t.swap_outs, format_bytes(t.swap_out_bytes), t.swap_ins,
+                                    format_bytes(t.swap_in_bytes)));
+  const CounterFigures& c = r.counters;
+  os << " counters\n";
+  line("events / allocs / frees", fmt::format("{} / {} / {}", c.events, c.allocs, c.frees));
+  line("evictions (forced / eager)", fmt::format("{} / {}", c.forced_evictions, c.eager_evictions));
+  line("device mallocs / frees", fmt::format("{} / {}", c.device_mallocs, c.device_frees));
+  line("alloc failures / retries", fmt::format("{} / {}", c.alloc_failures, c.alloc_retries));
+  if (r.search_latency) line("search latency", format_time(*r.search_latency));
+}
+
+void write_summary_table(std::ostream& os, const std::vector<Report>& reports) {
+  os << fmt::format("{:<10} {:<8} {:>11} {:>9} {:>12} {:>12} {:>12} {:>8} {:>10}\n", "allocator", "policy",
+                    "budget", "status", "peak alloc", "peak resv", "footprint", "frag", "overhead");
+  for (const Report& r : reports) {
+    os << fmt::format("{:<10} {:<8} {:>11} {:>9} {:>12} {:>12} {:>12} {:>8} {:>9.4f}x\n", r.allocator, r.policy,
+                      format_bytes(r.budget), to_string(r.status), format_bytes(r.memory.peak_allocated),
+                      format_bytes(r.memory.peak_reserved), format_bytes(r.memory.peak_footprint),
+                      pct(r.memory.reserved_fragmentation), r.time.compute_overhead);
+  }
+}
+
+}  // namespace coopsim

@@ -1,0 +1,65 @@
+// run_simulation: resolve the config through the registries, run the engine, fill the report.
+#include "coopsim/simulation.hpp"
+
+#include "coopsim/engine.hpp"
+#include "coopsim/error.hpp"
+#include "coopsim/link.hpp"
+#include "coopsim_config.h"
+
+namespace coopsim {
+
+Report run_simulation(const SimConfig& cfg, const Trace& trace, const Components& c) {
+  check_config(cfg, c);
+  const nlohmann::json& d = cfg.doc;
+  const Params top("", nlohmann::json{{"allocator", d.value("allocator", nlohmann::json("pytorch"))},
+                                      {"policy", d.value("policy", nlohmann::json("keep"))},
+                                      {"budget", d.value("budget", nlohmann::json("80GiB"))}},
+                   top_level_docs());
+  const std::string alloc_name = top.get_string("allocator");
+  const std::string policy_name = top.get_string("policy");
+  const Bytes budget = top.get_bytes("budget");
+  const nlohmann::json params = d.value("params", nlohmann::json::object());
+  auto params_for = [&](const std::string& name) {
+    return params.contains(name) ? params.at(name) : nlohmann::json::object();
+  };
+  const auto& alloc_entry = c.allocators.get(alloc_name, "allocator", "allocator");
+  const auto& policy_entry = c.policies.get(policy_name, "policy", "policy");
+  const Params alloc_params(alloc_name, params_for(alloc_name), alloc_entry.params);
+  const Params policy_params(policy_name, params_for(policy_name), policy_entry.params);
+  const Params link_params("link", d.value("link", nlohmann::json::object()), link_param_docs());
+  const Params engine_params("engine", d.value("engine", nlohmann::json::object()), engine_param_docs());
+
+  EngineOptions opt;
+  opt.budget = budget;
+  opt.link = make_link(link_params);
+  opt.paranoid = engine_params.get_bool("paranoid");
+  opt.measure_search_latency = engine_params.get_bool("measure_search_latency");
+
+  auto allocator = alloc_entry.make(alloc_params, budget);
+  auto policy = policy_entry.make(policy_params);
+
+  Report r;
+  r.coopsim_version = COOPSIM_VERSION;
+  r.trace_path = trace.path;
+  r.model = trace.header.model;
+  r.trace_hash = trace.content_hash;
+  r.iterations = trace.header.iterations;
+  r.allocator = alloc_name;
+  r.policy = policy_name;
+  r.budget = budget;
+  nlohmann::ordered_json resolved;
+  resolved["allocator"] = alloc_name;
+  resolved["policy"] = policy_name;
+  resolved["budget"] = budget.value;
+  resolved["link"] = link_params.resolved();
+  resolved["link"]["resolved_name"] = opt.link.name;
+  resolved["engine"] = engine_params.resolved();
+  resolved["params"][alloc_name] = alloc_params.resolved();
+  resolved["params"][policy_name] = policy_params.resolved();
+  r.config = resolved;
+
+  run_engine(trace, *allocator, *policy, opt, r);
+  return r;
+}
+
+}  // namespace coopsim

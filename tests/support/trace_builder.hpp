@@ -1,0 +1,72 @@
+// Builds small in-memory traces for tests without going through the file format.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "coopsim/trace.hpp"
+
+namespace coopsim::test {
+
+class TraceBuilder {
+ public:
+  explicit TraceBuilder(std::string model = "test") {
+    trace_.path = "<builder>";
+    trace_.header.model = std::move(model);
+  }
+
+  std::uint32_t tensor(std::uint64_t bytes, TensorRole role = TensorRole::Activation, std::string name = "") {
+    TensorInfo t;
+    t.id = TensorId{static_cast<std::uint32_t>(trace_.tensors.size())};
+    t.file_id = trace_.tensors.size();
+    t.size = Bytes{bytes};
+    t.role = role;
+    t.name = std::move(name);
+    trace_.tensors.push_back(t);
+    return index_of(t.id);
+  }
+  std::uint32_t view(std::uint32_t base) {
+    const std::uint32_t v = tensor(0);
+    trace_.tensors[v].view_of = trace_.storage_of(base);
+    return v;
+  }
+  std::uint32_t op(std::string name, std::int64_t duration_ns, std::vector<std::uint32_t> in,
+                   std::vector<std::uint32_t> out) {
+    OpInfo o;
+    o.id = OpId{static_cast<std::uint32_t>(trace_.ops.size())};
+    o.file_id = trace_.ops.size();
+    o.name = std::move(name);
+    o.duration = SimTime{duration_ns};
+    for (auto i : in) o.inputs.push_back(TensorId{i});
+    for (auto i : out) o.outputs.push_back(TensorId{i});
+    trace_.ops.push_back(o);
+    return index_of(o.id);
+  }
+  TraceBuilder& alloc(std::uint32_t t, std::int64_t time = -1) { return ev(EventKind::Alloc, t, time); }
+  TraceBuilder& free(std::uint32_t t, std::int64_t time = -1) { return ev(EventKind::Free, t, time); }
+  TraceBuilder& compute(std::uint32_t op, std::int64_t time = -1) { return ev(EventKind::Compute, op, time); }
+  TraceBuilder& access(std::uint32_t t, bool write = false) {
+    ev(EventKind::Access, t, -1);
+    trace_.events.back().write = write;
+    return *this;
+  }
+  TraceBuilder& iteration(std::uint32_t i) {
+    trace_.header.iterations = i + 1;
+    return ev(EventKind::Iteration, i, -1);
+  }
+  [[nodiscard]] const Trace& trace() const { return trace_; }
+  Trace& mutable_trace() { return trace_; }
+
+ private:
+  TraceBuilder& ev(EventKind k, std::uint32_t target, std::int64_t time) {
+    TraceEvent e;
+    e.kind = k;
+    e.target = target;
+    e.time = time;
+    trace_.events.push_back(e);
+    return *this;
+  }
+  Trace trace_;
+};
+
+}  // namespace coopsim::test

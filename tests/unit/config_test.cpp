@@ -1,0 +1,83 @@
+// Config loading, overrides, validation and the resolved config in reports.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+#include "coopsim/error.hpp"
+#include "coopsim/simulation.hpp"
+#include "test_paths.hpp"
+#include "trace_builder.hpp"
+
+using namespace coopsim;
+
+namespace {
+SimConfig from(const nlohmann::json& j) {
+  SimConfig c;
+  c.source = "cfg.json";
+  c.doc = j;
+  return c;
+}
+}  // namespace
+
+TEST_CASE("overrides route component names to params", "[config]") {
+  SimConfig c;
+  apply_override(c, "pytorch.max_split_size=64MiB");
+  apply_override(c, "budget=4GiB");
+  apply_override(c, "link.preset=pcie3-x16");
+  apply_override(c, "engine.paranoid=true");
+  CHECK(c.doc["params"]["pytorch"]["max_split_size"] == "64MiB");
+  CHECK(c.doc["budget"] == "4GiB");
+  CHECK(c.doc["link"]["preset"] == "pcie3-x16");
+  CHECK(c.doc["engine"]["paranoid"] == true);
+  CHECK_NOTHROW(check_config(c));
+  CHECK_THROWS_WITH(apply_override(c, "novalue"), "--set novalue: expected key=value");
+}
+
+TEST_CASE("config errors name the file and key and list valid choices", "[config]") {
+  const std::string allocs = builtin_components().allocators.names();
+  CHECK_THROWS_WITH(check_config(from({{"alocator", "x"}})),
+                    "cfg.json: alocator: unknown key (valid: allocator, policy, budget, link, engine, params, "
+                    "description)");
+  CHECK_THROWS_WITH(check_config(from({{"allocator", "tlsf"}})),
+                    "cfg.json: allocator: unknown allocator 'tlsf' (valid: " + allocs + ")");
+  CHECK_THROWS_WITH(check_config(from({{"policy", "magic"}})),
+                    "cfg.json: policy: unknown policy 'magic' (valid: keep)");
+  CHECK_THROWS_WITH(check_config(from({{"budget", "lots"}})),
+                    "cfg.json: budget: expected a size such as 512MiB, 8GiB or plain bytes, got \"lots\"");
+  CHECK_THROWS_WITH(check_config(from({{"budget", 0}})), "cfg.json: budget: must be greater than 0");
+  CHECK_THROWS_WITH(check_config(from({{"link", {{"preset", "pcie9"}}}})),
+                    "cfg.json: link.preset: invalid value 'pcie9' (valid: pcie3-x16, pcie4-x16, pcie5-x16, "
+                    "nvlink-c2c)");
+  CHECK_THROWS_WITH(check_config(from({{"params", {{"cnmem", {{"bogus", 1}}}}}})),
+                    Catch::StartsWith("cfg.json: cnmem.bogus: unknown parameter (valid for cnmem: "));
+  CHECK_THROWS_WITH(check_config(from({{"params", {{"tlsf", nlohmann::json::object()}}}})),
+                    Catch::StartsWith("cfg.json: params.tlsf: unknown component (allocators: "));
+  CHECK_THROWS_WITH(check_config(from({{"engine", {{"paranoid", "maybe"}}}})),
+                    "cfg.json: engine.paranoid: expected true or false, got \"maybe\"");
+}
+
+TEST_CASE("config files with bad JSON report file:line", "[config]") {
+  const auto dir = test::scratch_dir("config");
+  const auto path = (dir / "bad.json").string();
+  std::ofstream(path) << "{\n  \"budget\": \"1GiB\",\n  \"allocator\" \"cnmem\"\n}\n";
+  CHECK_THROWS_WITH(load_config(path), Catch::StartsWith(path + ":3: invalid JSON: "));
+  CHECK_THROWS_WITH(load_config((dir / "missing.json").string()),
+                    (dir / "missing.json").string() + ": cannot open config file");
+}
+
+TEST_CASE("the report carries the resolved config with every default", "[config]") {
+  test::TraceBuilder b;
+  const auto t = b.tensor(1000);
+  b.alloc(t).free(t);
+  SimConfig c = from({{"allocator", "cnmem"}, {"budget", "1MiB"}});
+  const Report r = run_simulation(c, b.trace());
+  CHECK(r.allocator == "cnmem");
+  CHECK(r.policy == "keep");
+  CHECK(r.budget.value == 1 << 20);
+  CHECK(r.config["budget"] == 1 << 20);
+  CHECK(r.config["link"]["preset"] == "pcie4-x16");
+  CHECK(r.config["engine"]["paranoid"] == false);
+  CHECK(r.config["params"].contains("cnmem"));
+  CHECK(r.config["params"].contains("keep"));
+  CHECK(r.memory.peak_allocated.value == 1024);
+}
