@@ -21,7 +21,7 @@
 namespace coopsim {
 
 struct SimConfig {
-  std::string source = "<defaults>";  // file the config came from, for error messages
+  std::string source;  // file the config came from (prefixes error keys); empty = none
   nlohmann::json doc = nlohmann::json::object();  // the raw document, overrides applied
 };
 

@@ -210,10 +210,12 @@ void PyTorchCachingAllocator::Impl::insert_into_blocks(std::uint32_t n) {
   Pool& p = pool_of(b);
   b.gc_count_base = p.get_free_blocks_call_count;
   b.pos = p.blocks.insert(SizeKey{b.stream, b.size, b.addr, n}).first;
+  if (b.size > largest_free) largest_free = b.size;
 }
 
 void PyTorchCachingAllocator::Impl::erase_from_blocks(std::uint32_t n) {
   Node& b = nodes[n];
+  if (b.size >= largest_free) largest_dirty = true;
   pool_of(b).blocks.erase(b.pos);
   b.pos = {};
 }

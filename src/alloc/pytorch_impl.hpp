@@ -8,8 +8,8 @@
 //  * Each pool (small, large) holds its cached free, mapped blocks in a set ordered by
 //    (stream, size, address) and, for expandable segments, its unmapped blocks in a set ordered
 //    by (stream, address). Allocated blocks are found by address through a flat hash map.
-//  * Nodes live in a recycled slot vector and the sets draw from a pool resource, so the steady
-//    state does no heap allocation.
+//  * Nodes live in a recycled slot vector and the sets' tree nodes in a recycling arena, so the
+//    steady state does no heap allocation.
 //
 // Departures from upstream (all deliberate):
 //  * No CUDA events / recordStream: a free is completed at once (free_requested == free_completed);
@@ -39,7 +39,9 @@
 
 #include <cstdint>
 #include <map>
-#include <memory_resource>
+#include <algorithm>
+#include <cstddef>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -52,6 +54,64 @@
 namespace coopsim {
 
 namespace pytorch_detail {
+
+// Fixed-size node recycling for the pool sets: freed tree nodes go on a free list and are
+// reused, memory comes in chunks and is only returned when the allocator model is destroyed.
+class NodeArena {
+ public:
+  explicit NodeArena(std::size_t node_size) : node_size_(std::max(node_size, sizeof(void*))) {}
+  NodeArena(const NodeArena&) = delete;
+  NodeArena& operator=(const NodeArena&) = delete;
+  void* get() {
+    if (head_ == nullptr) refill();
+    void* p = head_;
+    head_ = *static_cast<void**>(p);
+    return p;
+  }
+  void put(void* p) {
+    *static_cast<void**>(p) = head_;
+    head_ = p;
+  }
+  [[nodiscard]] std::size_t node_size() const { return node_size_; }
+
+ private:
+  void refill() {
+    constexpr std::size_t kPerChunk = 256;
+    const std::size_t stride = (node_size_ + alignof(std::max_align_t) - 1) / alignof(std::max_align_t) *
+                               alignof(std::max_align_t);
+    chunks_.push_back(std::make_unique<std::max_align_t[]>(stride * kPerChunk / sizeof(std::max_align_t)));
+    auto* base = reinterpret_cast<std::byte*>(chunks_.back().get());
+    for (std::size_t i = kPerChunk; i-- > 0;) put(base + i * stride);
+  }
+  std::size_t node_size_;
+  void* head_ = nullptr;
+  std::vector<std::unique_ptr<std::max_align_t[]>> chunks_;
+};
+
+// std::allocator replacement drawing single nodes from a NodeArena (anything else, e.g. a
+// node of another size after rebinding, goes to the global heap).
+template <class T>
+struct ArenaAllocator {
+  using value_type = T;
+  NodeArena* arena;
+  explicit ArenaAllocator(NodeArena* a) : arena(a) {}
+  template <class U>
+  ArenaAllocator(const ArenaAllocator<U>& o) : arena(o.arena) {}  // NOLINT: rebinding
+  T* allocate(std::size_t n) {
+    if (n == 1 && sizeof(T) <= arena->node_size()) return static_cast<T*>(arena->get());
+    return static_cast<T*>(::operator new(n * sizeof(T)));
+  }
+  void deallocate(T* p, std::size_t n) {
+    if (n == 1 && sizeof(T) <= arena->node_size()) {
+      arena->put(p);
+    } else {
+      ::operator delete(p);
+    }
+  }
+  template <class U>
+  bool operator==(const ArenaAllocator<U>& o) const { return arena == o.arena; }
+};
+
 inline constexpr std::uint64_t kMinBlockSize = 512;
 inline constexpr std::uint64_t kSmallSize = 1ULL << 20;
 inline constexpr std::uint64_t kSmallBuffer = 2ULL << 20;
@@ -86,8 +146,10 @@ struct PyTorchCachingAllocator::Impl {
       return a.addr < b.addr;
     }
   };
-  using SizeSet = std::pmr::set<SizeKey, SizeLess>;
-  using AddrSet = std::pmr::set<AddrKey, AddrLess>;
+  using SizeSet = std::set<SizeKey, SizeLess, pytorch_detail::ArenaAllocator<SizeKey>>;
+  using AddrSet = std::set<AddrKey, AddrLess, pytorch_detail::ArenaAllocator<AddrKey>>;
+  // Tree nodes: the key plus the red-black header (colour and three links), rounded up.
+  static constexpr std::size_t kTreeNodeBytes = 4 * sizeof(void*) + sizeof(SizeKey);
 
   struct Node {
     std::uint64_t addr = 0;
@@ -107,8 +169,10 @@ struct PyTorchCachingAllocator::Impl {
   };
 
   struct Pool {
-    explicit Pool(bool small_pool, std::pmr::memory_resource* mr)
-        : blocks(mr), unmapped(mr), small(small_pool) {}
+    Pool(bool small_pool, pytorch_detail::NodeArena* arena)
+        : blocks(SizeLess{}, pytorch_detail::ArenaAllocator<SizeKey>(arena)),
+          unmapped(AddrLess{}, pytorch_detail::ArenaAllocator<AddrKey>(arena)),
+          small(small_pool) {}
     SizeSet blocks;    // cached free, mapped blocks
     AddrSet unmapped;  // unmapped ranges of expandable segments
     bool small;
@@ -195,9 +259,9 @@ struct PyTorchCachingAllocator::Impl {
   Bytes capacity;
   PyTorchOptions opts;
   DeviceMemory device;
-  std::pmr::unsynchronized_pool_resource resource;
-  Pool small{true, &resource};
-  Pool large{false, &resource};
+  pytorch_detail::NodeArena arena{kTreeNodeBytes};  // before the pools: outlives their nodes
+  Pool small{true, &arena};
+  Pool large{false, &arena};
   std::vector<Node> nodes;
   std::vector<std::uint32_t> free_nodes;
   std::vector<Segment> segs;
@@ -215,6 +279,10 @@ struct PyTorchCachingAllocator::Impl {
   std::uint64_t device_frees = 0;
   std::uint64_t alloc_retries = 0;
   std::uint64_t oom_count = 0;
+  // Largest cached free block: raised on insert, recomputed lazily by stats() after the
+  // largest one may have left the pools.
+  mutable std::uint64_t largest_free = 0;
+  mutable bool largest_dirty = false;
   std::uint64_t next_segment_id = 1;
   std::uint64_t next_va_top = DeviceMemory::kBaseAddress;
 };

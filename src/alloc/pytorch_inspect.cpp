@@ -37,7 +37,11 @@ AllocatorStats Impl::stats() const {
   st.allocated = Bytes{allocated};
   st.requested = Bytes{requested};
   st.active = Bytes{allocated};
-  st.largest_free = Bytes{std::max(largest_in(small.blocks), largest_in(large.blocks))};
+  if (largest_dirty) {
+    largest_free = std::max(largest_in(small.blocks), largest_in(large.blocks));
+    largest_dirty = false;
+  }
+  st.largest_free = Bytes{largest_free};
   st.footprint = Bytes{reserved};
   st.free_ranges = small.blocks.size() + large.blocks.size();
   st.segments = segment_count;
@@ -146,6 +150,10 @@ void Impl::check_invariants() const {
   check_count("unmapped blocks", small.unmapped.size() + large.unmapped.size(), n_unmapped);
   check_count("nodes in use", nodes.size() - free_nodes.size(), n_nodes);
   check_count("segments in use", segs.size() - free_segs.size(), n_segs);
+  const std::uint64_t largest = std::max(largest_in(small.blocks), largest_in(large.blocks));
+  if (largest_dirty ? largest > largest_free : largest != largest_free) {
+    fail(fmt::format("largest free block is {}, cached value {}", largest, largest_free));
+  }
   if (reserved > capacity.value) fail(fmt::format("reserved {} exceeds the capacity {}", reserved, capacity.value));
   for (const Pool* p : {&small, &large}) {
     for (const SizeKey& k : p->blocks) {

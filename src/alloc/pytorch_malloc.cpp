@@ -63,6 +63,7 @@ std::uint32_t Impl::get_free_block(Pool& pool, std::uint32_t stream, std::uint64
   if (size < mss && it->size >= mss) return kNil;
   if (size >= mss && it->size >= size + opts.max_non_split_rounding_size.value) return kNil;
   const std::uint32_t n = it->node;
+  if (it->size >= largest_free) largest_dirty = true;
   pool.blocks.erase(it);
   nodes[n].pos = {};
   return n;

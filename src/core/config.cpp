@@ -97,8 +97,9 @@ void apply_override(SimConfig& cfg, const std::string& assignment, const Compone
 
 void check_config(const SimConfig& cfg, const Components& c) {
   const std::string& src = cfg.source;
+  const std::string prefix = src.empty() ? "" : src + ": ";
   auto err = [&](const std::string& key, const std::string& problem) {
-    return ConfigError(src + ": " + key, problem);
+    return ConfigError(prefix + key, problem);
   };
   for (const auto& [k, v] : cfg.doc.items()) {
     bool known = false;
@@ -128,8 +129,8 @@ void check_config(const SimConfig& cfg, const Components& c) {
       }
     }
   } catch (const ConfigError& e) {
-    if (e.key().rfind(src + ": ", 0) == 0) throw;
-    throw ConfigError(src + ": " + e.key(), std::string(e.what()).substr(e.key().empty() ? 0 : e.key().size() + 2));
+    if (prefix.empty() || e.key().rfind(prefix, 0) == 0) throw;
+    throw ConfigError(prefix + e.key(), std::string(e.what()).substr(e.key().empty() ? 0 : e.key().size() + 2));
   }
 }
 

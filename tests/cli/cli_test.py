@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""End-to-end checks of the coopsim command line, reported as TAP (one case per check).
+
+Usage: cli_test.py PATH/TO/coopsim   (run from the project root)
+Each bad-input case checks the exact one-line error, the exit status, and that no output file
+was left behind."""
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+COOPSIM = sys.argv[1]
+TRACE = "traces/default.jsonl.gz"
+GOLDEN = "tests/data/golden/small_step.jsonl"
+results = []
+
+
+def run(*args):
+    p = subprocess.run([COOPSIM, *args], capture_output=True, text=True, timeout=120)
+    return p.returncode, p.stdout, p.stderr
+
+
+def case(name, ok, detail=""):
+    results.append((name, bool(ok), detail))
+
+
+tmp = tempfile.mkdtemp(prefix="coopsim-cli-")
+
+
+def path(name):
+    return os.path.join(tmp, name)
+
+
+def write(name, text):
+    with open(path(name), "w", encoding="utf-8") as f:
+        f.write(text)
+    return path(name)
+
+
+def bad(name, args, expected_stderr, outputs=(), status=1, prefix=False):
+    code, out, err = run(*args)
+    err_line = err.strip()
+    matched = err_line.startswith(expected_stderr) if prefix else err_line == expected_stderr
+    left = [o for o in outputs if os.path.exists(o) or os.path.exists(o + ".tmp")]
+    case(name, code == status and matched and not left,
+         f"status {code}, stderr {err_line!r}, expected {expected_stderr!r}, left {left}")
+
+
+# --- working commands -------------------------------------------------------------------------
+code, out, err = run("list")
+case("list names every allocator and the keep policy",
+     code == 0 and all(a in out for a in ("pytorch", "cnmem", "bestfit", "fungible", "keep", "max_split_size",
+                                          "initial_reservation", "pcie3-x16")), err)
+code, out, err = run("list", "--json")
+doc = json.loads(out) if code == 0 else {}
+case("list --json is machine-readable", [a["name"] for a in doc.get("allocators", [])] ==
+     ["pytorch", "cnmem", "bestfit", "fungible"], out[:200])
+
+code, out, err = run("validate", TRACE)
+case("validate accepts the bundled trace", code == 0 and "valid coopsim trace v1" in out, err)
+
+rep, rep2, csvp = path("r.json"), path("r2.json"), path("r.csv")
+code, out, err = run("run", TRACE, "--allocator", "pytorch", "--budget", "16GiB", "-o", rep, "--csv", csvp)
+report = json.load(open(rep)) if code == 0 and os.path.exists(rep) else {}
+case("run writes a JSON report", report.get("status") == "completed" and report.get("allocator") == "pytorch", err)
+case("the report records version, config and trace hash",
+     report.get("coopsim_version") and report.get("config", {}).get("budget") == 16 << 30
+     and len(report.get("trace", {}).get("hash", "")) == 16)
+rows = list(csv.reader(open(csvp))) if os.path.exists(csvp) else []
+case("run writes a CSV header and one row", len(rows) == 2 and rows[0][0] == "trace" and len(rows[0]) == len(rows[1]))
+code, _, _ = run("run", TRACE, "--allocator", "pytorch", "--budget", "16GiB", "-o", rep2)
+case("repeated runs give byte-identical reports", code == 0 and open(rep).read() == open(rep2).read())
+
+code, out, err = run("run", TRACE, "--allocator", "all", "--budget", "1GiB,16GiB", "--csv", csvp)
+rows = list(csv.reader(open(csvp))) if os.path.exists(csvp) else []
+case("comma lists run every combination", code == 0 and len(rows) == 9 and "allocator" in out, out[:300])
+statuses = {(r[3], r[5]): r[6] for r in rows[1:]}
+case("a budget below the peak ends in OOM, above it completes",
+     statuses.get(("pytorch", str(1 << 30))) == "oom" and statuses.get(("pytorch", str(16 << 30))) == "completed",
+     str(statuses))
+peaks = {r[3]: int(r[8]) for r in rows[1:] if r[5] == str(16 << 30)}
+case("allocators differ in reserved memory",
+     len(set(peaks.values())) == 4 and peaks["fungible"] < peaks["cnmem"] and peaks["bestfit"] == 16 << 30, str(peaks))
+
+code, out, err = run("run", GOLDEN, "--allocator", "pytorch", "--budget", "23MiB", "--json")
+oom = json.loads(out).get("oom") if code == 0 else None
+case("keep reports the OOM point", oom and oom["event_index"] == 7 and oom["op_name"] == "relu_backward", out[-300:])
+code, _, _ = run("run", GOLDEN, "--allocator", "pytorch", "--budget", "23MiB", "--quiet", "--fail-on-oom")
+case("--fail-on-oom exits 3", code == 3)
+
+code, out, err = run("run", GOLDEN, "--allocator", "cnmem", "--set", "cnmem.initial_reservation=8MiB", "--json")
+case("--set reaches component parameters",
+     code == 0 and json.loads(out)["config"]["params"]["cnmem"]["initial_reservation"] == 8 << 20, err)
+cfg = write("ok.json", json.dumps({"allocator": "bestfit", "budget": "32MiB", "link": {"preset": "pcie3-x16"}}))
+code, out, err = run("run", GOLDEN, "-c", cfg, "--json")
+case("config files set allocator, budget and link",
+     code == 0 and json.loads(out)["allocator"] == "bestfit" and json.loads(out)["budget_bytes"] == 32 << 20, err)
+gen = path("g.jsonl.gz")
+code, out, err = run("generate", "-o", gen, "--set", "layers=2", "--set", "model=mlp")
+case("generate writes a valid trace", code == 0 and run("validate", gen)[0] == 0, err)
+
+# --- bad input --------------------------------------------------------------------------------
+outs = (rep3 := path("bad.json"), csv3 := path("bad.csv"))
+bad("missing trace file", ["run", path("nope.jsonl"), "-o", rep3], f"coopsim: error: {path('nope.jsonl')}", outs,
+    prefix=True)
+bad("unknown allocator lists the valid ones", ["run", GOLDEN, "--allocator", "tlsf", "-o", rep3],
+    "coopsim: error: allocator: unknown allocator 'tlsf' (valid: pytorch, cnmem, bestfit, fungible)", outs)
+bad("unknown policy", ["run", GOLDEN, "--policy", "swap-all", "-o", rep3],
+    "coopsim: error: policy: unknown policy 'swap-all' (valid: keep)", outs)
+bad("malformed budget", ["run", GOLDEN, "--budget", "lots", "-o", rep3],
+    "coopsim: error: --budget: 'lots' is not a size (e.g. 8GiB, 512MB, 1048576)", outs)
+bad("zero budget", ["run", GOLDEN, "--budget", "0", "-o", rep3], "coopsim: error: budget: must be greater than 0", outs)
+bad("unknown parameter", ["run", GOLDEN, "--set", "pytorch.max_split=1", "-o", rep3],
+    "coopsim: error: pytorch.max_split: unknown parameter (valid for pytorch: ", outs, prefix=True)
+bad("unknown top-level key", ["run", GOLDEN, "--set", "budgett=1GiB", "-o", rep3],
+    "coopsim: error: budgett: unknown key (valid: allocator, policy, budget, link, engine, params, description)", outs)
+bad("malformed --set", ["run", GOLDEN, "--set", "budget", "-o", rep3],
+    "coopsim: error: --set budget: expected key=value", outs)
+bad("bad link preset", ["run", GOLDEN, "--set", "link.preset=pcie9", "-o", rep3],
+    "coopsim: error: link.preset: invalid value 'pcie9' (valid: pcie3-x16, pcie4-x16, pcie5-x16, nvlink-c2c)", outs)
+badcfg = write("badcfg.json", '{\n  "budget": "1GiB",\n  "allocator": "cnmem",,\n}\n')
+bad("config with a JSON error names file:line", ["run", GOLDEN, "-c", badcfg, "-o", rep3],
+    f"coopsim: error: {badcfg}:3: invalid JSON: ", outs, prefix=True)
+unkcfg = write("unk.json", '{"allocator": "cnmem", "polcy": "keep"}')
+bad("config with an unknown key names file and key", ["run", GOLDEN, "-c", unkcfg, "-o", rep3],
+    f"coopsim: error: {unkcfg}: polcy: unknown key (valid: ", outs, prefix=True)
+compcfg = write("comp.json", '{"params": {"smartpool": {}}}')
+bad("config naming an unknown component", ["run", GOLDEN, "-c", compcfg, "-o", rep3],
+    f"coopsim: error: {compcfg}: params.smartpool: unknown component (allocators: ", outs, prefix=True)
+badtrace = write("bad.jsonl", open(GOLDEN).read().replace('{"kind":"free","tensor":3}', '{"kind":"free","tensor":33}', 1))
+bad("malformed trace gives file:line and no report", ["run", badtrace, "-o", rep3, "--csv", csv3],
+    f"coopsim: error: {badtrace}:", outs, prefix=True)
+bad("validate rejects a malformed trace", ["validate", badtrace], f"coopsim: error: {badtrace}:", prefix=True)
+bad("generate rejects a bad option", ["generate", "-o", path("g2.jsonl"), "--set", "layers=0"],
+    "coopsim: error: generate.layers", (path("g2.jsonl"),), prefix=True)
+bad("generate rejects an unknown option", ["generate", "-o", path("g3.jsonl"), "--set", "depth=3"],
+    "coopsim: error: generate.depth: unknown parameter", (path("g3.jsonl"),), prefix=True)
+code, _, err = run("frobnicate")
+case("unknown subcommand is a usage error", code != 0 and err.strip() != "")
+code, _, err = run("run")
+case("missing trace argument is a usage error", code != 0 and "trace" in err)
+
+print(f"1..{len(results)}")
+for i, (name, ok, detail) in enumerate(results, 1):
+    print(f"{'ok' if ok else 'not ok'} {i} - {name}")
+    if not ok:
+        print(f"# {detail}")
+sys.exit(0 if all(ok for _, ok, _ in results) else 1)
