@@ -57,6 +57,10 @@ class Params {
   std::vector<ParamDoc> docs_;
 };
 
+// The value of a command-line "key=value": JSON scalars (numbers, true/false, null, quoted
+// strings) are taken as such, anything else (sizes like 8GiB, names) as a plain string.
+nlohmann::json parse_override_value(const std::string& text);
+
 // Parse a duration: "10us", "2.5ms", "1s", "100ns", plain number = ns. nullopt when malformed.
 std::optional<SimTime> parse_time(std::string_view text);
 

@@ -35,15 +35,23 @@
 //  * max_non_split_rounding_size is an option (default 20 MiB = kLargeBuffer, the value
 //    hard-coded at @001074d2).
 //  * A zero-byte request is served as a 512-byte block (upstream returns nullptr without a block).
+//  * Streams are ordered by their numeric id (upstream: by cudaStream_t pointer value); this only
+//    matters where upstream walks a pool across streams (GC, release order).
+//  * ranges() reports an expandable segment's mapped blocks under one segment id; a snapshot
+//    reports one segment per contiguous mapped range.
+//  * Seeding (seed_segment) is an addition: cudaMalloc segments only. Bump-allocated segments
+//    that would overlap a seeded one raise InvariantError, so seed below kBaseAddress or route
+//    acquire_segment to recorded addresses.
 #pragma once
 
-#include <cstdint>
-#include <map>
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 

@@ -14,15 +14,7 @@ int command_generate(const GenerateArgs& args, std::ostream& out) {
   for (const auto& s : args.sets) {
     const auto eq = s.find('=');
     if (eq == std::string::npos || eq == 0) throw ConfigError("--set " + s, "expected key=value");
-    const std::string text = s.substr(eq + 1);
-    nlohmann::json value;
-    try {
-      value = nlohmann::json::parse(text);
-      if (value.is_object() || value.is_array()) value = text;
-    } catch (const nlohmann::json::parse_error&) {
-      value = text;
-    }
-    options[s.substr(0, eq)] = value;
+    options[s.substr(0, eq)] = parse_override_value(s.substr(eq + 1));
   }
   const GeneratorOptions o = generator_options_from_json(options);
   const Trace trace = generate_training_trace(o);

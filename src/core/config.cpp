@@ -71,13 +71,7 @@ void apply_override(SimConfig& cfg, const std::string& assignment, const Compone
   }
   const std::string key = assignment.substr(0, eq);
   const std::string text = assignment.substr(eq + 1);
-  nlohmann::json value;
-  try {
-    value = nlohmann::json::parse(text);
-    if (value.is_object() || value.is_array()) value = text;
-  } catch (const nlohmann::json::parse_error&) {
-    value = text;
-  }
+  const nlohmann::json value = parse_override_value(text);
   std::vector<std::string> path;
   std::stringstream ks(key);
   for (std::string part; std::getline(ks, part, '.');) {

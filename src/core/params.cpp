@@ -44,6 +44,15 @@ std::optional<SimTime> parse_time(std::string_view text) {
   return SimTime{static_cast<std::int64_t>(std::llround(ns))};
 }
 
+nlohmann::json parse_override_value(const std::string& text) {
+  try {
+    nlohmann::json value = nlohmann::json::parse(text);
+    if (!value.is_object() && !value.is_array()) return value;
+  } catch (const nlohmann::json::parse_error&) {
+  }
+  return text;
+}
+
 namespace {
 
 std::string valid_keys(std::span<const ParamDoc> docs) {

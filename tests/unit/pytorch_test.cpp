@@ -681,6 +681,12 @@ void stress(const PyTorchOptions& opts, std::uint64_t capacity, std::uint32_t se
     REQUIRE(st.reserved <= st.capacity);
     REQUIRE(st.allocated >= st.requested);
   }
+  // The slow paths were exercised: cache flushes before OOM, real OOMs, segments given back.
+  const auto st = a.stats();
+  CHECK(st.alloc_retries > 0);
+  CHECK(ooms > 0);
+  CHECK(st.device_frees > 0);
+  CHECK(st.device_mallocs > st.segments);
   for (const Block& b : live) a.deallocate(b);
   a.release_cached();
   a.check_invariants();
