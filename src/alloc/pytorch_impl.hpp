@@ -57,7 +57,7 @@
 
 #include "coopsim/alloc/pytorch.hpp"
 #include "coopsim/allocator.hpp"
-#include "src/alloc/detail/addr_map.hpp"
+#include "coopsim/alloc/detail/addr_map.hpp"
 
 namespace coopsim {
 

@@ -13,7 +13,7 @@
 
 #include "coopsim/allocator.hpp"
 #include "coopsim/params.hpp"
-#include "src/alloc/detail/piece_list.hpp"
+#include "coopsim/alloc/detail/piece_list.hpp"
 
 namespace coopsim {
 

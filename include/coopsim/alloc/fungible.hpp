@@ -11,7 +11,7 @@
 
 #include "coopsim/allocator.hpp"
 #include "coopsim/params.hpp"
-#include "src/alloc/detail/addr_map.hpp"
+#include "coopsim/alloc/detail/addr_map.hpp"
 
 namespace coopsim {
 

@@ -1,5 +1,5 @@
 // Address-ordered piece list with a (size, address) free index; see piece_list.hpp.
-#include "src/alloc/detail/piece_list.hpp"
+#include "coopsim/alloc/detail/piece_list.hpp"
 
 #include <fmt/format.h>
 

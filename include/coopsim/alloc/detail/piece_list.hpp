@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "coopsim/allocator.hpp"
-#include "src/alloc/detail/addr_map.hpp"
+#include "coopsim/alloc/detail/addr_map.hpp"
 
 namespace coopsim::detail {
 
