@@ -21,7 +21,7 @@ echo "== every allocator, keep policy, 16 GiB budget"
 "$coopsim" run "$trace" --allocator all --budget 16GiB --csv out/allocators.csv
 echo
 echo "== budget sweep (keep policy): where does each allocator run out of memory?"
-"$coopsim" run "$trace" --allocator all --budget 1GiB,1.25GiB,1.5GiB,2GiB,3GiB --csv out/budget_sweep.csv
+"$coopsim" run "$trace" --allocator all --budget 1.08GiB,1.1GiB,1.15GiB,1.2GiB,1.5GiB --csv out/budget_sweep.csv
 echo
 echo "CSV written: out/allocators.csv, out/budget_sweep.csv"
 echo "Next: $coopsim run $trace --allocator pytorch     (full report; -o report.json for JSON)"
