@@ -21,6 +21,7 @@ struct RunArgs {
   bool quiet = false;
   bool paranoid = false;
   bool fail_on_oom = false;
+  bool check_addresses = false;        // exit 4 when a recorded address differs from the model's
 };
 int command_run(const RunArgs& args, std::ostream& out);
 
@@ -33,6 +34,13 @@ struct GenerateArgs {
   std::vector<std::string> sets;       // generator option overrides key=value
 };
 int command_generate(const GenerateArgs& args, std::ostream& out);
+
+struct ImportArgs {
+  std::string kind;    // dtr | torch-snapshot | kineto
+  std::string input, output;
+  int device = 0;
+};
+int command_import(const ImportArgs& args, std::ostream& out);
 
 struct BenchArgs {
   std::string trace;

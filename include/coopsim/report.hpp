@@ -59,6 +59,14 @@ struct CounterFigures {
   std::uint64_t policy_decisions = 0;
 };
 
+// Recorded device addresses (alloc events with "addr") compared with the model's placements.
+struct AddressCheck {
+  std::uint64_t checked = 0;
+  std::uint64_t mismatches = 0;
+  std::uint64_t first_mismatch_event = 0;   // valid when mismatches > 0
+  std::uint64_t first_expected = 0, first_got = 0;
+};
+
 struct Report {
   std::string coopsim_version;
   std::string trace_path, model;
@@ -72,6 +80,7 @@ struct Report {
   MemoryFigures memory;
   TimeFigures time;
   CounterFigures counters;
+  AddressCheck addresses;
   std::optional<SimTime> search_latency;  // wall time inside policy calls (opt-in: not reproducible)
 };
 

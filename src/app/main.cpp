@@ -28,6 +28,8 @@ int main(int argc, char** argv) {
   run_cmd->add_flag("--quiet,-q", run.quiet, "print nothing");
   run_cmd->add_flag("--paranoid", run.paranoid, "check allocator invariants after every event");
   run_cmd->add_flag("--fail-on-oom", run.fail_on_oom, "exit with status 3 when a run ends in OOM");
+  run_cmd->add_flag("--check-addresses", run.check_addresses,
+                    "compare recorded alloc addresses with the model's; exit 4 on any mismatch");
 
   std::string validate_path;
   auto* validate_cmd = app.add_subcommand("validate", "check a trace file and print its summary");
@@ -42,6 +44,13 @@ int main(int argc, char** argv) {
   gen_cmd->add_option("--output,-o", gen.output, "output trace (.jsonl or .jsonl.gz)")->required();
   gen_cmd->add_option("--set,-s", gen.sets, "generator option key=value (repeatable; see --help-options)");
 
+  coopsim::ImportArgs imp;
+  auto* import_cmd = app.add_subcommand("import", "convert a DTR log, PyTorch memory snapshot or Kineto trace to trace v1");
+  import_cmd->add_option("kind", imp.kind, "dtr | torch-snapshot | kineto")->required();
+  import_cmd->add_option("input", imp.input, "file to convert")->required();
+  import_cmd->add_option("--output,-o", imp.output, "output trace (.jsonl or .jsonl.gz)")->required();
+  import_cmd->add_option("--device", imp.device, "device index (torch-snapshot, kineto)");
+
   coopsim::BenchArgs bench;
   auto* bench_cmd = app.add_subcommand("bench", "measure parse and replay rates (wall clock; for scripts/bench.sh)");
   bench_cmd->add_option("trace", bench.trace, "trace file")->required();
@@ -55,6 +64,7 @@ int main(int argc, char** argv) {
     if (validate_cmd->parsed()) return coopsim::command_validate(validate_path, std::cout);
     if (list_cmd->parsed()) return coopsim::command_list(list_json, std::cout);
     if (gen_cmd->parsed()) return coopsim::command_generate(gen, std::cout);
+    if (import_cmd->parsed()) return coopsim::command_import(imp, std::cout);
     if (bench_cmd->parsed()) return coopsim::command_bench(bench, std::cout);
   } catch (const coopsim::Error& e) {
     std::cerr << "coopsim: error: " << e.what() << "\n";

@@ -79,6 +79,12 @@ int command_run(const RunArgs& args, std::ostream& out) {
   }
   bool any_oom = false;
   for (const auto& r : reports) any_oom = any_oom || r.status == RunStatus::OutOfMemory;
+  if (args.check_addresses) {
+    for (const auto& r : reports) {
+      if (r.addresses.checked == 0) throw Error(args.trace + ": --check-addresses: the trace records no addresses");
+      if (r.addresses.mismatches > 0) return 4;
+    }
+  }
   return args.fail_on_oom && any_oom ? 3 : 0;
 }
 

@@ -67,6 +67,7 @@ class Engine final : public MemoryView {
   bool wait_for_next_completion();
   void complete(const Completion& c);
   void observe_memory();
+  void check_address(std::uint64_t recorded, std::uint64_t placed);
   void record_oom(std::uint32_t t, Bytes requested);
   template <class F>
   auto timed_policy_call(F&& f);
@@ -115,6 +116,17 @@ void Engine::observe_memory() {
     m.allocated_at_reserved_peak = s.allocated;
   } else if (s.reserved == m.peak_reserved) {
     m.allocated_at_reserved_peak = std::max(m.allocated_at_reserved_peak, s.allocated);
+  }
+}
+
+void Engine::check_address(std::uint64_t recorded, std::uint64_t placed) {
+  AddressCheck& a = rep_.addresses;
+  ++a.checked;
+  if (recorded == placed) return;
+  if (a.mismatches++ == 0) {
+    a.first_mismatch_event = index_;
+    a.first_expected = recorded;
+    a.first_got = placed;
   }
 }
 
@@ -329,7 +341,9 @@ void Engine::process(const TraceEvent& e) {
   switch (e.kind) {
     case EventKind::Alloc:
       allocate_storage(e.target, e.stream);
-      if (!oom_) residency_[e.target] = Residency::Resident;
+      if (oom_) break;
+      residency_[e.target] = Residency::Resident;
+      if (e.addr != 0) check_address(e.addr, blocks_[e.target].addr);
       break;
     case EventKind::Free:
       free_storage(e.target);

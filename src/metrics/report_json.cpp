@@ -84,6 +84,15 @@ nlohmann::ordered_json to_json(const Report& r) {
       {"device_frees", c.device_frees},
       {"policy_decisions", c.policy_decisions},
   };
+  const AddressCheck& a = r.addresses;
+  j["address_check"] = {
+      {"checked", a.checked},
+      {"mismatches", a.mismatches},
+      {"first_mismatch", a.mismatches == 0 ? J(nullptr)
+                                           : J{{"event_index", a.first_mismatch_event},
+                                               {"recorded", fmt::format("0x{:x}", a.first_expected)},
+                                               {"placed", fmt::format("0x{:x}", a.first_got)}}},
+  };
   j["search_latency_ns"] = r.search_latency ? J(r.search_latency->count()) : J(nullptr);
   j["config"] = r.config;
   return j;

@@ -53,6 +53,14 @@ void write_text(std::ostream& os, const Report& r) {
   line("evictions (forced / eager)", fmt::format("{} / {}", c.forced_evictions, c.eager_evictions));
   line("device mallocs / frees", fmt::format("{} / {}", c.device_mallocs, c.device_frees));
   line("alloc failures / retries", fmt::format("{} / {}", c.alloc_failures, c.alloc_retries));
+  if (r.addresses.checked > 0) {
+    const AddressCheck& a = r.addresses;
+    line("recorded addresses", fmt::format("{} checked, {} mismatches", a.checked, a.mismatches));
+    if (a.mismatches > 0) {
+      line("first mismatch", fmt::format("event {}: recorded 0x{:x}, placed 0x{:x}", a.first_mismatch_event,
+                                         a.first_expected, a.first_got));
+    }
+  }
   if (r.search_latency) line("search latency", format_time(*r.search_latency));
 }
 

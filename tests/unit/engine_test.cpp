@@ -180,3 +180,23 @@ TEST_CASE("views resolve to their base storage", "[engine]") {
   CHECK(r.memory.peak_allocated.value == 512);
   CHECK(r.counters.accesses == 1);
 }
+
+TEST_CASE("recorded addresses are compared with the model's placements", "[engine]") {
+  TraceBuilder b;
+  const auto x = b.tensor(1000), y = b.tensor(1000);
+  b.alloc(x).alloc(y).free(x).free(y);
+  auto& ev = b.mutable_trace().events;
+  // bestfit places x at offset 0 and y at 1024. Address 0 means "not recorded", so x carries a
+  // wrong address (7) and y the right one.
+  ev[0].addr = 7;
+  ev[1].addr = 1024;
+  BestFitAllocator arena(Bytes{4096});
+  KeepPolicy keep;
+  Report r;
+  run_engine(b.trace(), arena, keep, options(4096), r);
+  CHECK(r.addresses.checked == 2);
+  CHECK(r.addresses.mismatches == 1);
+  CHECK(r.addresses.first_mismatch_event == 0);
+  CHECK(r.addresses.first_expected == 7);
+  CHECK(r.addresses.first_got == 0);
+}

@@ -1,0 +1,29 @@
+// Importers: convert traces recorded by other tools into coopsim traces (v1, in memory).
+// Each throws TraceError("file:line: problem") (or, for binary inputs, "file:offset N: problem")
+// on malformed input and never executes anything found in the input.
+#pragma once
+
+#include <string>
+
+#include "coopsim/trace.hpp"
+
+namespace coopsim {
+
+// DTR prototype logs (JSON Lines: ANNOTATE, CONSTANT, MEMORY, CALL, ALIAS, COPY, RELEASE,
+// MUTATE, COPY_FROM), with DTR's semantics (../shared/reference/trace-formats.md §1).
+Trace import_dtr_log(const std::string& path);
+
+// torch.cuda.memory._dump_snapshot() pickles (optionally .gz), read by coopsim's own
+// allow-list pickle reader (§2).
+struct TorchSnapshotOptions {
+  int device = 0;
+};
+Trace import_torch_snapshot(const std::string& path, const TorchSnapshotOptions& options);
+
+// Kineto / PyTorch profiler Chrome traces (.json or .json.gz) with [memory] events (§3).
+struct KinetoOptions {
+  int device = 0;
+};
+Trace import_kineto(const std::string& path, const KinetoOptions& options);
+
+}  // namespace coopsim

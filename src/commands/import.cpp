@@ -1,0 +1,30 @@
+// `coopsim import KIND INPUT -o OUT`: convert a foreign trace to coopsim trace v1.
+#include <fmt/format.h>
+
+#include <ostream>
+
+#include "coopsim/commands.hpp"
+#include "coopsim/error.hpp"
+#include "coopsim/import/importers.hpp"
+
+namespace coopsim {
+
+int command_import(const ImportArgs& args, std::ostream& out) {
+  Trace trace;
+  if (args.kind == "dtr") {
+    trace = import_dtr_log(args.input);
+  } else if (args.kind == "torch-snapshot") {
+    trace = import_torch_snapshot(args.input, TorchSnapshotOptions{args.device});
+  } else if (args.kind == "kineto") {
+    trace = import_kineto(args.input, KinetoOptions{args.device});
+  } else {
+    throw ConfigError("import", "unknown trace kind '" + args.kind + "' (valid: dtr, torch-snapshot, kineto)");
+  }
+  write_trace(trace, args.output);
+  const TraceSummary s = summarize(trace);
+  out << fmt::format("{} -> {}: {} tensors, {} ops, {} events, peak live {} ({} bytes)\n", args.input, args.output,
+                     s.tensors, s.ops, s.events, format_bytes(s.peak_live), s.peak_live.value);
+  return 0;
+}
+
+}  // namespace coopsim
