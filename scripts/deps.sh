@@ -3,7 +3,7 @@ COOPSIM_PACKAGES="g++ meson ninja-build pkg-config libfmt-dev nlohmann-json3-dev
 
 coopsim_install_deps() {
   local missing=()
-  for p in $COOPSIM_PACKAGES "$@"; do
+  for p in $COOPSIM_PACKAGES ${COOPSIM_EXTRA_PACKAGES:-} "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   [ ${#missing[@]} -eq 0 ] && return 0

@@ -39,6 +39,7 @@ struct ImportArgs {
   std::string kind;    // dtr | torch-snapshot | kineto
   std::string input, output;
   int device = 0;
+  bool copy_on_write = false;  // dtr: MUTATE as copy-on-write (simrd) instead of in place
 };
 int command_import(const ImportArgs& args, std::ostream& out);
 

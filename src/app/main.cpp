@@ -50,6 +50,8 @@ int main(int argc, char** argv) {
   import_cmd->add_option("input", imp.input, "file to convert")->required();
   import_cmd->add_option("--output,-o", imp.output, "output trace (.jsonl or .jsonl.gz)")->required();
   import_cmd->add_option("--device", imp.device, "device index (torch-snapshot, kineto)");
+  import_cmd->add_flag("--copy-on-write", imp.copy_on_write,
+                       "dtr: model MUTATE as copy-on-write like DTR's simulator (default: in place)");
 
   coopsim::BenchArgs bench;
   auto* bench_cmd = app.add_subcommand("bench", "measure parse and replay rates (wall clock; for scripts/bench.sh)");

@@ -12,7 +12,7 @@ namespace coopsim {
 int command_import(const ImportArgs& args, std::ostream& out) {
   Trace trace;
   if (args.kind == "dtr") {
-    trace = import_dtr_log(args.input);
+    trace = import_dtr_log(args.input, DtrOptions{args.copy_on_write});
   } else if (args.kind == "torch-snapshot") {
     trace = import_torch_snapshot(args.input, TorchSnapshotOptions{args.device});
   } else if (args.kind == "kineto") {

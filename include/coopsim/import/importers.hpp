@@ -11,7 +11,13 @@ namespace coopsim {
 
 // DTR prototype logs (JSON Lines: ANNOTATE, CONSTANT, MEMORY, CALL, ALIAS, COPY, RELEASE,
 // MUTATE, COPY_FROM), with DTR's semantics (../shared/reference/trace-formats.md §1).
-Trace import_dtr_log(const std::string& path);
+struct DtrOptions {
+  // false: MUTATE is an in-place op (the storage keeps its address; DTR's prototype);
+  // true: copy-on-write as DTR's reference simulator simrd models it (a fresh storage per
+  // mutated argument), which reproduces simrd's no-eviction peak.
+  bool copy_on_write = false;
+};
+Trace import_dtr_log(const std::string& path, const DtrOptions& options = {});
 
 // torch.cuda.memory._dump_snapshot() pickles (optionally .gz), read by coopsim's own
 // allow-list pickle reader (§2).
