@@ -8,14 +8,21 @@
 //  * stats() is O(1) or O(log n); the engine reads it after every alloc/free.
 //  * check_invariants() verifies every internal structure and throws InvariantError; tests call
 //    it after every step, the CLI under --paranoid.
+//  * Replaying a recording (e.g. a PyTorch memory snapshot) may start from a recorded state:
+//    seed() installs it, plan_segment_addresses() hands over the device addresses the recording's
+//    new segments received, snapshot() reads the state back in the same form. Models without
+//    segments or without seeding support keep the defaults.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "coopsim/error.hpp"
 #include "coopsim/units.hpp"
 
 namespace coopsim {
@@ -59,6 +66,48 @@ struct Range {
   std::uint64_t segment = 0;  // id of the device allocation it belongs to
 };
 
+// Which pool a caching allocator's segment serves (PyTorch: small <= 1 MiB requests, large).
+enum class SegmentPool : std::uint8_t { Small, Large };
+constexpr std::string_view to_string(SegmentPool p) { return p == SegmentPool::Small ? "small" : "large"; }
+
+// One block of a recorded segment, in address order.
+struct SeedBlock {
+  Bytes size;               // block size as the allocator rounded it
+  Bytes requested;          // allocated blocks: the request it serves; free blocks: 0
+  bool allocated = false;
+  friend bool operator==(const SeedBlock&, const SeedBlock&) = default;
+};
+
+// A device segment (one cudaMalloc) with its block layout; blocks tile [addr, addr + size()).
+struct SeedSegment {
+  std::uint64_t addr = 0;
+  std::uint32_t stream = 0;
+  SegmentPool pool = SegmentPool::Large;
+  bool expandable = false;  // snapshot(): a mapped range of an expandable segment
+  std::vector<SeedBlock> blocks;
+  [[nodiscard]] Bytes size() const {
+    Bytes total;
+    for (const auto& b : blocks) total += b.size;
+    return total;
+  }
+  friend bool operator==(const SeedSegment&, const SeedSegment&) = default;
+};
+
+// A new segment the recording obtained from the device, in recording order.
+struct SegmentAddress {
+  std::uint64_t addr = 0;
+  Bytes size;
+  std::uint32_t stream = 0;
+  SegmentPool pool = SegmentPool::Large;
+  friend bool operator==(const SegmentAddress&, const SegmentAddress&) = default;
+};
+
+// Thrown by the default Allocator::seed(); the engine names the allocator in its message.
+class SeedUnsupported : public ConfigError {
+ public:
+  SeedUnsupported() : ConfigError("allocator", "this allocator model cannot start from a recorded state") {}
+};
+
 class Allocator {
  public:
   virtual ~Allocator() = default;
@@ -70,6 +119,24 @@ class Allocator {
   // Address-ordered list of every range the model manages (free and used). O(n); not hot.
   [[nodiscard]] virtual std::vector<Range> ranges() const = 0;
   virtual void check_invariants() const = 0;
+
+  // Installs recorded segments (taken from the device before the replay starts) with their
+  // blocks. Returns the allocated blocks in input order (segment by segment, then by address),
+  // exactly as deallocate() expects them. Throws ConfigError on a layout the model cannot hold
+  // (overlaps, capacity, a pool or block it would never have produced) and SeedUnsupported by
+  // default. Call it on a fresh allocator, before any allocate().
+  virtual std::vector<Block> seed(std::span<const SeedSegment> segments) {
+    (void)segments;
+    throw SeedUnsupported();
+  }
+  // The device addresses the recording's new segments received, in order: a model that takes a
+  // segment of the same size, stream and pool as the next unused entry places it there (a
+  // recorded cudaMalloc result); any other segment goes where the model would put it. Ignored
+  // by default.
+  virtual void plan_segment_addresses(std::span<const SegmentAddress> planned) { (void)planned; }
+  // The current segments and their blocks, in address order, in the form seed() takes; nullopt
+  // for models that do not keep segments.
+  [[nodiscard]] virtual std::optional<std::vector<SeedSegment>> snapshot() const { return std::nullopt; }
 };
 
 // The simulated device beneath caching allocators: cudaMalloc/cudaFree against a capacity.

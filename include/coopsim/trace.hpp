@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "coopsim/allocator.hpp"
 #include "coopsim/units.hpp"
 
 namespace coopsim {
@@ -80,6 +81,29 @@ struct TraceEvent {
   friend bool operator==(const TraceEvent&, const TraceEvent&) = default;
 };
 
+// Allocator state at the start of the trace (replays of recordings, e.g. memory snapshots):
+// device segments with their block layout. A block either belongs to a tensor, which is live
+// from the start with that block (requested bytes = the tensor's size), or is free.
+struct InitialBlock {
+  Bytes size;                         // block size as the recording's allocator rounded it
+  std::uint32_t tensor = kNoIndex;    // TensorId index, or kNoIndex for a free block
+  [[nodiscard]] bool is_free() const { return tensor == kNoIndex; }
+  friend bool operator==(const InitialBlock&, const InitialBlock&) = default;
+};
+
+struct InitialSegment {
+  std::uint64_t addr = 0;
+  std::uint16_t stream = 0;
+  SegmentPool pool = SegmentPool::Large;
+  std::vector<InitialBlock> blocks;   // tile [addr, addr + size()) in address order
+  [[nodiscard]] Bytes size() const {
+    Bytes total;
+    for (const auto& b : blocks) total += b.size;
+    return total;
+  }
+  friend bool operator==(const InitialSegment&, const InitialSegment&) = default;
+};
+
 struct TraceHeader {
   std::string format = "coopsim-trace";
   int version = 1;
@@ -98,6 +122,11 @@ struct Trace {
   std::vector<OpInfo> ops;
   std::vector<TraceEvent> events;
   std::vector<std::string> labels;  // Mark labels, deduplicated
+  // Initial allocator state ("segment" records, address order as written) and the addresses
+  // the recording's new segments received ("segment_address" records, in order). Both empty
+  // for traces that start from an empty device.
+  std::vector<InitialSegment> initial_segments;
+  std::vector<SegmentAddress> segment_addresses;
   std::uint64_t content_hash = 0;   // FNV-1a 64 over the decompressed bytes
 
   [[nodiscard]] const TensorInfo& tensor(TensorId id) const { return tensors[index_of(id)]; }
@@ -113,8 +142,11 @@ struct Trace {
 struct TraceSummary {
   std::uint64_t tensors = 0, views = 0, ops = 0, events = 0;
   std::uint64_t allocs = 0, frees = 0, accesses = 0, computes = 0, iterations = 0;
-  Bytes peak_live;        // max over the stream of the sum of live requested bytes
+  Bytes peak_live;        // max over the stream of the sum of live requested bytes (tensors
+                          // live from the initial state included)
   Bytes total_allocated;  // sum of requested bytes over all allocs
+  std::uint64_t initial_segments = 0, initial_tensors = 0;  // initial state
+  Bytes initial_reserved, initial_live;  // its segment bytes and live requested bytes
   SimTime compute_time{0};  // sum of executed op durations
 };
 TraceSummary summarize(const Trace& trace);

@@ -2,6 +2,8 @@
 // segment bookkeeping and the device seam. See src/alloc/pytorch_impl.hpp for the structure and
 // the list of departures from upstream (pytorch/pytorch @001074d2
 // c10/cuda/CUDACachingAllocator.cpp; AllocatorConfig @065861fb).
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -131,6 +133,28 @@ void PyTorchCachingAllocator::check_invariants() const { impl_->check_invariants
 Bytes PyTorchCachingAllocator::inactive_split_bytes() const { return Bytes{impl_->inactive_split}; }
 std::uint64_t PyTorchCachingAllocator::ooms() const { return impl_->oom_count; }
 const PyTorchOptions& PyTorchCachingAllocator::options() const { return impl_->opts; }
+
+std::vector<Block> PyTorchCachingAllocator::seed(std::span<const SeedSegment> segments) {
+  std::vector<Block> out;
+  std::vector<PyTorchSeedBlock> blocks;
+  for (const SeedSegment& seg : segments) {
+    if (seg.expandable) {
+      throw ConfigError("pytorch.seed", fmt::format("segment {:#x}: expandable segments cannot be seeded", seg.addr));
+    }
+    blocks.clear();
+    for (const SeedBlock& b : seg.blocks) blocks.push_back({b.size, b.requested, b.allocated});
+    const auto placed = impl_->seed_segment(seg.addr, seg.stream, seg.pool == SegmentPool::Small, blocks);
+    out.insert(out.end(), placed.begin(), placed.end());
+  }
+  return out;
+}
+
+void PyTorchCachingAllocator::plan_segment_addresses(std::span<const SegmentAddress> planned) {
+  impl_->planned.assign(planned.begin(), planned.end());
+  impl_->next_planned = 0;
+}
+
+std::optional<std::vector<SeedSegment>> PyTorchCachingAllocator::snapshot() const { return impl_->snapshot(); }
 
 std::vector<Block> PyTorchCachingAllocator::seed_segment(std::uint64_t addr, std::uint32_t stream,
                                                          PyTorchPool pool,
@@ -262,15 +286,30 @@ bool PyTorchCachingAllocator::Impl::overlaps_segment(std::uint64_t addr, std::ui
 // The device seam
 
 std::optional<std::uint64_t> PyTorchCachingAllocator::Impl::acquire_segment(std::uint64_t size,
-                                                                            std::uint32_t /*stream*/,
-                                                                            bool /*small*/) {
-  const auto addr = device.malloc(Bytes{size});
-  if (!addr) return std::nullopt;
-  // Seeded segments may sit where the bump pointer goes next; refuse to hand out overlapping memory.
-  if (overlaps_segment(*addr, size)) {
-    throw InvariantError("pytorch: simulated cudaMalloc returned memory overlapping a seeded segment");
+                                                                            std::uint32_t stream,
+                                                                            bool small_pool,
+                                                                            bool& from_device) {
+  // The recording's next cudaMalloc, when this one is the same request.
+  if (next_planned < planned.size()) {
+    const SegmentAddress& p = planned[next_planned];
+    if (p.size.value == size && p.stream == stream && (p.pool == SegmentPool::Small) == small_pool) {
+      ++next_planned;
+      if (p.addr <= ~std::uint64_t{0} - size && !overlaps_segment(p.addr, size)) {
+        from_device = false;
+        return p.addr;
+      }
+      // The range is still held in the model (the replay has diverged): place it as usual.
+    }
   }
-  return addr;
+  from_device = true;
+  for (;;) {
+    const auto addr = device.malloc(Bytes{size});
+    if (!addr) return std::nullopt;
+    // Seeded or planned segments may sit where the bump pointer goes: skip past them. The bump
+    // pointer only moves forward, so this ends after the finitely many segments in the way.
+    if (!overlaps_segment(*addr, size)) return addr;
+    device.free(*addr, Bytes{size});
+  }
 }
 
 void PyTorchCachingAllocator::Impl::release_segment(const Segment& s) {

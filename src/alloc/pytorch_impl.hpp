@@ -39,9 +39,13 @@
 //    matters where upstream walks a pool across streams (GC, release order).
 //  * ranges() reports an expandable segment's mapped blocks under one segment id; a snapshot
 //    reports one segment per contiguous mapped range.
-//  * Seeding (seed_segment) is an addition: cudaMalloc segments only. Bump-allocated segments
-//    that would overlap a seeded one raise InvariantError, so seed below kBaseAddress or route
-//    acquire_segment to recorded addresses.
+//  * Seeding (seed_segment, seed) is an addition: cudaMalloc segments only. A bump-allocated
+//    address that would overlap a seeded segment is skipped (the bump pointer moves on).
+//  * Recorded segment addresses (plan_segment_addresses) are an addition for replays: a new
+//    segment whose size, stream and pool match the next unused recorded entry is placed at the
+//    recorded address (as the recording's cudaMalloc returned it) unless that range is taken in
+//    the model; every other segment comes from DeviceMemory's bump pointer. Planned segments
+//    are not handed back to DeviceMemory (the capacity check on reserved still applies).
 #pragma once
 
 #include <algorithm>
@@ -195,7 +199,7 @@ struct PyTorchCachingAllocator::Impl {
     std::uint32_t stream = 0;
     bool small = false;
     bool expandable = false;
-    bool from_device = false;  // taken from DeviceMemory (else seeded)
+    bool from_device = false;  // taken from DeviceMemory (else seeded or at a recorded address)
     bool used = false;
     std::uint64_t page_size = 0;     // expandable only
     std::uint64_t mapped_bytes = 0;  // expandable only
@@ -228,7 +232,9 @@ struct PyTorchCachingAllocator::Impl {
 
   // --- the device seam: every byte of segment memory comes and goes through these ---
   // cudaMalloc / cudaFree of a whole segment (capacity already checked by the caller).
-  std::optional<std::uint64_t> acquire_segment(std::uint64_t size, std::uint32_t stream, bool small);
+  // `from_device` tells whether the memory came from DeviceMemory (else a recorded address).
+  std::optional<std::uint64_t> acquire_segment(std::uint64_t size, std::uint32_t stream, bool small,
+                                               bool& from_device);
   void release_segment(const Segment& s);
   // cuMemAddressReserve / cuMemAddressFree of an expandable segment's virtual range.
   std::uint64_t reserve_address_space(std::uint64_t size, std::uint32_t stream, bool small);
@@ -263,6 +269,7 @@ struct PyTorchCachingAllocator::Impl {
   void check_invariants() const;
   std::vector<Block> seed_segment(std::uint64_t addr, std::uint32_t stream, bool small,
                                   std::span<const PyTorchSeedBlock> blocks);
+  std::vector<SeedSegment> snapshot() const;
 
   Bytes capacity;
   PyTorchOptions opts;
@@ -292,6 +299,8 @@ struct PyTorchCachingAllocator::Impl {
   mutable std::uint64_t largest_free = 0;
   mutable bool largest_dirty = false;
   std::uint64_t next_segment_id = 1;
+  std::vector<SegmentAddress> planned;  // recorded segment addresses, used in order
+  std::size_t next_planned = 0;
   std::uint64_t next_va_top = DeviceMemory::kBaseAddress;
 };
 

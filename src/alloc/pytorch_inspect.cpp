@@ -227,4 +227,32 @@ std::vector<Block> Impl::seed_segment(std::uint64_t addr, std::uint32_t stream, 
   return out;
 }
 
+// One SeedSegment per cudaMalloc segment; an expandable segment gives one per contiguous run of
+// mapped blocks (what upstream's snapshot() reports), flagged `expandable`.
+std::vector<SeedSegment> Impl::snapshot() const {
+  std::vector<SeedSegment> out;
+  for (const auto& [addr, s] : seg_by_addr) {
+    const Segment& g = segs[s];
+    bool open = false;
+    for (std::uint32_t n = g.head; n != kNil; n = nodes[n].next) {
+      const Node& b = nodes[n];
+      if (!b.mapped) {
+        open = false;
+        continue;
+      }
+      if (!open) {
+        SeedSegment seg;
+        seg.addr = b.addr;
+        seg.stream = g.stream;
+        seg.pool = g.small ? SegmentPool::Small : SegmentPool::Large;
+        seg.expandable = g.expandable;
+        out.push_back(std::move(seg));
+        open = true;
+      }
+      out.back().blocks.push_back(SeedBlock{Bytes{b.size}, Bytes{b.allocated ? b.requested : 0}, b.allocated});
+    }
+  }
+  return out;
+}
+
 }  // namespace coopsim

@@ -76,9 +76,10 @@ std::uint32_t Impl::alloc_block(Pool& pool, std::uint32_t stream, std::uint64_t 
   if (alloc_size > capacity.value || reserved > capacity.value - alloc_size) return kNil;
   if (opts.expandable_segments) return try_allocate_expandable_block(pool, stream, size);
 
-  const auto addr = acquire_segment(alloc_size, stream, pool.small);
+  bool from_device = true;
+  const auto addr = acquire_segment(alloc_size, stream, pool.small, from_device);
   if (!addr) return kNil;
-  const std::uint32_t s = new_segment(*addr, alloc_size, stream, pool.small, false, true);
+  const std::uint32_t s = new_segment(*addr, alloc_size, stream, pool.small, false, from_device);
   const std::uint32_t n = new_node(s);
   Node& b = nodes[n];
   b.addr = *addr;

@@ -69,6 +69,7 @@ class Engine final : public MemoryView {
   void observe_memory();
   void check_address(std::uint64_t recorded, std::uint64_t placed);
   void record_oom(std::uint32_t t, Bytes requested);
+  void seed_initial_state();
   template <class F>
   auto timed_policy_call(F&& f);
 
@@ -376,7 +377,45 @@ void Engine::process(const TraceEvent& e) {
   }
 }
 
+// A trace recorded from a running program starts from its recorded allocator state: the model
+// takes the initial segments and the tensors in them are resident with their blocks. The
+// recorded addresses of later segments go to the model as a placement plan.
+void Engine::seed_initial_state() {
+  alloc_.plan_segment_addresses(trace_.segment_addresses);
+  if (trace_.initial_segments.empty()) return;
+  std::vector<SeedSegment> seeds;
+  std::vector<std::uint32_t> owners;  // tensor of each allocated seed block, in order
+  seeds.reserve(trace_.initial_segments.size());
+  for (const InitialSegment& s : trace_.initial_segments) {
+    SeedSegment& g = seeds.emplace_back();
+    g.addr = s.addr;
+    g.stream = s.stream;
+    g.pool = s.pool;
+    for (const InitialBlock& b : s.blocks) {
+      const bool allocated = !b.is_free();
+      g.blocks.push_back({b.size, allocated ? trace_.tensors[b.tensor].size : Bytes{0}, allocated});
+      if (allocated) owners.push_back(b.tensor);
+    }
+  }
+  std::vector<Block> placed;
+  try {
+    placed = alloc_.seed(seeds);
+  } catch (const SeedUnsupported&) {
+    throw ConfigError("allocator", "allocator " + (rep_.allocator.empty() ? std::string("model") : rep_.allocator) +
+                                       " cannot start from a recorded state (" + trace_.path +
+                                       " begins with one: use an allocator that supports it, e.g. pytorch)");
+  } catch (const ConfigError& e) {  // e.g. the recorded segments exceed the budget
+    throw ConfigError("allocator", trace_.path + ": the recorded initial state cannot be installed: " + e.what());
+  }
+  if (placed.size() != owners.size()) throw std::logic_error("allocator seed() returned the wrong number of blocks");
+  for (std::size_t i = 0; i < owners.size(); ++i) {
+    blocks_[owners[i]] = placed[i];
+    residency_[owners[i]] = Residency::Resident;
+  }
+}
+
 void Engine::run() {
+  seed_initial_state();
   {
     const auto ignored = timed_policy_call([&] {
       policy_.prepare(*this);

@@ -1,5 +1,5 @@
 // Generator options: documented parameter list, conversion from/to checked Params, validation.
-// The trace construction itself is in training_step.cpp.
+// The trace construction itself is in training_step*.cpp.
 #include "coopsim/generator.hpp"
 
 #include <fmt/format.h>

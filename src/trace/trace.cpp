@@ -72,6 +72,19 @@ TraceSummary summarize(const Trace& trace) {
   std::vector<std::uint8_t> live(trace.tensors.size(), 0);
   std::uint64_t current = 0, peak = 0, total = 0;
   std::int64_t compute = 0;
+  // Tensors placed by the initial state are live from the start.
+  for (const auto& seg : trace.initial_segments) {
+    ++s.initial_segments;
+    s.initial_reserved += seg.size();
+    for (const auto& b : seg.blocks) {
+      if (b.is_free() || b.tensor >= trace.tensors.size() || live[b.tensor]) continue;
+      live[b.tensor] = 1;
+      ++s.initial_tensors;
+      current = sat_add(current, trace.tensors[b.tensor].size.value);
+    }
+  }
+  s.initial_live = Bytes{current};
+  peak = current;
   for (const auto& e : trace.events) {
     switch (e.kind) {
       case EventKind::Alloc: {

@@ -68,6 +68,8 @@ class Writer {
       header();
       for (const auto& t : trace_.tensors) tensor(t);
       for (const auto& op : trace_.ops) this->op(op);
+      for (const auto& seg : trace_.initial_segments) segment(seg);
+      for (const auto& a : trace_.segment_addresses) segment_address(a);
       for (const auto& e : trace_.events) event(e);
       flush();
       gzFile f = file_;
@@ -111,6 +113,16 @@ class Writer {
           fail(fmt::format("op {}: view tensor index out of range", op.file_id));
         }
       }
+    }
+    for (const auto& seg : trace_.initial_segments) {
+      if (seg.blocks.empty()) fail(fmt::format("initial segment {}: no blocks", seg.addr));
+      for (const auto& b : seg.blocks) {
+        if (b.size.value == 0) fail(fmt::format("initial segment {}: empty block", seg.addr));
+        if (!b.is_free() && b.tensor >= nt) fail(fmt::format("initial segment {}: tensor index out of range", seg.addr));
+      }
+    }
+    for (const auto& a : trace_.segment_addresses) {
+      if (a.size.value == 0 || a.stream > 65535) fail(fmt::format("segment address {}: size 0 or stream above 65535", a.addr));
     }
     for (const auto& l : trace_.labels) {
       if (!valid_utf8(l)) fail("a mark label is not valid UTF-8");
@@ -233,6 +245,32 @@ class Writer {
     }
     ids("mutates", op.mutated);
     if (op.random) buf_.append(std::string_view(R"(,"random":true)"));
+    end_line();
+  }
+
+  void segment(const InitialSegment& seg) {
+    fmt::format_to(std::back_inserter(buf_), R"({{"kind":"segment","addr":{},"size":{})", seg.addr, seg.size().value);
+    if (seg.stream != 0) fmt::format_to(std::back_inserter(buf_), R"(,"stream":{})", seg.stream);
+    fmt::format_to(std::back_inserter(buf_), R"(,"pool":"{}","blocks":[)", to_string(seg.pool));
+    for (std::size_t i = 0; i < seg.blocks.size(); ++i) {
+      const InitialBlock& b = seg.blocks[i];
+      if (i > 0) buf_.push_back(',');
+      if (b.is_free()) {
+        fmt::format_to(std::back_inserter(buf_), R"({{"size":{},"free":true}})", b.size.value);
+      } else {
+        fmt::format_to(std::back_inserter(buf_), R"({{"size":{},"tensor":{}}})", b.size.value,
+                       trace_.tensors[b.tensor].file_id);
+      }
+    }
+    buf_.push_back(']');
+    end_line();
+  }
+
+  void segment_address(const SegmentAddress& a) {
+    fmt::format_to(std::back_inserter(buf_), R"({{"kind":"segment_address","addr":{},"size":{})", a.addr,
+                   a.size.value);
+    if (a.stream != 0) fmt::format_to(std::back_inserter(buf_), R"(,"stream":{})", a.stream);
+    fmt::format_to(std::back_inserter(buf_), R"(,"pool":"{}")", to_string(a.pool));
     end_line();
   }
 

@@ -133,7 +133,8 @@ TEST_CASE("catalogue: record shape", "[catalogue]") {
       {"missing_kind", H + "{\"id\":7,\"bytes\":4096}\n", "2: record: missing field 'kind'"},
       {"kind_not_string", H + "{\"kind\":5}\n", "2: record: field 'kind' must be a string (got 5)"},
       {"unknown_kind", H + "{\"kind\":\"allocate\",\"tensor\":7}\n",
-       "2: unknown record kind 'allocate' (expected tensor, op, alloc, free, access, compute, iteration or mark)"},
+       "2: unknown record kind 'allocate' (expected tensor, op, alloc, free, access, compute, iteration, mark, "
+       "segment or segment_address)"},
       {"typo_key", H + "{\"kind\":\"tensor\",\"id\":7,\"bytse\":4096}\n",
        "2: tensor record: unknown key 'bytse' (extension keys must start with x_)"},
       {"key_of_other_kind", H + T7 + "{\"kind\":\"free\",\"tensor\":7,\"addr\":64}\n",
@@ -271,6 +272,59 @@ TEST_CASE("catalogue: events", "[catalogue]") {
       {"addr_negative", H + T7 + "{\"kind\":\"alloc\",\"tensor\":7,\"addr\":-4096}\n",
        "3: alloc record: field 'addr' must be a non-negative integer (got -4096)"},
       {"mark_without_label", H + "{\"kind\":\"mark\"}\n", "2: mark record: missing field 'label'"},
+  });
+}
+
+TEST_CASE("catalogue: initial state records", "[catalogue]") {
+  // Tensor 7 (4096 bytes) live from the start in a 2 MiB small-pool segment at 1048576.
+  const std::string SEG = "{\"kind\":\"segment\",\"addr\":1048576,\"size\":2097152,\"pool\":\"small\",\"blocks\":"
+                          "[{\"size\":4096,\"tensor\":7},{\"size\":2093056,\"free\":true}]}\n";
+  auto seg = [](const std::string& rest) { return "{\"kind\":\"segment\",\"addr\":1048576," + rest + "}\n"; };
+  const std::string A7 = "{\"kind\":\"alloc\",\"tensor\":7}\n";
+  run_cases("initial", {
+      {"segment_after_event", H + T7 + T8 + "{\"kind\":\"alloc\",\"tensor\":8}\n" + SEG,
+       "5: segment 1048576: segment records (the initial state) must come before every event"},
+      {"segment_missing_addr", H + "{\"kind\":\"segment\",\"size\":512,\"pool\":\"small\",\"blocks\":[]}\n",
+       "2: segment record: missing field 'addr'"},
+      {"segment_missing_pool", H + seg("\"size\":512,\"blocks\":[{\"size\":512,\"free\":true}]"),
+       "2: segment record: missing field 'pool'"},
+      {"segment_bad_pool", H + seg("\"size\":512,\"pool\":\"huge\",\"blocks\":[{\"size\":512,\"free\":true}]"),
+       "2: segment record: field 'pool' must be 'small' or 'large' (got 'huge')"},
+      {"segment_zero_size", H + seg("\"size\":0,\"pool\":\"small\",\"blocks\":[]"),
+       "2: segment 1048576: field 'size' must be a positive integer (got 0)"},
+      {"segment_no_blocks", H + seg("\"size\":512,\"pool\":\"small\",\"blocks\":[]"),
+       "2: segment 1048576: field 'blocks' must be a non-empty array of blocks (got an array)"},
+      {"block_not_object", H + seg("\"size\":512,\"pool\":\"small\",\"blocks\":[512]"),
+       "2: segment 1048576: block 0 must be an object (got 512)"},
+      {"block_unknown_key", H + seg("\"size\":512,\"pool\":\"small\",\"blocks\":[{\"size\":512,\"fre\":true}]"),
+       "2: segment 1048576: block 0: unknown key 'fre' (extension keys must start with x_)"},
+      {"block_duplicate_key", H + seg("\"size\":512,\"pool\":\"small\",\"blocks\":[{\"size\":512,\"size\":512}]"),
+       "2: segment 1048576: block 0: duplicate key 'size'"},
+      {"block_neither", H + seg("\"size\":512,\"pool\":\"small\",\"blocks\":[{\"size\":512}]"),
+       "2: segment 1048576: block 0: needs exactly one of 'tensor' and \"free\":true"},
+      {"block_free_false", H + seg("\"size\":512,\"pool\":\"small\",\"blocks\":[{\"size\":512,\"free\":false}]"),
+       "2: segment 1048576: block 0: field 'free' must be true (got false)"},
+      {"block_zero", H + seg("\"size\":512,\"pool\":\"small\",\"blocks\":[{\"size\":0,\"free\":true}]"),
+       "2: segment 1048576: block 0: field 'size' must be a positive integer (got 0)"},
+      {"block_undefined_tensor", H + seg("\"size\":4096,\"pool\":\"small\",\"blocks\":[{\"size\":4096,\"tensor\":9}]"),
+       "2: segment 1048576: block 0 refers to undefined tensor 9"},
+      {"block_too_small", H + T7 + seg("\"size\":2048,\"pool\":\"small\",\"blocks\":[{\"size\":2048,\"tensor\":7}]"),
+       "3: segment 1048576: block 0 of 2048 bytes is smaller than tensor 7 (4096 bytes)"},
+      {"block_view", H + T7 + T8 + VIEW + seg("\"size\":4096,\"pool\":\"small\",\"blocks\":[{\"size\":4096,\"tensor\":8}]"),
+       "5: segment 1048576: block 0: tensor 8 is a view (views share the storage of tensor 7)"},
+      {"tensor_twice", H + T7 + seg("\"size\":8192,\"pool\":\"small\",\"blocks\":[{\"size\":4096,\"tensor\":7},"
+                                    "{\"size\":4096,\"tensor\":7}]"),
+       "3: segment 1048576: block 1: tensor 7 is already live (allocated at line 3)"},
+      {"blocks_short", H + seg("\"size\":4096,\"pool\":\"small\",\"blocks\":[{\"size\":512,\"free\":true}]"),
+       "2: segment 1048576: blocks cover 512 bytes, field 'size' says 4096"},
+      {"segments_overlap", H + T7 + SEG + "{\"kind\":\"segment\",\"addr\":2097152,\"size\":512,\"pool\":\"large\","
+                                          "\"blocks\":[{\"size\":512,\"free\":true}]}\n",
+       "4: segment 2097152: overlaps segment 1048576 (line 3)"},
+      {"alloc_of_initial_tensor", H + T7 + SEG + A7, "4: alloc of tensor 7, which is already live (allocated at line 3)"},
+      {"address_missing_pool", H + "{\"kind\":\"segment_address\",\"addr\":1,\"size\":512}\n",
+       "2: segment_address record: missing field 'pool'"},
+      {"address_zero_size", H + "{\"kind\":\"segment_address\",\"addr\":1,\"size\":0,\"pool\":\"large\"}\n",
+       "2: segment_address record: field 'size' must be a positive integer (got 0)"},
   });
 }
 

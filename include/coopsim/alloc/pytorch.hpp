@@ -103,6 +103,15 @@ class PyTorchCachingAllocator final : public Allocator {
   std::vector<Block> seed_segment(std::uint64_t addr, std::uint32_t stream, PyTorchPool pool,
                                   std::span<const PyTorchSeedBlock> blocks);
 
+  // Allocator interface for replays: seed() takes cudaMalloc segments through seed_segment
+  // (expandable ones are refused with ConfigError), plan_segment_addresses() places new segments
+  // at the recorded addresses when they match (see src/alloc/pytorch_impl.hpp), snapshot()
+  // reports each cudaMalloc segment, and each contiguous mapped range of an expandable segment,
+  // as a memory snapshot's `segments` list does.
+  std::vector<Block> seed(std::span<const SeedSegment> segments) override;
+  void plan_segment_addresses(std::span<const SegmentAddress> planned) override;
+  [[nodiscard]] std::optional<std::vector<SeedSegment>> snapshot() const override;
+
   // The allocator's rounding rules, for tests and trace tools.
   [[nodiscard]] static std::uint64_t round_size(std::uint64_t size, const PyTorchOptions& opts);
   [[nodiscard]] static std::uint64_t allocation_size(std::uint64_t rounded_size);

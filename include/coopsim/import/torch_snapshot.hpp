@@ -1,0 +1,49 @@
+// PyTorch CUDA memory snapshots (torch.cuda.memory._dump_snapshot) as coopsim traces, and what a
+// replay needs to check itself against the recording. The entry point for files is
+// import_torch_snapshot() in coopsim/import/importers.hpp; the mapping, the reconstruction of the
+// initial allocator state and their limits are described in docs/import-torch-snapshot.md.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "coopsim/alloc/pytorch.hpp"
+#include "coopsim/allocator.hpp"
+#include "coopsim/import/importers.hpp"
+#include "coopsim/import/pickle.hpp"
+#include "coopsim/trace.hpp"
+
+namespace coopsim::torch_snapshot {
+
+// Converts an already parsed snapshot (the dict _snapshot() returns). `path` names the input in
+// error messages ("<path>: <key>: problem") and in the trace's header. Throws coopsim::Error.
+Trace import_value(const pickle::Value& root, const std::string& path, const TorchSnapshotOptions& options);
+
+// The `pytorch` model's options for a recorded `allocator_settings` dict (as the importer keeps
+// it in the header): max_split_size (-1 = off), max_non_split_rounding_size,
+// garbage_collection_threshold, expandable_segments and the per-bucket roundup_power2_divisions
+// (keys "1" .. "32768", MiB). Null or absent settings give the defaults. Throws ConfigError
+// ("allocator_settings.<key>: problem") on values the model cannot take.
+PyTorchOptions allocator_options(const nlohmann::json& allocator_settings);
+
+// The recorded end-of-snapshot segments (header extra "final_segments" of an imported trace),
+// with streams in the trace's dense numbering; nullopt when the trace carries none.
+std::optional<std::vector<SeedSegment>> final_segments(const Trace& trace);
+
+// Segment-by-segment comparison of a model's end state with the recorded one. Adjacent free
+// blocks are merged on both sides first (a snapshot and a model may cut free space differently
+// only where nothing can tell them apart).
+struct EndStateComparison {
+  bool segments_match = false;   // addresses, sizes, streams, pools and block layouts
+  bool reserved_match = false;   // total segment bytes
+  std::uint64_t recorded_segments = 0, model_segments = 0;
+  Bytes recorded_reserved, model_reserved;
+  std::string first_difference;  // empty when everything matches
+};
+EndStateComparison compare_end_state(const std::vector<SeedSegment>& recorded, const std::vector<SeedSegment>& model);
+
+}  // namespace coopsim::torch_snapshot

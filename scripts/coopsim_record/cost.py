@@ -1,0 +1,156 @@
+"""Roofline estimate of an ATen op's GPU time: max(FLOPs / peak FLOP/s, bytes / HBM bandwidth).
+
+Peak figures are the vendors' dense (no structured sparsity) datasheet numbers:
+
+* A100 SXM4 80 GB - NVIDIA A100 Tensor Core GPU datasheet (nvidia-a100-datasheet-us-nvidia-1758950-r4):
+  FP64 9.7 TFLOP/s, FP64 Tensor Core 19.5, FP32 19.5, TF32 Tensor Core 156, BF16/FP16 Tensor Core 312
+  (the sheet prints 312/624/624 "with sparsity"; halved here), HBM2e bandwidth 2,039 GB/s.
+* H100 SXM5 80 GB - NVIDIA H100 Tensor Core GPU datasheet: FP64 34, FP64 Tensor Core 67, FP32 67,
+  TF32 Tensor Core 989 / BF16 and FP16 Tensor Core 1,979 with sparsity, i.e. 494.5 / 989.5 dense,
+  HBM3 bandwidth 3.35 TB/s.
+
+Which peak an op gets follows PyTorch's defaults on CUDA: float32 matrix multiplies run on CUDA cores
+(torch.backends.cuda.matmul.allow_tf32 is False since 1.12), float32 convolutions on TF32 tensor cores
+(torch.backends.cudnn.allow_tf32 is True), float16/bfloat16 matmuls and convolutions on FP16/BF16 tensor
+cores, everything else (element-wise, reductions, normalisation, optimizer updates) on the FP32 (or FP64)
+vector units. FLOPs: 2*m*k*n per matrix product, 2 * weight elements * batch * output positions per
+convolution (the same for each gradient it computes), one per element otherwise. Bytes: every distinct
+input tensor read once (its elements, at most its storage) plus every output written once; a mutated
+input counts as read and written. Ops that only make views, and empty allocations, take 0 ns.
+An optional per-kernel launch overhead (0 by default) can be added.
+"""
+import math
+
+import torch
+
+from .compat import untyped_storage
+
+TFLOPS = 1e12
+PROFILES = {
+    "a100": {"name": "NVIDIA A100 SXM4 80GB", "hbm_bytes_per_s": 2039e9,
+             "vector": {"float64": 9.7 * TFLOPS, "float32": 19.5 * TFLOPS},
+             "matmul": {"float64": 19.5 * TFLOPS, "float32": 19.5 * TFLOPS, "tf32": 156 * TFLOPS,
+                        "float16": 312 * TFLOPS, "bfloat16": 312 * TFLOPS}},
+    "h100": {"name": "NVIDIA H100 SXM5 80GB", "hbm_bytes_per_s": 3.35e12,
+             "vector": {"float64": 34 * TFLOPS, "float32": 67 * TFLOPS},
+             "matmul": {"float64": 67 * TFLOPS, "float32": 67 * TFLOPS, "tf32": 494.5 * TFLOPS,
+                        "float16": 989.5 * TFLOPS, "bfloat16": 989.5 * TFLOPS}},
+}
+
+MATMUL_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm", "aten::_addmm_activation"}
+CONV_OPS = {"aten::convolution", "aten::_convolution", "aten::cudnn_convolution", "aten::mkldnn_convolution",
+            "aten::thnn_conv2d", "aten::_slow_conv2d_forward", "aten::slow_conv3d_forward",
+            "aten::cudnn_convolution_transpose", "aten::slow_conv_transpose2d", "aten::_conv_depthwise2d",
+            "aten::convolution_overrideable"}
+CONV_BACKWARD_OPS = {"aten::convolution_backward", "aten::convolution_backward_overrideable"}
+NO_KERNEL_OPS = {"aten::empty", "aten::empty_like", "aten::empty_strided", "aten::new_empty",
+                 "aten::new_empty_strided", "aten::lift_fresh", "aten::_local_scalar_dense"}
+
+
+def _numel(t):
+    return math.prod(t.shape)
+
+
+def _bytes(t):
+    return _numel(t) * t.element_size()
+
+
+def _base(name):
+    return name.split(".", 1)[0] if "." in name.split("::", 1)[-1] else name
+
+
+def _dtype_key(t):
+    return {torch.float64: "float64", torch.float16: "float16", torch.bfloat16: "bfloat16"}.get(t.dtype, "float32")
+
+
+def _spatial(shape):
+    return math.prod(shape[2:]) if len(shape) > 2 else 1
+
+
+def _conv_flops(inp, weight, transposed, out_shape):
+    # Non-transposed weight is [Cout, Cin/g, k...], transposed [Cin, Cout/g, k...]: either way every
+    # weight element meets every position of the non-transposed side's output once per sample.
+    positions = _spatial(inp.shape) if transposed else _spatial(out_shape)
+    return 2 * _numel(weight) * inp.shape[0] * positions
+
+
+def matmul_flops(name, args, outputs):
+    """FLOPs of the matrix-multiply, convolution and attention family, or None for other ops."""
+    base = _base(name)
+    try:
+        if base in ("aten::mm",):
+            a, b = args[0], args[1]
+            return 2 * a.shape[0] * a.shape[1] * b.shape[1]
+        if base in ("aten::addmm", "aten::_addmm_activation"):
+            a, b = args[1], args[2]
+            return 2 * a.shape[0] * a.shape[1] * b.shape[1]
+        if base == "aten::bmm":
+            a, b = args[0], args[1]
+            return 2 * a.shape[0] * a.shape[1] * a.shape[2] * b.shape[2]
+        if base in ("aten::baddbmm", "aten::addbmm"):
+            a, b = args[1], args[2]
+            return 2 * a.shape[0] * a.shape[1] * a.shape[2] * b.shape[2]
+        if base in CONV_OPS:
+            transposed = bool(args[6]) if base in ("aten::convolution", "aten::_convolution") else "transpose" in base
+            inp, weight = args[0], args[1]
+            return _conv_flops(inp, weight, transposed, outputs[0].shape if outputs else inp.shape)
+        if base in CONV_BACKWARD_OPS:
+            # (grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed, output_padding,
+            #  groups, output_mask): grad_input and grad_weight each cost one forward; grad_bias a reduction.
+            grad_out, inp, weight = args[0], args[1], args[2]
+            transposed, mask = bool(args[7]), [bool(m) for m in args[10]]
+            one = _conv_flops(inp, weight, transposed, grad_out.shape)
+            return one * (mask[0] + mask[1]) + (_numel(grad_out) if mask[2] else 0)
+        if "scaled_dot_product" in base and "attention" in base:
+            q, k, v = args[0], args[1], args[2]
+            flops = 2 * _numel(q) * k.shape[-2] + 2 * math.prod(q.shape[:-1]) * k.shape[-2] * v.shape[-1]
+            return 2 * flops if "backward" in base else flops
+        if base in ("aten::_cudnn_rnn", "aten::_cudnn_rnn_backward", "aten::miopen_rnn"):
+            inp, weights = args[0], [w for w in args[1] if w is not None and w.dim() == 2]
+            tokens = inp.shape[0] * inp.shape[1] if inp.dim() == 3 else inp.shape[0]
+            flops = 2 * tokens * sum(_numel(w) for w in weights)
+            return 2 * flops if "backward" in base else flops
+    except (IndexError, AttributeError, TypeError):
+        return None
+    return None
+
+
+class Roofline:
+    """Estimates op durations in ns for one device profile."""
+
+    def __init__(self, profile, launch_overhead_ns=0):
+        self.key = profile
+        self.profile = PROFILES[profile]
+        self.launch_overhead_ns = launch_overhead_ns
+
+    def describe(self):
+        p = self.profile
+        return {"profile": self.key, "gpu": p["name"], "hbm_bytes_per_s": p["hbm_bytes_per_s"],
+                "peak_flops": {"vector": p["vector"], "matmul": p["matmul"]},
+                "launch_overhead_ns": self.launch_overhead_ns}
+
+    def estimate(self, name, args, inputs, outputs, mutated, views_only):
+        """inputs / outputs: distinct device tensors; mutated: those inputs written in place."""
+        if views_only or _base(name) in NO_KERNEL_OPS:
+            return 0
+        moved = sum(min(_bytes(t), _storage_bytes(t)) for t in inputs)
+        moved += sum(_bytes(t) for t in outputs) + sum(_bytes(t) for t in mutated)
+        p = self.profile
+        ref = outputs[0] if outputs else (inputs[0] if inputs else None)
+        dtype = _dtype_key(ref) if ref is not None else "float32"
+        mm = matmul_flops(name, args, outputs)
+        if mm is not None:
+            base = _base(name)
+            conv = base in CONV_OPS or base in CONV_BACKWARD_OPS
+            peak = p["matmul"]["tf32" if conv and dtype == "float32" else dtype]
+            flops = mm
+        else:
+            peak = p["vector"]["float64" if dtype == "float64" else "float32"]
+            flops = max([_numel(t) for t in outputs + inputs] or [0])
+        seconds = max(flops / peak, moved / p["hbm_bytes_per_s"])
+        return seconds * 1e9 + self.launch_overhead_ns
+
+
+def _storage_bytes(t):
+    s = untyped_storage(t)
+    return s.nbytes() if s is not None else _bytes(t)

@@ -1,0 +1,217 @@
+"""In-memory coopsim trace v1 and its writer (docs/trace-format.md).
+
+Ids are dense and given in order of first definition. An iteration that repeats the previous one
+reuses its tensor and op ids: a tensor produced by the k-th execution of op NAME in a phase gets the
+id it had in the previous iteration, provided that tensor is not live, has the same size, and (for a
+view) the same storage root; an op execution reuses an op id when name, phase, occurrence, tensors,
+views, mutations and the shapes of its arguments all match. Anything else gets a fresh id, so reuse
+never changes what the trace says, only how compactly it says it.
+
+Writer rules: header keys in the documented order, integers only (time_unit ns), definitions before
+events, gzip chosen by a '.gz' suffix with a zero mtime (byte-identical output for identical input),
+written to OUT.tmp and renamed over OUT; on any error the temporary file is removed.
+"""
+import gzip
+import json
+import os
+
+ROLES = ("parameter", "input", "activation", "gradient", "optimizer_state", "workspace", "other")
+PHASE_ROLE = {"forward": "activation", "backward": "gradient", "optimizer": "other", "setup": "other"}
+
+
+class Tensor:
+    __slots__ = ("id", "bytes", "role", "name", "root", "explicit_role")
+
+    def __init__(self, tid, nbytes, role, name, root):
+        self.id, self.bytes, self.role, self.name, self.root = tid, nbytes, role, name, root
+        self.explicit_role = False
+
+
+class Op:
+    __slots__ = ("id", "name", "inputs", "outputs", "views", "mutates", "random", "samples")
+
+    def __init__(self, oid, name, inputs, outputs, views, mutates, random):
+        self.id, self.name, self.inputs, self.outputs = oid, name, inputs, outputs
+        self.views, self.mutates, self.random, self.samples = views, mutates, random, []
+
+    def duration(self):
+        """Median (the lower one for an even count) of the measured or estimated samples, in ns."""
+        if not self.samples:
+            return 0
+        ordered = sorted(self.samples)
+        return int(round(ordered[(len(ordered) - 1) // 2]))
+
+
+class TraceBuilder:
+    def __init__(self):
+        self.tensors = []
+        self.ops = []
+        self.events = []  # (kind, target) with kind alloc / free / compute / iteration / mark
+        self.live = set()
+        self.phase = "setup"
+        self.iterations = 0
+        self._occurrence = {}
+        self._tensor_by_key = {}
+        self._op_by_key = {}
+
+    # --- phases ------------------------------------------------------------------------------
+    def begin_phase(self, phase):
+        self.phase = phase
+        self._occurrence = {}
+
+    def next_occurrence(self, name):
+        n = self._occurrence.get(name, 0)
+        self._occurrence[name] = n + 1
+        return n
+
+    # --- definitions ---------------------------------------------------------------------------
+    def storage_tensor(self, key, nbytes, name, role=None):
+        """Id for a storage-owning tensor of nbytes, reusing the one defined under key when possible."""
+        old = self._tensor_by_key.get(key) if key is not None else None
+        if old is not None and old.root is None and old.bytes == nbytes and old.id not in self.live:
+            return old.id
+        t = Tensor(len(self.tensors), nbytes, role or PHASE_ROLE.get(self.phase, "other"), name, None)
+        t.explicit_role = role is not None
+        self.tensors.append(t)
+        if key is not None:
+            self._tensor_by_key[key] = t
+        return t.id
+
+    def view_tensor(self, key, base, name):
+        """Id for a view of tensor base (its storage root is resolved here)."""
+        root = self.root_of(base)
+        old = self._tensor_by_key.get(key)
+        if old is not None and old.root == root:
+            return old.id
+        t = Tensor(len(self.tensors), 0, self.tensors[root].role, name, root)
+        self.tensors.append(t)
+        self._tensor_by_key[key] = t
+        return t.id
+
+    def root_of(self, tid):
+        root = self.tensors[tid].root
+        return tid if root is None else root
+
+    def set_role(self, tid, role, name=None):
+        assert role in ROLES, role
+        t = self.tensors[self.root_of(tid)]
+        t.role, t.explicit_role = role, True
+        if name:
+            t.name = name
+
+    def op(self, name, occurrence, inputs, outputs, views, mutates, random, signature):
+        key = (self.phase, name, occurrence, tuple(inputs), tuple(outputs), tuple(views), tuple(mutates),
+               random, signature)
+        found = self._op_by_key.get(key)
+        if found is not None:
+            return found.id
+        o = Op(len(self.ops), name, list(inputs), list(outputs), [list(p) for p in views], list(mutates), random)
+        self.ops.append(o)
+        self._op_by_key[key] = o
+        return o.id
+
+    def add_sample(self, op_id, ns):
+        self.ops[op_id].samples.append(ns)
+
+    # --- events --------------------------------------------------------------------------------
+    def alloc(self, tid):
+        assert tid not in self.live and self.tensors[tid].root is None and self.tensors[tid].bytes > 0
+        self.live.add(tid)
+        self.events.append(("alloc", tid))
+
+    def free(self, tid):
+        assert tid in self.live
+        self.live.discard(tid)
+        self.events.append(("free", tid))
+
+    def compute(self, op_id):
+        self.events.append(("compute", op_id))
+
+    def iteration(self):
+        self.events.append(("iteration", self.iterations))
+        self.iterations += 1
+
+    def mark(self, label):
+        self.events.append(("mark", label))
+
+    # --- summary and output ----------------------------------------------------------------------
+    def peak_live(self):
+        live = peak = 0
+        for kind, target in self.events:
+            if kind == "alloc":
+                live += self.tensors[target].bytes
+                peak = max(peak, live)
+            elif kind == "free":
+                live -= self.tensors[target].bytes
+        return peak
+
+    def lines(self, header):
+        yield _dump(header)
+        for t in self.tensors:
+            role = t.role if t.root is None else self.tensors[t.root].role  # a view takes its storage's role
+            rec = {"kind": "tensor", "id": t.id, "bytes": t.bytes, "role": role}
+            if t.name:
+                rec["name"] = t.name
+            yield _dump(rec)
+        durations = []
+        for o in self.ops:
+            d = o.duration()
+            durations.append(d)
+            rec = {"kind": "op", "id": o.id, "name": o.name}
+            if d:
+                rec["duration"] = d
+            if o.inputs:
+                rec["inputs"] = o.inputs
+            if o.outputs:
+                rec["outputs"] = o.outputs
+            if o.views:
+                rec["views"] = o.views
+            if o.mutates:
+                rec["mutates"] = o.mutates
+            if o.random:
+                rec["random"] = True
+            yield _dump(rec)
+        clock = 0
+        for kind, target in self.events:
+            if kind in ("alloc", "free"):
+                yield _dump({"kind": kind, "tensor": target, "t": clock})
+            elif kind == "compute":
+                yield _dump({"kind": "compute", "op": target, "t": clock})
+                clock += durations[target]
+            elif kind == "iteration":
+                yield _dump({"kind": "iteration", "index": target, "t": clock})
+            else:
+                yield _dump({"kind": "mark", "label": target, "t": clock})
+
+    def write(self, path, header):
+        """Writes header + records to path atomically (path.tmp, then rename)."""
+        tmp = path + ".tmp"
+        try:
+            with open(tmp, "wb") as raw:
+                if path.endswith(".gz"):
+                    with gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=9, mtime=0) as gz:
+                        _write_lines(gz, self.lines(header))
+                else:
+                    _write_lines(raw, self.lines(header))
+                raw.flush()
+                os.fsync(raw.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+            raise
+
+
+def _dump(obj):
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _write_lines(stream, lines):
+    chunk = []
+    for line in lines:
+        chunk.append(line)
+        if len(chunk) >= 4096:
+            stream.write(("\n".join(chunk) + "\n").encode("utf-8"))
+            chunk = []
+    if chunk:
+        stream.write(("\n".join(chunk) + "\n").encode("utf-8"))

@@ -1,0 +1,323 @@
+// Streaming reader for Kineto / Chrome-trace JSON: zlib (gzip or plain) -> nlohmann::json SAX.
+// Only one event is held in memory at a time (the files run to tens of MB), the literal text
+// of fractional "ts" / "dur" values is kept (absolute microsecond timestamps carry nanosecond
+// digits that a double cannot hold), and every event knows the line it starts on, so errors
+// read "file:line: problem".
+#include <fmt/format.h>
+#include <zlib.h>
+
+#include <cerrno>
+#include <cstring>
+#include <streambuf>
+#include <istream>
+
+#include "coopsim/error.hpp"
+#include "kineto_detail.hpp"
+
+namespace coopsim::kineto_detail {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr std::size_t kBuffer = 1 << 18;
+constexpr std::size_t kMaxDepth = 256;
+
+// zlib input as a streambuf that counts the lines it has handed out.
+class GzInput : public std::streambuf {
+ public:
+  explicit GzInput(const std::string& path) : path_(path), buf_(kBuffer) {
+    errno = 0;
+    file_ = gzopen(path.c_str(), "rb");
+    if (file_ == nullptr) {
+      const int err = errno;
+      throw TraceError(path, 0, fmt::format("cannot open trace file: {}", err != 0 ? std::strerror(err) : "out of memory"));
+    }
+    gzbuffer(file_, 1 << 17);
+    counted_ = buf_.data();
+    setg(buf_.data(), buf_.data(), buf_.data());
+  }
+  GzInput(const GzInput&) = delete;
+  GzInput& operator=(const GzInput&) = delete;
+  ~GzInput() override { gzclose_r(file_); }
+
+  // 1-based line of the next character to be read.
+  std::uint64_t line() {
+    count_to(gptr());
+    return lines_ + 1;
+  }
+  std::uint64_t bytes() const { return total_ - static_cast<std::uint64_t>(egptr() - gptr()); }
+  // Throws the zlib problem that ended the input early, if any.
+  void check() const {
+    if (!problem_.empty()) throw TraceError(path_, problem_line_, problem_);
+  }
+
+ protected:
+  int_type underflow() override {
+    if (gptr() < egptr()) return traits_type::to_int_type(*gptr());
+    count_to(egptr());
+    if (!problem_.empty()) return traits_type::eof();
+    const int n = gzread(file_, buf_.data(), static_cast<unsigned>(buf_.size()));
+    if (n <= 0) {
+      record_problem();
+      return traits_type::eof();
+    }
+    total_ += static_cast<std::uint64_t>(n);
+    setg(buf_.data(), buf_.data(), buf_.data() + n);
+    counted_ = buf_.data();
+    return traits_type::to_int_type(*gptr());
+  }
+
+ private:
+  void count_to(const char* p) {
+    for (const char* q = counted_; q < p; ++q) lines_ += (*q == '\n');
+    counted_ = p;
+  }
+
+  void record_problem() {
+    int err = Z_OK;
+    const char* msg = gzerror(file_, &err);
+    if (err == Z_OK || err == Z_STREAM_END) return;
+    problem_line_ = lines_ + 1;
+    if (err == Z_BUF_ERROR) {
+      problem_ = "gzip stream is truncated (unexpected end of compressed data)";
+    } else if (err == Z_ERRNO) {
+      problem_ = fmt::format("read error: {}", std::strerror(errno));
+    } else {
+      std::string_view why = msg != nullptr ? msg : "unknown error";
+      if (const std::string prefix = path_ + ": "; why.substr(0, prefix.size()) == prefix) why.remove_prefix(prefix.size());
+      problem_ = fmt::format("gzip stream is corrupt: {}", why);
+    }
+  }
+
+  std::string path_;
+  gzFile file_ = nullptr;
+  std::vector<char> buf_;
+  const char* counted_ = nullptr;
+  std::uint64_t lines_ = 0, total_ = 0;
+  std::string problem_;
+  std::uint64_t problem_line_ = 0;
+};
+
+// Replaces control characters so that a message stays on one line.
+std::string one_line(std::string_view s) {
+  std::string out;
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7F) {
+      out += fmt::format("\\x{:02x}", c);
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+// SAX handler: the top-level object (or array), traceEvents, and one DOM per event.
+class Sax {
+ public:
+  Sax(const std::string& path, GzInput& in, const std::function<void(RawEvent&)>& on_event)
+      : path_(path), in_(in), on_event_(on_event) {}
+
+  TopLevel finish() { return std::move(top_); }
+
+  bool null() { return value(json(nullptr)); }
+  bool boolean(bool v) { return value(json(v)); }
+  bool number_integer(json::number_integer_t v) { return value(json(v)); }
+  bool number_unsigned(json::number_unsigned_t v) { return value(json(v)); }
+  bool number_float(json::number_float_t v, const std::string& text) {
+    if (stack_.size() == 1 && in_event_) {
+      if (key_ == "ts") event_.ts_text = text;
+      if (key_ == "dur") event_.dur_text = text;
+    }
+    return value(json(v));
+  }
+  bool string(std::string& v) { return value(json(std::move(v))); }
+  bool binary(json::binary_t&) { return value(json()); }  // not produced by the text parser
+
+  bool start_object(std::size_t) { return open(json::object()); }
+  bool start_array(std::size_t) { return open(json::array()); }
+  bool end_object() { return close(); }
+  bool end_array() { return close(); }
+
+  bool key(std::string& k) {
+    if (building()) {
+      if (stack_.back()->contains(k)) fail(in_.line(), fmt::format("{}duplicate key {}", where(), quote(k)));
+      key_ = std::move(k);
+      return true;
+    }
+    // A key of the top-level object.
+    if (k == "traceEvents" ? saw_events_ : top_.fields.contains(k)) {
+      fail(in_.line(), fmt::format("duplicate top-level key {}", quote(k)));
+    }
+    top_key_ = std::move(k);
+    return true;
+  }
+
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& ex) {
+    in_.check();  // a damaged gzip stream explains the JSON error
+    if (in_.bytes() == 0) fail(1, "empty file (expected a Kineto trace: a JSON object with 'traceEvents')");
+    // nlohmann: "[json.exception.parse_error.101] parse error at line L, column C: detail"
+    std::string_view msg = ex.what();
+    if (msg.rfind("[json.exception.", 0) == 0 && msg.find("] ") != std::string_view::npos) {
+      msg.remove_prefix(msg.find("] ") + 2);
+    }
+    std::uint64_t line = in_.line();
+    std::string column;
+    if (msg.rfind("parse error", 0) == 0) {
+      const auto colon = msg.find(": ");
+      const auto at = msg.find(" at line ");
+      if (at != std::string_view::npos && colon != std::string_view::npos && at < colon) {
+        const std::string where(msg.substr(at + 9, colon - at - 9));  // "L, column C"
+        line = std::strtoull(where.c_str(), nullptr, 10);
+        if (const auto c = where.find("column "); c != std::string::npos) column = where.substr(c + 7);
+      }
+      if (colon != std::string_view::npos) msg.remove_prefix(colon + 2);
+    }
+    std::string problem = fmt::format("malformed JSON{}: {}", column.empty() ? "" : " at column " + column, one_line(msg));
+    if (msg.find("unexpected end of input") != std::string_view::npos) problem += " (truncated file?)";
+    fail(line, problem);
+  }
+
+ private:
+  [[noreturn]] void fail(std::uint64_t line, const std::string& problem) const { throw TraceError(path_, line, problem); }
+
+  bool building() const { return !stack_.empty(); }
+  std::string where() const { return in_event_ ? fmt::format("traceEvents[{}]: ", event_.index) : ""; }
+
+  // A new value in a container being built, or at a slot of the top-level structure.
+  bool value(json v) {
+    if (building()) {
+      insert(std::move(v));
+      return true;
+    }
+    if (depth_ == 0) fail(in_.line(), fmt::format("not a Kineto trace: the top level must be a JSON object with 'traceEvents' (got {})", describe(v)));
+    if (in_events_) fail(in_.line(), fmt::format("traceEvents[{}]: an event must be a JSON object (got {})", top_.events, describe(v)));
+    if (top_key_ == "traceEvents") fail(in_.line(), fmt::format("field 'traceEvents' must be an array (got {})", describe(v)));
+    top_.fields[top_key_] = std::move(v);
+    return true;
+  }
+
+  json* insert(json v) {
+    json& parent = *stack_.back();
+    if (parent.is_object()) return &(parent[key_] = std::move(v));
+    parent.push_back(std::move(v));
+    return &parent.back();
+  }
+
+  bool open(json container) {
+    if (building()) {
+      if (stack_.size() >= kMaxDepth) fail(in_.line(), fmt::format("{}nesting too deep (over {} levels)", where(), kMaxDepth));
+      stack_.push_back(insert(std::move(container)));
+      return true;
+    }
+    if (depth_ == 0) {  // the top level
+      ++depth_;
+      if (container.is_array()) {
+        top_.array_form = true;
+        saw_events_ = in_events_ = true;
+      }
+      return true;
+    }
+    if (in_events_) {
+      if (!container.is_object()) fail(in_.line(), fmt::format("traceEvents[{}]: an event must be a JSON object (got an array)", top_.events));
+      in_event_ = true;
+      event_ = RawEvent{};
+      event_.index = top_.events;
+      event_.line = in_.line();
+      event_.value = std::move(container);
+      stack_.push_back(&event_.value);
+      return true;
+    }
+    if (top_key_ == "traceEvents") {
+      if (!container.is_array()) fail(in_.line(), "field 'traceEvents' must be an array (got an object)");
+      ++depth_;
+      saw_events_ = in_events_ = true;
+      return true;
+    }
+    // Any other top-level field: kept whole.
+    root_ = std::move(container);
+    stack_.push_back(&root_);
+    return true;
+  }
+
+  bool close() {
+    if (building()) {
+      stack_.pop_back();
+      if (!stack_.empty()) return true;
+      if (in_event_) {
+        in_event_ = false;
+        ++top_.events;
+        on_event_(event_);
+        event_.value = json();
+      } else {
+        top_.fields[top_key_] = std::move(root_);
+      }
+      return true;
+    }
+    --depth_;
+    if (in_events_) {  // end of traceEvents (or of the top-level array)
+      in_events_ = false;
+      return true;
+    }
+    if (depth_ == 0 && !saw_events_) fail(in_.line(), "not a Kineto trace: the top-level object has no 'traceEvents' array");
+    return true;
+  }
+
+  const std::string& path_;
+  GzInput& in_;
+  const std::function<void(RawEvent&)>& on_event_;
+  TopLevel top_;
+  int depth_ = 0;  // open containers of the top-level structure (object/array, traceEvents)
+  bool in_events_ = false, saw_events_ = false, in_event_ = false;
+  std::string top_key_, key_;
+  std::vector<json*> stack_;  // containers being built
+  json root_;                 // a top-level field being built
+  RawEvent event_;
+};
+
+}  // namespace
+
+// Quotes a string for an error message: '...', control characters, quotes and backslashes as
+// \xNN, shortened to about 40 bytes (the style of the trace loader's messages).
+std::string quote(std::string_view s) {
+  constexpr std::size_t kMax = 40;
+  bool cut = false;
+  if (s.size() > kMax) {
+    std::size_t n = kMax;
+    while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+    s = s.substr(0, n);
+    cut = true;
+  }
+  std::string out = "'";
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7F || c == '\\' || c == '\'') {
+      out += fmt::format("\\x{:02x}", c);
+    } else {
+      out += ch;
+    }
+  }
+  out += cut ? "...'" : "'";
+  return out;
+}
+
+TopLevel read_kineto_json(const std::string& path, const std::function<void(RawEvent&)>& on_event) {
+  GzInput in(path);
+  std::istream stream(&in);
+  Sax sax(path, in, on_event);
+  const bool ok = json::sax_parse(stream, &sax, json::input_format_t::json, true, false);
+  in.check();
+  if (!ok) throw TraceError(path, in.line(), "malformed JSON");
+  return sax.finish();
+}
+
+std::string describe(const nlohmann::json& j) {
+  if (j.is_string()) return quote(j.get_ref<const std::string&>());
+  if (j.is_array()) return "an array";
+  if (j.is_object()) return "an object";
+  std::string s = j.dump();
+  if (s.size() > 40) s = s.substr(0, 40) + "...";
+  return s;
+}
+
+}  // namespace coopsim::kineto_detail

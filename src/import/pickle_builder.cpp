@@ -1,0 +1,283 @@
+// Stack machine for plain-data pickles (see pickle_builder.hpp). Underflow follows CPython's
+// C unpickler: opcodes never take values from below the last MARK (Modules/_pickle.c, "fence").
+#include "pickle_builder.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "pickle_detail.hpp"
+
+namespace coopsim::pickle::detail {
+
+using Kind = Value::Kind;
+
+namespace {
+[[noreturn]] void fail(std::string problem) { throw BuildError{std::move(problem)}; }
+}  // namespace
+
+void Builder::need(std::size_t n) const {
+  const std::size_t have = stack_.size() - fence();
+  if (have < n) {
+    fail(fmt::format("stack underflow: needs {} value{} above the last MARK, found {}", n, n == 1 ? "" : "s",
+                     have));
+  }
+}
+
+std::size_t Builder::take_mark() {
+  if (marks_.empty()) fail("no MARK before it (MARK misuse)");
+  const std::size_t first = marks_.back();
+  marks_.pop_back();
+  return first;
+}
+
+std::uint32_t Builder::depth_of(const Slot& s) const {
+  return s.container != kNoContainer ? containers_[s.container].depth : s.depth;
+}
+
+void Builder::check_depth(std::size_t depth) const {
+  if (depth > kMaxDepth) fail(fmt::format("nesting deeper than {} levels; refusing", kMaxDepth));
+}
+
+std::uint32_t Builder::adopt(const Slot& child) {
+  if (child.container != kNoContainer) {
+    Container& c = containers_[child.container];
+    c.complete = true;
+    c.key_hashes = {};  // no more insertions: the key lookup state can go
+    c.index.reset();
+  }
+  const std::uint32_t depth = depth_of(child) + 1;
+  check_depth(depth);
+  return depth;
+}
+
+void Builder::push_scalar(std::shared_ptr<Value> v) {
+  Slot s;
+  s.hash = hash_scalar(*v);
+  s.value = std::move(v);
+  stack_.push_back(std::move(s));
+}
+
+void Builder::push_empty(Kind kind) {
+  Slot s;
+  s.value = std::make_shared<Value>();
+  s.value->kind = kind;
+  if (kind == Kind::Tuple) {
+    s.hash = tuple_hash_seed(0);
+  } else {
+    s.hashable = false;
+    s.container = static_cast<std::uint32_t>(containers_.size());
+    containers_.emplace_back();
+  }
+  stack_.push_back(std::move(s));
+}
+
+void Builder::pop() {
+  // Python pops the MARK itself when no value lies above it.
+  if (!marks_.empty() && marks_.back() == stack_.size()) {
+    marks_.pop_back();
+    return;
+  }
+  need(1);
+  stack_.pop_back();
+}
+
+void Builder::pop_mark() { stack_.resize(take_mark()); }
+
+void Builder::dup() {
+  need(1);
+  stack_.push_back(stack_.back());
+}
+
+void Builder::build_tuple(std::size_t first) {
+  Slot t;
+  t.value = std::make_shared<Value>();
+  t.value->kind = Kind::Tuple;
+  t.value->items.reserve(stack_.size() - first);
+  t.hash = tuple_hash_seed(stack_.size() - first);
+  for (std::size_t i = first; i < stack_.size(); ++i) {
+    const Slot& item = stack_[i];
+    t.depth = std::max(t.depth, adopt(item));
+    t.hashable = t.hashable && item.hashable;
+    t.hash = hash_combine(t.hash, item.hash);
+    t.value->items.push_back(item.value);
+  }
+  stack_.resize(first);
+  stack_.push_back(std::move(t));
+}
+
+void Builder::tuple_from_mark() { build_tuple(take_mark()); }
+
+void Builder::tuple_of(std::size_t n) {
+  need(n);
+  build_tuple(stack_.size() - n);
+}
+
+void Builder::list_from_mark() {
+  const std::size_t first = take_mark();
+  push_empty(Kind::List);
+  const Slot list = stack_.back();
+  for (std::size_t i = first; i + 1 < stack_.size(); ++i) insert_item(list, stack_[i]);
+  stack_.erase(stack_.begin() + static_cast<std::ptrdiff_t>(first), stack_.end() - 1);
+}
+
+void Builder::dict_from_mark() {
+  const std::size_t first = take_mark();
+  if ((stack_.size() - first) % 2 != 0) fail("odd number of items for DICT");
+  push_empty(Kind::Dict);
+  const Slot dict = stack_.back();
+  for (std::size_t i = first; i + 2 < stack_.size(); i += 2) insert_entry(dict, stack_[i], stack_[i + 1]);
+  stack_.erase(stack_.begin() + static_cast<std::ptrdiff_t>(first), stack_.end() - 1);
+}
+
+Builder::Container& Builder::mutable_target(const Slot& target, Kind kind, const char* what) {
+  if (target.value->kind != kind) {
+    fail(fmt::format("needs a {} below the {}, found a {}", Value::kind_name(kind), what,
+                     Value::kind_name(target.value->kind)));
+  }
+  Container& c = containers_[target.container];
+  if (c.complete) {
+    fail(fmt::format("the {} was already placed inside another container; changing it afterwards is refused "
+                     "(that is how reference cycles are built)",
+                     Value::kind_name(kind)));
+  }
+  return c;
+}
+
+void Builder::insert_item(const Slot& list, const Slot& item) {
+  Container& c = mutable_target(list, Kind::List, "values");
+  if (item.container == list.container) fail("would put the list inside itself (a reference cycle); refusing");
+  const std::uint32_t depth = adopt(item);
+  c.depth = std::max(c.depth, depth);
+  list.value->items.push_back(item.value);
+}
+
+void Builder::append() {
+  need(2);
+  insert_item(stack_[stack_.size() - 2], stack_.back());
+  stack_.pop_back();
+}
+
+void Builder::appends() {
+  const std::size_t first = take_mark();
+  if (first <= fence()) fail("stack underflow: no list below the MARK");
+  const Slot& list = stack_[first - 1];
+  mutable_target(list, Kind::List, "MARK");
+  list.value->items.reserve(list.value->items.size() + (stack_.size() - first));
+  for (std::size_t i = first; i < stack_.size(); ++i) insert_item(list, stack_[i]);
+  stack_.resize(first);
+}
+
+void Builder::insert_entry(const Slot& dict, const Slot& key, const Slot& value) {
+  Container& c = mutable_target(dict, Kind::Dict, "key and value");
+  if (key.container == dict.container || value.container == dict.container) {
+    fail("would put the dict inside itself (a reference cycle); refusing");
+  }
+  const std::uint32_t depth = std::max(adopt(key), adopt(value));
+  c.depth = std::max(c.depth, depth);
+  auto& entries = dict.value->entries;
+  // Python's d[key] = value: an equal key keeps its place (and its first key object).
+  auto same_key = [&](std::size_t i) {
+    const auto equal = key_equal(entries[i].first.get(), key.value.get(), compare_budget_);
+    if (!equal) fail("dict key comparisons exceed the work limit; refusing");
+    return *equal;
+  };
+  if (key.hashable) {
+    if (c.index) {
+      const auto [lo, hi] = c.index->equal_range(key.hash);
+      for (auto it = lo; it != hi; ++it) {
+        if (same_key(it->second)) {
+          entries[it->second].second = value.value;
+          return;
+        }
+      }
+    } else {
+      for (std::size_t i = 0; i < entries.size(); ++i) {
+        if (c.key_hashes[i] == key.hash && same_key(i)) {
+          entries[i].second = value.value;
+          return;
+        }
+      }
+    }
+  }
+  // Unhashable keys (Python would raise TypeError) are kept as their own entries.
+  entries.emplace_back(key.value, value.value);
+  c.key_hashes.push_back(key.hashable ? key.hash : 0);
+  if (!key.hashable) return;
+  if (c.index) {
+    c.index->emplace(key.hash, entries.size() - 1);
+  } else if (entries.size() > kIndexAfter) {
+    c.index = std::make_unique<std::unordered_multimap<std::uint64_t, std::size_t>>();
+    for (std::size_t i = 0; i < entries.size(); ++i) c.index->emplace(c.key_hashes[i], i);
+  }
+}
+
+void Builder::set_item() {
+  need(3);
+  const std::size_t n = stack_.size();
+  insert_entry(stack_[n - 3], stack_[n - 2], stack_[n - 1]);
+  stack_.resize(n - 2);
+}
+
+void Builder::set_items() {
+  const std::size_t first = take_mark();
+  if (first <= fence()) fail("stack underflow: no dict below the MARK");
+  if ((stack_.size() - first) % 2 != 0) fail("odd number of items for SETITEMS");
+  const Slot& dict = stack_[first - 1];
+  mutable_target(dict, Kind::Dict, "MARK");
+  dict.value->entries.reserve(dict.value->entries.size() + (stack_.size() - first) / 2);
+  for (std::size_t i = first; i < stack_.size(); i += 2) insert_entry(dict, stack_[i], stack_[i + 1]);
+  stack_.resize(first);
+}
+
+void Builder::put(std::uint64_t index, const Slot& slot) {
+  if (index < memo_.size()) {
+    memo_[index] = slot;
+    return;
+  }
+  if (index > memo_.size()) {
+    memo_sparse_[index] = slot;
+    return;
+  }
+  memo_.push_back(slot);
+  // Keep every sparse index above memo_.size(): move entries that have become contiguous.
+  while (!memo_sparse_.empty() && memo_sparse_.begin()->first == memo_.size()) {
+    memo_.push_back(std::move(memo_sparse_.begin()->second));
+    memo_sparse_.erase(memo_sparse_.begin());
+  }
+}
+
+void Builder::memoize() {
+  need(1);
+  put(memo_.size() + memo_sparse_.size(), stack_.back());  // Python: memo[len(memo)] = top
+}
+
+void Builder::memo_put(std::uint64_t index) {
+  need(1);
+  put(index, stack_.back());
+}
+
+void Builder::memo_get(std::uint64_t index) {
+  if (index < memo_.size()) {
+    stack_.push_back(memo_[index]);
+    return;
+  }
+  const auto it = memo_sparse_.find(index);
+  if (it == memo_sparse_.end()) {
+    fail(fmt::format("memo index {} is not set ({} entries)", index, memo_.size() + memo_sparse_.size()));
+  }
+  stack_.push_back(it->second);
+}
+
+ValuePtr Builder::finish() {
+  if (!marks_.empty()) fail("STOP inside an open MARK (MARK misuse)");
+  if (stack_.size() != 1) {
+    fail(fmt::format("{} values on the stack at STOP; a pickle leaves exactly one", stack_.size()));
+  }
+  ValuePtr result = std::move(stack_.back().value);
+  stack_.clear();
+  return result;
+}
+
+}  // namespace coopsim::pickle::detail

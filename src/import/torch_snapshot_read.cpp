@@ -1,0 +1,293 @@
+// Reading a snapshot dict (torch.cuda.memory._snapshot(), schema in
+// ../shared/reference/trace-formats.md §2.2) into the importer's Snapshot, for one device. Every
+// field the importer relies on is checked here, so the later stages work on plain, valid data.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <string_view>
+
+#include "coopsim/error.hpp"
+#include "torch_snapshot_detail.hpp"
+
+namespace coopsim::torch_snapshot::detail {
+namespace {
+
+using Kind = pickle::Value::Kind;
+
+class Reader {
+ public:
+  Reader(const std::string& path, int device) : path_(path), device_(device) {}
+
+  [[noreturn]] void fail(const std::string& key, const std::string& problem) const {
+    throw Error(fmt::format("{}: {}: {}", path_, key, problem));
+  }
+
+  static std::string kind_of(const pickle::Value& v) { return std::string(pickle::Value::kind_name(v.kind)); }
+
+  const pickle::Value& field(const pickle::Value& dict, std::string_view name, const std::string& key) const {
+    const pickle::Value* v = dict.get(name);
+    if (v == nullptr) fail(key, fmt::format("missing field '{}'", name));
+    return *v;
+  }
+  std::uint64_t uint(const pickle::Value& v, const std::string& key) const {
+    if (v.kind == Kind::Bool || v.kind != Kind::Int || v.integer < 0) {
+      fail(key, fmt::format("expected a non-negative int (got {})", describe(v)));
+    }
+    return static_cast<std::uint64_t>(v.integer);
+  }
+  std::uint64_t uint_field(const pickle::Value& dict, std::string_view name, const std::string& key) const {
+    return uint(field(dict, name, key), key + "." + std::string(name));
+  }
+  const std::string& text_field(const pickle::Value& dict, std::string_view name, const std::string& key) const {
+    const pickle::Value& v = field(dict, name, key);
+    if (v.kind != Kind::String) fail(key + "." + std::string(name), fmt::format("expected a str (got {})", describe(v)));
+    return v.text;
+  }
+  static std::string describe(const pickle::Value& v) {
+    switch (v.kind) {
+      case Kind::Int: return std::to_string(v.integer);
+      case Kind::String: return "'" + (v.text.size() > 40 ? v.text.substr(0, 40) + "..." : v.text) + "'";
+      case Kind::Bool: return v.boolean ? "True" : "False";
+      default: return "a " + kind_of(v);
+    }
+  }
+  const pickle::Value& list(const pickle::Value& v, const std::string& key) const {
+    if (v.kind != Kind::List && v.kind != Kind::Tuple) fail(key, fmt::format("expected a list (got {})", describe(v)));
+    return v;
+  }
+
+  Snapshot run(const pickle::Value& root) {
+    if (root.kind != Kind::Dict) fail("top level", fmt::format("expected the snapshot dict (got {})", describe(root)));
+    Snapshot s;
+    s.path = path_;
+    s.device = device_;
+    if (device_ < 0) fail("--device", fmt::format("must be a device index >= 0 (got {})", device_));
+    read_segments(root, s);
+    read_trace(root, s);
+    if (const pickle::Value* settings = root.get("allocator_settings"); settings != nullptr) {
+      if (settings->kind != Kind::Dict) fail("allocator_settings", fmt::format("expected a dict (got {})", describe(*settings)));
+      s.allocator_settings = to_json(*settings);
+    }
+    if (const pickle::Value* ann = root.get("external_annotations"); ann != nullptr) read_annotations(*ann, s);
+    return s;
+  }
+
+ private:
+  void read_segments(const pickle::Value& root, Snapshot& s) const {
+    const pickle::Value& segs = list(field(root, "segments", "top level"), "segments");
+    for (std::size_t i = 0; i < segs.items.size(); ++i) {
+      const std::string key = fmt::format("segments[{}]", i);
+      const pickle::Value& g = *segs.items[i];
+      if (g.kind != Kind::Dict) fail(key, fmt::format("expected a dict (got {})", describe(g)));
+      // Files written for one device only may leave out `device`.
+      const pickle::Value* dev = g.get("device");
+      if (dev != nullptr && uint(*dev, key + ".device") != static_cast<std::uint64_t>(device_)) continue;
+      SnapSegment seg;
+      seg.addr = uint_field(g, "address", key);
+      seg.size = uint_field(g, "total_size", key);
+      seg.stream = uint_field(g, "stream", key);
+      const std::string& type = text_field(g, "segment_type", key);
+      if (type == "small") {
+        seg.pool = SegmentPool::Small;
+      } else if (type == "large") {
+        seg.pool = SegmentPool::Large;
+      } else {
+        fail(key + ".segment_type", fmt::format("expected 'small' or 'large' (got '{}')", type));
+      }
+      if (const pickle::Value* e = g.get("is_expandable"); e != nullptr) {
+        if (e->kind != Kind::Bool) fail(key + ".is_expandable", fmt::format("expected a bool (got {})", describe(*e)));
+        seg.expandable = e->boolean;
+      }
+      if (seg.size == 0) fail(key + ".total_size", "a segment cannot be empty");
+      const pickle::Value& blocks = list(field(g, "blocks", key), key + ".blocks");
+      std::uint64_t at = seg.addr;
+      for (std::size_t j = 0; j < blocks.items.size(); ++j) {
+        seg.blocks.push_back(read_block(*blocks.items[j], fmt::format("{}.blocks[{}]", key, j)));
+        const SnapBlock& b = seg.blocks.back();
+        if (b.addr != at) {
+          fail(fmt::format("{}.blocks[{}]", key, j),
+               fmt::format("starts at {:#x}, where the previous block ends at {:#x}", b.addr, at));
+        }
+        at += b.size;
+      }
+      if (at != seg.addr + seg.size) {
+        fail(key, fmt::format("blocks cover {} of its {} bytes", at - seg.addr, seg.size));
+      }
+      s.segments.push_back(std::move(seg));
+    }
+    std::sort(s.segments.begin(), s.segments.end(),
+              [](const SnapSegment& a, const SnapSegment& b) { return a.addr < b.addr; });
+    for (std::size_t i = 1; i < s.segments.size(); ++i) {
+      const SnapSegment& a = s.segments[i - 1];
+      if (a.addr + a.size > s.segments[i].addr) {
+        fail("segments", fmt::format("segment {:#x} overlaps segment {:#x}", a.addr, s.segments[i].addr));
+      }
+    }
+  }
+
+  SnapBlock read_block(const pickle::Value& v, const std::string& key) const {
+    if (v.kind != Kind::Dict) fail(key, fmt::format("expected a dict (got {})", describe(v)));
+    SnapBlock b;
+    b.addr = uint_field(v, "address", key);
+    b.size = uint_field(v, "size", key);
+    if (b.size == 0) fail(key + ".size", "a block cannot be empty");
+    const std::string& state = text_field(v, "state", key);
+    if (state == "active_allocated") {
+      b.state = BlockState::Allocated;
+    } else if (state == "active_awaiting_free") {
+      b.state = BlockState::AwaitingFree;
+    } else if (state == "inactive") {
+      b.state = BlockState::Inactive;
+    } else {
+      fail(key + ".state", fmt::format("expected 'active_allocated', 'active_awaiting_free' or 'inactive' (got '{}')", state));
+    }
+    // Files before torch 2.1 have no requested_size: the block size is the best one can say.
+    const pickle::Value* req = v.get("requested_size");
+    b.requested = req != nullptr ? uint(*req, key + ".requested_size") : b.size;
+    if (b.active() && (b.requested == 0 || b.requested > b.size)) {
+      fail(key + ".requested_size", fmt::format("{} does not fit its block of {} bytes", b.requested, b.size));
+    }
+    if (!b.active()) b.requested = 0;
+    b.name = name_from_frames(v.get("frames"));
+    return b;
+  }
+
+  void read_trace(const pickle::Value& root, Snapshot& s) const {
+    const pickle::Value& traces = list(field(root, "device_traces", "top level"), "device_traces");
+    s.devices = traces.items.size();
+    if (static_cast<std::size_t>(device_) >= s.devices) {
+      if (s.devices == 0 && device_ == 0) return;  // a state-only snapshot
+      fail("device_traces", fmt::format("the snapshot records {} device(s); device {} is not one of them", s.devices, device_));
+    }
+    const std::string base = fmt::format("device_traces[{}]", device_);
+    const pickle::Value& entries = list(*traces.items[static_cast<std::size_t>(device_)], base);
+    s.has_time = !entries.items.empty();
+    for (std::size_t i = 0; i < entries.items.size(); ++i) {
+      const std::string key = fmt::format("{}[{}]", base, i);
+      const pickle::Value& e = *entries.items[i];
+      if (e.kind != Kind::Dict) fail(key, fmt::format("expected a dict (got {})", describe(e)));
+      Entry en;
+      en.index = i;
+      en.action = parse_action(text_field(e, "action", key), key);
+      if (en.action == Action::Oom) {
+        if (const pickle::Value* f = e.get("device_free"); f != nullptr) en.device_free = uint(*f, key + ".device_free");
+      } else if (en.action != Action::Snapshot && en.action != Action::Annotate) {
+        en.addr = uint_field(e, "addr", key);
+      }
+      if (const pickle::Value* sz = e.get("size"); sz != nullptr) en.size = uint(*sz, key + ".size");
+      const bool needs_size = en.action != Action::Snapshot && en.action != Action::Annotate && en.action != Action::Oom;
+      if (needs_size && en.size == 0) fail(key + ".size", fmt::format("missing or 0 for a '{}' entry", action_name(en.action)));
+      if (const pickle::Value* st = e.get("stream"); st != nullptr) en.stream = uint(*st, key + ".stream");
+      if (const pickle::Value* t = e.get("time_us"); t != nullptr) {
+        // time_us is CPU wall-clock time in microseconds; int in every known version.
+        if (t->kind != Kind::Int || t->integer < 0) fail(key + ".time_us", fmt::format("expected a non-negative int (got {})", describe(*t)));
+        en.time_us = t->integer;
+      } else {
+        s.has_time = false;
+      }
+      if (en.action == Action::Alloc) {
+        en.name = name_from_frames(e.get("frames"));
+      } else if (en.action == Action::Annotate) {
+        if (const pickle::Value* m = e.get("user_metadata"); m != nullptr && m->kind == Kind::String) en.name = m->text;
+      }
+      s.entries.push_back(std::move(en));
+    }
+  }
+
+  Action parse_action(const std::string& a, const std::string& key) const {
+    static constexpr std::array<std::pair<std::string_view, Action>, 10> kActions{{
+        {"alloc", Action::Alloc},
+        {"free_requested", Action::FreeRequested},
+        {"free_completed", Action::FreeCompleted},
+        {"segment_alloc", Action::SegmentAlloc},
+        {"segment_free", Action::SegmentFree},
+        {"segment_map", Action::SegmentMap},
+        {"segment_unmap", Action::SegmentUnmap},
+        {"snapshot", Action::Snapshot},
+        {"oom", Action::Oom},
+        {"annotate", Action::Annotate},
+    }};
+    for (const auto& [name, action] : kActions) {
+      if (name == a) return action;
+    }
+    fail(key + ".action",
+         fmt::format("unknown action '{}' (known: alloc, free_requested, free_completed, segment_alloc, segment_free, "
+                     "segment_map, segment_unmap, snapshot, oom, annotate)",
+                     a));
+  }
+
+  static std::string_view action_name(Action a) {
+    switch (a) {
+      case Action::Alloc: return "alloc";
+      case Action::FreeRequested: return "free_requested";
+      case Action::FreeCompleted: return "free_completed";
+      case Action::SegmentAlloc: return "segment_alloc";
+      case Action::SegmentFree: return "segment_free";
+      case Action::SegmentMap: return "segment_map";
+      case Action::SegmentUnmap: return "segment_unmap";
+      case Action::Snapshot: return "snapshot";
+      case Action::Oom: return "oom";
+      case Action::Annotate: return "annotate";
+    }
+    return "?";
+  }
+
+  void read_annotations(const pickle::Value& v, Snapshot& s) const {
+    const pickle::Value& anns = list(v, "external_annotations");
+    for (std::size_t i = 0; i < anns.items.size(); ++i) {
+      const std::string key = fmt::format("external_annotations[{}]", i);
+      const pickle::Value& a = *anns.items[i];
+      if (a.kind != Kind::Dict) fail(key, fmt::format("expected a dict (got {})", describe(a)));
+      if (const pickle::Value* dev = a.get("device"); dev != nullptr && dev->kind == Kind::Int &&
+                                                      dev->integer != device_) {
+        continue;
+      }
+      Annotation an;
+      an.stage = text_field(a, "stage", key);
+      an.name = text_field(a, "name", key);
+      if (const pickle::Value* t = a.get("time_us"); t != nullptr) an.time_us = static_cast<std::int64_t>(uint(*t, key + ".time_us"));
+      s.annotations.push_back(std::move(an));
+    }
+  }
+
+  const std::string& path_;
+  int device_;
+};
+
+}  // namespace
+
+Snapshot read_snapshot(const pickle::Value& root, const std::string& path, int device) {
+  return Reader(path, device).run(root);
+}
+
+nlohmann::json to_json(const pickle::Value& v) {
+  switch (v.kind) {
+    case Kind::None: return nullptr;
+    case Kind::Bool: return v.boolean;
+    case Kind::Int: return v.integer;
+    case Kind::Float: return v.real;
+    case Kind::String: return v.text;
+    case Kind::Bytes: {
+      // Not expected in allocator settings; kept readable as hex.
+      std::string hex;
+      for (const unsigned char c : v.text) hex += fmt::format("{:02x}", c);
+      return hex;
+    }
+    case Kind::List:
+    case Kind::Tuple: {
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& item : v.items) out.push_back(to_json(*item));
+      return out;
+    }
+    case Kind::Dict: {
+      nlohmann::json out = nlohmann::json::object();
+      for (const auto& [k, val] : v.entries) {
+        out[k->kind == Kind::String ? k->text : to_json(*k).dump()] = to_json(*val);
+      }
+      return out;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace coopsim::torch_snapshot::detail

@@ -1,0 +1,38 @@
+// Reads a trace file line by line through zlib (gzip or plain, detected from the magic bytes)
+// in fixed-size chunks, hashing the decompressed bytes (FNV-1a 64). Private to src/trace.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace coopsim::trace_detail {
+
+// Receives every line (without its newline). `number` is 1-based and counts blank lines too;
+// `no_newline` marks a final line that ended without a newline.
+class LineSink {
+ public:
+  virtual void on_line(std::string_view line, std::uint64_t number, bool no_newline) = 0;
+
+ protected:
+  ~LineSink() = default;
+};
+
+// Throws TraceError("path:line: problem") for an unreadable file (line 0), a line over kMaxLine
+// bytes, or a damaged or truncated gzip stream (at the line being read).
+class LineReader {
+ public:
+  static constexpr std::size_t kChunk = 1 << 18;                 // bytes per gzread
+  static constexpr std::size_t kMaxLine = std::size_t{64} << 20;  // longest accepted line
+
+  explicit LineReader(std::string path) : path_(std::move(path)) {}
+  // Feeds every line to `sink`; returns the number of lines read.
+  std::uint64_t run(LineSink& sink);
+  [[nodiscard]] std::uint64_t hash() const { return hash_; }
+
+ private:
+  std::string path_;
+  std::uint64_t hash_ = 0;
+};
+
+}  // namespace coopsim::trace_detail
