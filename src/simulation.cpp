@@ -3,6 +3,7 @@
 
 #include "coopsim/engine.hpp"
 #include "coopsim/error.hpp"
+#include "coopsim/import/torch_snapshot.hpp"
 #include "coopsim/link.hpp"
 #include "coopsim_config.h"
 
@@ -59,6 +60,15 @@ Report run_simulation(const SimConfig& cfg, const Trace& trace, const Components
   r.config = resolved;
 
   run_engine(trace, *allocator, *policy, opt, r);
+  if (r.status == RunStatus::Completed) {
+    const auto recorded = torch_snapshot::final_segments(trace);
+    const auto model = allocator->snapshot();
+    if (recorded && model) {
+      const auto c = torch_snapshot::compare_end_state(*recorded, *model);
+      r.end_state = EndStateCheck{c.segments_match, c.reserved_match, c.recorded_segments, c.model_segments,
+                                  c.recorded_reserved, c.model_reserved, c.first_difference};
+    }
+  }
   return r;
 }
 

@@ -67,6 +67,15 @@ struct AddressCheck {
   std::uint64_t first_expected = 0, first_got = 0;
 };
 
+// A recorded end state (e.g. a PyTorch snapshot's final segments) compared with the model's.
+struct EndStateCheck {
+  bool segments_match = false;
+  bool reserved_match = false;
+  std::uint64_t recorded_segments = 0, model_segments = 0;
+  Bytes recorded_reserved, model_reserved;
+  std::string first_difference;
+};
+
 struct Report {
   std::string coopsim_version;
   std::string trace_path, model;
@@ -81,6 +90,7 @@ struct Report {
   TimeFigures time;
   CounterFigures counters;
   AddressCheck addresses;
+  std::optional<EndStateCheck> end_state;  // when the trace records an end state and the model can report one
   std::optional<SimTime> search_latency;  // wall time inside policy calls (opt-in: not reproducible)
 };
 

@@ -1,6 +1,7 @@
 // `coopsim run` and `coopsim validate`.
 #include <fmt/format.h>
 
+#include <iostream>
 #include <ostream>
 #include <sstream>
 
@@ -18,7 +19,8 @@ int command_run(const RunArgs& args, std::ostream& out) {
   if (args.paranoid) base.doc["engine"]["paranoid"] = true;
 
   std::vector<std::string> allocators = args.allocators;
-  if (allocators.size() == 1 && allocators[0] == "all") {
+  const bool all_allocators = allocators.size() == 1 && allocators[0] == "all";
+  if (all_allocators) {
     allocators.clear();
     for (const auto& e : builtin_components().allocators.entries()) allocators.push_back(e.name);
   }
@@ -42,6 +44,23 @@ int command_run(const RunArgs& args, std::ostream& out) {
   }
 
   const Trace trace = load_trace(args.trace);
+  if (all_allocators && !trace.initial_segments.empty()) {
+    // A trace that starts from a recorded allocator state (a PyTorch snapshot) can only run on
+    // models that can install that state: with --allocator all, skip the others.
+    std::erase_if(runs, [&](const SimConfig& cfg) {
+      const std::string name = cfg.doc.at("allocator").get<std::string>();
+      const auto& entry = builtin_components().allocators.get(name, "allocator", "allocator");
+      auto probe = entry.make(Params(name, entry.params), Bytes{1ULL << 30});
+      try {
+        (void)probe->seed({});
+        return false;
+      } catch (const SeedUnsupported&) {
+        std::cerr << "coopsim: note: skipping allocator " << name
+                  << ": it cannot start from the recorded state this trace begins with\n";
+        return true;
+      }
+    });
+  }
   std::vector<Report> reports;
   reports.reserve(runs.size());
   for (const auto& cfg : runs) reports.push_back(run_simulation(cfg, trace));
@@ -83,6 +102,7 @@ int command_run(const RunArgs& args, std::ostream& out) {
     for (const auto& r : reports) {
       if (r.addresses.checked == 0) throw Error(args.trace + ": --check-addresses: the trace records no addresses");
       if (r.addresses.mismatches > 0) return 4;
+      if (r.end_state && !(r.end_state->segments_match && r.end_state->reserved_match)) return 4;
     }
   }
   return args.fail_on_oom && any_oom ? 3 : 0;
@@ -98,6 +118,10 @@ int command_validate(const std::string& path, std::ostream& out) {
                      s.accesses, s.computes, s.iterations);
   out << fmt::format("  peak live {} ({} bytes), op compute time {}\n", format_bytes(s.peak_live),
                      s.peak_live.value, format_time(s.compute_time));
+  if (s.initial_segments > 0) {
+    out << fmt::format("  initial state: {} segments ({}), {} live tensors ({})\n", s.initial_segments,
+                       format_bytes(s.initial_reserved), s.initial_tensors, format_bytes(s.initial_live));
+  }
   out << fmt::format("  hash {:016x}\n", trace.content_hash);
   return 0;
 }

@@ -93,6 +93,18 @@ nlohmann::ordered_json to_json(const Report& r) {
                                                {"recorded", fmt::format("0x{:x}", a.first_expected)},
                                                {"placed", fmt::format("0x{:x}", a.first_got)}}},
   };
+  if (r.end_state) {
+    const EndStateCheck& e = *r.end_state;
+    j["end_state"] = {{"segments_match", e.segments_match},
+                      {"reserved_match", e.reserved_match},
+                      {"recorded_segments", e.recorded_segments},
+                      {"model_segments", e.model_segments},
+                      {"recorded_reserved_bytes", e.recorded_reserved.value},
+                      {"model_reserved_bytes", e.model_reserved.value},
+                      {"first_difference", e.first_difference.empty() ? J(nullptr) : J(e.first_difference)}};
+  } else {
+    j["end_state"] = nullptr;
+  }
   j["search_latency_ns"] = r.search_latency ? J(r.search_latency->count()) : J(nullptr);
   j["config"] = r.config;
   return j;

@@ -61,6 +61,14 @@ void write_text(std::ostream& os, const Report& r) {
                                          a.first_expected, a.first_got));
     }
   }
+  if (r.end_state) {
+    const EndStateCheck& e = *r.end_state;
+    line("recorded end state", fmt::format("segments {} ({} recorded, {} modelled), reserved {} ({} vs {})",
+                                           e.segments_match ? "match" : "differ", e.recorded_segments,
+                                           e.model_segments, e.reserved_match ? "match" : "differ",
+                                           format_bytes(e.recorded_reserved), format_bytes(e.model_reserved)));
+    if (!e.first_difference.empty()) line("first difference", e.first_difference);
+  }
   if (r.search_latency) line("search latency", format_time(*r.search_latency));
 }
 
