@@ -5,8 +5,13 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace coopsim {
+
+// A string quoted for an error message: '...', control characters, quotes and backslashes as
+// \xNN, cut at about 40 bytes (on a UTF-8 boundary) with "..." appended.
+std::string quote_excerpt(std::string_view s);
 
 class Error : public std::runtime_error {
  public:

@@ -3,6 +3,8 @@
 // conversion rules and docs/import-kineto.md for the user-facing description.
 #pragma once
 
+#include "coopsim/error.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <cstddef>
@@ -54,7 +56,7 @@ inline std::int64_t add_ns(std::int64_t a, std::int64_t b) {
 }
 
 // For error messages: a string quoted '...' (control characters as \xNN, cut at ~40 bytes).
-std::string quote(std::string_view s);
+inline std::string quote(std::string_view s) { return quote_excerpt(s); }
 // For error messages: strings quoted '...', numbers as written, "an array" / "an object".
 std::string describe(const nlohmann::json& j);
 

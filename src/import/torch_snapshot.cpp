@@ -26,22 +26,6 @@ namespace {
 
 using namespace detail;
 
-std::string_view action_label(Action a) {
-  switch (a) {
-    case Action::Alloc: return "alloc";
-    case Action::FreeRequested: return "free_requested";
-    case Action::FreeCompleted: return "free_completed";
-    case Action::SegmentAlloc: return "segment_alloc";
-    case Action::SegmentFree: return "segment_free";
-    case Action::SegmentMap: return "segment_map";
-    case Action::SegmentUnmap: return "segment_unmap";
-    case Action::Snapshot: return "snapshot";
-    case Action::Oom: return "oom";
-    case Action::Annotate: return "annotate";
-  }
-  return "?";
-}
-
 // "medium_128_training" from ".../medium_128_training_memory_snapshot.pickle.gz".
 std::string model_name(const std::string& path) {
   std::string name = path.substr(path.find_last_of("/\\") == std::string::npos ? 0 : path.find_last_of("/\\") + 1);
@@ -153,7 +137,7 @@ class Builder {
           mark(en.name.empty() ? "annotate" : "annotate " + en.name, en.time_us);
           break;
         default:
-          mark(std::string(action_label(en.action)), en.time_us);
+          mark(std::string(action_name(en.action)), en.time_us);
           break;
       }
     }
@@ -219,7 +203,7 @@ Trace import_value(const pickle::Value& root, const std::string& path, const Tor
   hd.model = model_name(path);
   hd.time_unit = "us";
   std::map<std::string, std::uint64_t> actions;
-  for (const Entry& e : snap.entries) ++actions[std::string(action_label(e.action))];
+  for (const Entry& e : snap.entries) ++actions[std::string(action_name(e.action))];
   nlohmann::json ooms = nlohmann::json::array();
   for (const Entry& e : snap.entries) {
     if (e.action == Action::Oom) ooms.push_back({{"entry", e.index}, {"size", e.size}, {"device_free", e.device_free}});

@@ -6,6 +6,10 @@
 //  * torch_snapshot_end.cpp     allocator options, recorded end state and its comparison
 #pragma once
 
+#include <array>
+#include <string_view>
+#include <utility>
+
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -23,6 +27,20 @@ enum class Action : std::uint8_t {
   Alloc, FreeRequested, FreeCompleted, SegmentAlloc, SegmentFree, SegmentMap, SegmentUnmap, Snapshot, Oom,
   Annotate,
 };
+// The snapshot's spelling of each action, in enum order.
+inline constexpr std::array<std::pair<std::string_view, Action>, 10> kActionNames{{
+    {"alloc", Action::Alloc},
+    {"free_requested", Action::FreeRequested},
+    {"free_completed", Action::FreeCompleted},
+    {"segment_alloc", Action::SegmentAlloc},
+    {"segment_free", Action::SegmentFree},
+    {"segment_map", Action::SegmentMap},
+    {"segment_unmap", Action::SegmentUnmap},
+    {"snapshot", Action::Snapshot},
+    {"oom", Action::Oom},
+    {"annotate", Action::Annotate},
+}};
+inline std::string_view action_name(Action a) { return kActionNames[static_cast<std::size_t>(a)].first; }
 
 // One TraceEntry of device_traces[device].
 struct Entry {

@@ -195,19 +195,7 @@ class Reader {
   }
 
   Action parse_action(const std::string& a, const std::string& key) const {
-    static constexpr std::array<std::pair<std::string_view, Action>, 10> kActions{{
-        {"alloc", Action::Alloc},
-        {"free_requested", Action::FreeRequested},
-        {"free_completed", Action::FreeCompleted},
-        {"segment_alloc", Action::SegmentAlloc},
-        {"segment_free", Action::SegmentFree},
-        {"segment_map", Action::SegmentMap},
-        {"segment_unmap", Action::SegmentUnmap},
-        {"snapshot", Action::Snapshot},
-        {"oom", Action::Oom},
-        {"annotate", Action::Annotate},
-    }};
-    for (const auto& [name, action] : kActions) {
+    for (const auto& [name, action] : kActionNames) {
       if (name == a) return action;
     }
     fail(key + ".action",
@@ -216,21 +204,6 @@ class Reader {
                      a));
   }
 
-  static std::string_view action_name(Action a) {
-    switch (a) {
-      case Action::Alloc: return "alloc";
-      case Action::FreeRequested: return "free_requested";
-      case Action::FreeCompleted: return "free_completed";
-      case Action::SegmentAlloc: return "segment_alloc";
-      case Action::SegmentFree: return "segment_free";
-      case Action::SegmentMap: return "segment_map";
-      case Action::SegmentUnmap: return "segment_unmap";
-      case Action::Snapshot: return "snapshot";
-      case Action::Oom: return "oom";
-      case Action::Annotate: return "annotate";
-    }
-    return "?";
-  }
 
   void read_annotations(const pickle::Value& v, Snapshot& s) const {
     const pickle::Value& anns = list(v, "external_annotations");

@@ -398,28 +398,6 @@ bool JsonLine::parse_object_skip(int depth) {
   }
 }
 
-std::string quote(std::string_view s) {
-  constexpr std::size_t kMax = 40;
-  bool cut = false;
-  if (s.size() > kMax) {
-    std::size_t n = kMax;
-    while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
-    s = s.substr(0, n);
-    cut = true;
-  }
-  std::string out = "'";
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c == 0x7F || c == '\\' || c == '\'') {
-      out += fmt::format("\\x{:02x}", c);
-    } else {
-      out += ch;
-    }
-  }
-  out += cut ? "...'" : "'";
-  return out;
-}
-
 std::string describe(const JValue& v) {
   switch (v.type) {
     case JType::Null: return "null";

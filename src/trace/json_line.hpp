@@ -5,6 +5,8 @@
 // raw text only. Numbers stay as their raw text; callers convert them exactly.
 #pragma once
 
+#include "coopsim/error.hpp"
+
 #include <cstdint>
 #include <deque>
 #include <string>
@@ -77,7 +79,7 @@ class JsonLine {
 
 // Quotes a string for an error message: '...' with control characters, quotes and backslashes
 // as \xNN, shortened to about 40 bytes.
-std::string quote(std::string_view s);
+inline std::string quote(std::string_view s) { return quote_excerpt(s); }
 
 // Renders a value for an error message: numbers as written, strings quoted with '...'
 // (control characters escaped, long strings shortened), otherwise the literal or "an array"/"an
