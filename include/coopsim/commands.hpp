@@ -3,7 +3,9 @@
 // Output files are written to a temporary name and renamed, so a failed command leaves none.
 #pragma once
 
+#include <cstdint>
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,6 +52,19 @@ struct BenchArgs {
   int repeat = 3;
 };
 int command_bench(const BenchArgs& args, std::ostream& out);
+
+struct PlanArgs {
+  std::string problem;                  // MiniMalloc CSV id,lower,upper,size
+  std::string solution;                 // with check: the solution CSV to validate
+  std::string output;                   // solution CSV to write (plan mode)
+  std::string method = "planner";      // smartpool-bf | smartpool-ff | greedy-by-size | planner
+  std::optional<std::int64_t> capacity;
+  double time_limit_s = 10.0;
+  bool check = false;
+  bool no_bf_quirk = false;             // smartpool-bf: textbook best fit instead of SINGA's
+};
+// Exit 0 on success; with check, exit 1 and one line per violation when the solution is invalid.
+int command_plan(const PlanArgs& args, std::ostream& out);
 
 // Write `content` to `path` atomically (temporary file + rename).
 void write_file_atomic(const std::string& path, const std::string& content);

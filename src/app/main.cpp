@@ -60,7 +60,20 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--budget,-b", bench.budget, "memory budget");
   bench_cmd->add_option("--repeat,-r", bench.repeat, "repetitions; the best is reported")->check(CLI::Range(1, 100));
 
+  coopsim::PlanArgs plan;
+  std::int64_t plan_capacity = 0;
+  auto* plan_cmd = app.add_subcommand("plan", "place MiniMalloc CSV buffers offline, or --check a solution");
+  plan_cmd->add_option("problem", plan.problem, "problem CSV id,lower,upper,size")->required();
+  plan_cmd->add_option("solution", plan.solution, "with --check: solution CSV to validate");
+  plan_cmd->add_option("--output,-o", plan.output, "solution CSV to write");
+  plan_cmd->add_option("--method,-m", plan.method, "planner | smartpool-bf | smartpool-ff | greedy-by-size");
+  auto* plan_capacity_opt = plan_cmd->add_option("--capacity", plan_capacity, "maximum height in bytes");
+  plan_cmd->add_option("--time-limit", plan.time_limit_s, "planner: seconds (sets the search budget)");
+  plan_cmd->add_flag("--check", plan.check, "validate SOLUTION against PROBLEM instead of planning");
+  plan_cmd->add_flag("--no-bf-quirk", plan.no_bf_quirk, "smartpool-bf: textbook best fit (consider the lowest gap)");
+
   CLI11_PARSE(app, argc, argv);
+  if (plan_capacity_opt->count() > 0) plan.capacity = plan_capacity;
   try {
     if (run_cmd->parsed()) return coopsim::command_run(run, std::cout);
     if (validate_cmd->parsed()) return coopsim::command_validate(validate_path, std::cout);
@@ -68,6 +81,7 @@ int main(int argc, char** argv) {
     if (gen_cmd->parsed()) return coopsim::command_generate(gen, std::cout);
     if (import_cmd->parsed()) return coopsim::command_import(imp, std::cout);
     if (bench_cmd->parsed()) return coopsim::command_bench(bench, std::cout);
+    if (plan_cmd->parsed()) return coopsim::command_plan(plan, std::cout);
   } catch (const coopsim::Error& e) {
     std::cerr << "coopsim: error: " << e.what() << "\n";
     return 1;

@@ -1,0 +1,51 @@
+// Offline placement methods for the static Dynamic Storage Allocation problem.
+//  * smartpool-bf / smartpool-ff: SmartPool (apache/singa PR #412, memory.cc SmartMemPool):
+//    order size descending, ties by lower ascending; best fit (optionally with SINGA's quirk of
+//    ignoring the gap below the lowest occupied range when there are >= 2 ranges) / first fit.
+//  * greedy-by-size: TFLite GPU delegate GreedyBySizeAssignment: size descending (stable: ties
+//    in input order), smallest fitting gap among time-overlapping tensors, else on top.
+//  * planner: several orderings decoded by best and first fit, then a deterministic
+//    order-perturbation local search with a work budget derived from the time limit (the wall
+//    clock is only a safety cut), so results do not depend on the machine.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "coopsim/plan/problem.hpp"
+
+namespace coopsim::plan {
+
+enum class Method { SmartPoolBF, SmartPoolFF, GreedyBySize, Planner };
+
+// Parses "smartpool-bf" | "smartpool-ff" | "greedy-by-size" | "planner"; throws ConfigError.
+Method parse_method(const std::string& name);
+std::string method_name(Method method);
+
+struct PlanOptions {
+  Method method = Method::Planner;
+  bool bf_quirk = true;                     // smartpool-bf: reproduce SINGA's gap-below quirk
+  std::optional<std::int64_t> capacity;     // height must not exceed it
+  double time_limit_s = 10.0;               // planner: sets the work budget; also a safety cut
+};
+
+struct PlanResult {
+  std::vector<std::int64_t> offsets;  // by buffer index
+  std::int64_t height = 0;
+  std::int64_t lower_bound = 0;       // max live bytes
+  std::uint64_t iterations = 0;       // planner: local-search iterations run
+  bool time_cut = false;              // planner: stopped by the wall clock, not the budget
+  bool proven_optimal = false;        // height == lower bound
+};
+
+// Greedy placement of buffers in `order` (indices into problem.buffers).
+enum class Fit { Best, BestQuirk, First };
+std::vector<std::int64_t> place_in_order(const Problem& problem,
+                                         const std::vector<std::size_t>& order, Fit fit);
+
+// Runs a method. Throws coopsim::Error when a capacity is given and the height exceeds it.
+PlanResult plan(const Problem& problem, const PlanOptions& options);
+
+}  // namespace coopsim::plan

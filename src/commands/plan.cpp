@@ -1,0 +1,52 @@
+// `coopsim plan`: offline placement of a MiniMalloc CSV problem, and `--check` of a solution.
+#include <iomanip>
+#include <ostream>
+#include <sstream>
+
+#include "coopsim/commands.hpp"
+#include "coopsim/error.hpp"
+#include "coopsim/plan/check.hpp"
+#include "coopsim/plan/planner.hpp"
+#include "coopsim/plan/problem.hpp"
+
+namespace coopsim {
+
+int command_plan(const PlanArgs& args, std::ostream& out) {
+  const auto problem = plan::load_problem(args.problem);
+  if (args.capacity && *args.capacity <= 0) throw ConfigError("--capacity", "must be positive");
+  if (args.check) {
+    if (args.solution.empty()) throw ConfigError("--check", "needs FILE.csv and SOLUTION.csv");
+    const auto result = plan::check_solution(problem, args.solution, args.capacity);
+    for (const auto& v : result.violations) out << v << "\n";
+    if (!result.ok()) return 1;
+    out << args.solution << ": valid, " << problem.buffers.size() << " buffers, height " << result.height
+        << " (max live bytes " << plan::max_live_bytes(problem) << ")\n";
+    return 0;
+  }
+  if (!args.solution.empty()) throw ConfigError("plan", "a second file is only taken with --check");
+  if (args.output.empty()) throw ConfigError("--output", "required (solution CSV to write)");
+  if (!(args.time_limit_s > 0)) throw ConfigError("--time-limit", "must be positive");
+  plan::PlanOptions options;
+  options.method = plan::parse_method(args.method);
+  options.bf_quirk = !args.no_bf_quirk;
+  options.capacity = args.capacity;
+  options.time_limit_s = args.time_limit_s;
+  const auto result = plan::plan(problem, options);
+  write_file_atomic(args.output, plan::format_solution(problem, result.offsets));
+  std::ostringstream ratio;
+  if (result.lower_bound > 0)
+    ratio << std::fixed << std::setprecision(4)
+          << static_cast<double>(result.height) / static_cast<double>(result.lower_bound);
+  out << args.output << ": " << plan::method_name(options.method) << ", " << problem.buffers.size()
+      << " buffers, height " << result.height << ", max live bytes " << result.lower_bound
+      << (result.lower_bound > 0 ? ", ratio " + ratio.str() : std::string())
+      << (result.proven_optimal ? " (optimal)" : "");
+  if (options.method == plan::Method::Planner) {
+    out << ", " << result.iterations << " iterations";
+    if (result.time_cut) out << ", stopped by the time limit (result may vary between machines)";
+  }
+  out << "\n";
+  return 0;
+}
+
+}  // namespace coopsim
