@@ -1,0 +1,101 @@
+// Memory observation, OOM points, recorded-address checks and the recorded initial state.
+#include "engine_impl.hpp"
+
+namespace coopsim::engine_detail {
+
+void Engine::observe_memory() {
+  const AllocatorStats s = alloc_.stats();
+  MemoryFigures& m = rep_.memory;
+  m.peak_allocated = std::max(m.peak_allocated, s.allocated);
+  m.peak_requested = std::max(m.peak_requested, s.requested);
+  m.peak_footprint = std::max(m.peak_footprint, s.footprint);
+  if (s.allocated >= s.requested) m.peak_internal_waste = std::max(m.peak_internal_waste, s.allocated - s.requested);
+  if (s.reserved > m.peak_reserved) {
+    m.peak_reserved = s.reserved;
+    m.allocated_at_reserved_peak = s.allocated;
+  } else if (s.reserved == m.peak_reserved) {
+    m.allocated_at_reserved_peak = std::max(m.allocated_at_reserved_peak, s.allocated);
+  }
+}
+
+void Engine::check_address(std::uint64_t recorded, std::uint64_t placed) {
+  AddressCheck& a = rep_.addresses;
+  ++a.checked;
+  if (recorded == placed) return;
+  if (a.mismatches++ == 0) {
+    a.first_mismatch_event = index_;
+    a.first_expected = recorded;
+    a.first_got = placed;
+  }
+}
+
+void Engine::record_oom(std::uint32_t t, Bytes requested) {
+  oom_ = true;
+  rep_.status = RunStatus::OutOfMemory;
+  OomPoint p;
+  p.event_index = index_;
+  p.iteration = iteration_;
+  p.tensor_file_id = trace_.tensors[t].file_id;
+  p.tensor_name = trace_.tensors[t].name;
+  p.requested = requested;
+  const AllocatorStats s = alloc_.stats();
+  p.allocated = s.allocated;
+  p.reserved = s.reserved;
+  p.largest_free = s.largest_free;
+  // The op this allocation is for: the next compute that reads or writes the tensor.
+  for (std::size_t i = index_; i < trace_.events.size(); ++i) {
+    const TraceEvent& e = trace_.events[i];
+    if (e.kind != EventKind::Compute) continue;
+    const OpInfo& op = trace_.ops[e.target];
+    auto touches = [&](const std::vector<TensorId>& v) {
+      return std::any_of(v.begin(), v.end(),
+                         [&](TensorId x) { return trace_.storage_of(index_of(x)) == t; });
+    };
+    if (touches(op.outputs) || touches(op.inputs)) {
+      p.has_op = true;
+      p.op_name = op.name;
+      p.op_file_id = op.file_id;
+      break;
+    }
+  }
+  rep_.oom = p;
+}
+
+// A trace recorded from a running program starts from its recorded allocator state: the model
+// takes the initial segments and the tensors in them are resident with their blocks. The
+// recorded addresses of later segments go to the model as a placement plan.
+void Engine::seed_initial_state() {
+  alloc_.plan_segment_addresses(trace_.segment_addresses);
+  if (trace_.initial_segments.empty()) return;
+  std::vector<SeedSegment> seeds;
+  std::vector<std::uint32_t> owners;  // tensor of each allocated seed block, in order
+  seeds.reserve(trace_.initial_segments.size());
+  for (const InitialSegment& s : trace_.initial_segments) {
+    SeedSegment& g = seeds.emplace_back();
+    g.addr = s.addr;
+    g.stream = s.stream;
+    g.pool = s.pool;
+    for (const InitialBlock& b : s.blocks) {
+      const bool allocated = !b.is_free();
+      g.blocks.push_back({b.size, allocated ? trace_.tensors[b.tensor].size : Bytes{0}, allocated});
+      if (allocated) owners.push_back(b.tensor);
+    }
+  }
+  std::vector<Block> placed;
+  try {
+    placed = alloc_.seed(seeds);
+  } catch (const SeedUnsupported&) {
+    throw ConfigError("allocator", "allocator " + (rep_.allocator.empty() ? std::string("model") : rep_.allocator) +
+                                       " cannot start from a recorded state (" + trace_.path +
+                                       " begins with one: use an allocator that supports it, e.g. pytorch)");
+  } catch (const ConfigError& e) {  // e.g. the recorded segments exceed the budget
+    throw ConfigError("allocator", trace_.path + ": the recorded initial state cannot be installed: " + e.what());
+  }
+  if (placed.size() != owners.size()) throw std::logic_error("allocator seed() returned the wrong number of blocks");
+  for (std::size_t i = 0; i < owners.size(); ++i) {
+    blocks_[owners[i]] = placed[i];
+    residency_[owners[i]] = Residency::Resident;
+  }
+}
+
+}  // namespace coopsim::engine_detail
