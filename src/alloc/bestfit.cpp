@@ -12,6 +12,9 @@
 //    (MergeNeighbourFreePiece).
 //  * No piece fits => the allocation fails here (upstream would then evict; that is policy).
 // Not modelled: the small-piece area (off in libai's train_remat.py) and group bands.
+// Departures: the arena is reserved at construction (upstream: on first use) and is the budget
+// rounded down to `alignment`, so every piece stays aligned; a 0-byte request is an
+// InvariantError (upstream returns nullptr); deallocate() also checks the block's sizes.
 #include "coopsim/alloc/bestfit.hpp"
 
 #include <fmt/format.h>

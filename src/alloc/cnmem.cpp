@@ -14,6 +14,10 @@
 //  * free: merge into the free predecessor if contiguous and the freed block is not a head, then
 //    with the free successor if contiguous and the successor is not a head: never across
 //    separate cudaMalloc regions, even adjacent ones. Memory is never returned to CUDA.
+// Departures: NULL stream only, no stealing between managers; the free-list scan and used-list
+// search are an ordered index and a hash map that pick the same block; a reservation equal to
+// the capacity is allowed (upstream: strictly below total memory); can_grow=false without an
+// initial reservation, and a 0-byte request, are errors (upstream: a NULL result).
 #include "coopsim/alloc/cnmem.hpp"
 
 #include <fmt/format.h>

@@ -29,14 +29,7 @@ bool Engine::allocate_storage(std::uint32_t t, std::uint16_t stream) {
     if (!needed_room) ++rep_.counters.alloc_failures;
     needed_room = true;
     // Transfers in flight may free memory: wait for them before asking for more.
-    bool frees_pending = false;
-    for (auto q = queue_; !q.empty(); q.pop()) {
-      if (q.top().direction == Direction::DeviceToHost) {
-        frees_pending = true;
-        break;
-      }
-    }
-    if (frees_pending) {
+    if (swap_outs_in_flight_ > 0) {
       while (wait_for_next_completion()) {
         if (alloc_.stats().allocated < allocated_before) break;
       }

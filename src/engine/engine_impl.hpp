@@ -93,6 +93,7 @@ class Engine final : public MemoryView {
   std::int64_t t0_ = -1;
   std::priority_queue<Completion, std::vector<Completion>, std::greater<>> queue_;
   std::uint64_t seq_ = 0;
+  std::uint32_t swap_outs_in_flight_ = 0;  // queued D2H completions (they free memory)
   std::size_t index_ = 0;
   std::uint32_t iteration_ = 0;
   bool oom_ = false;

@@ -6,6 +6,7 @@ namespace coopsim::engine_detail {
 void Engine::complete(const Completion& c) {
   const std::uint32_t t = c.tensor;
   if (c.direction == Direction::DeviceToHost) {
+    --swap_outs_in_flight_;
     alloc_.deallocate(blocks_[t]);
     ++rep_.counters.frees;
     residency_[t] = freed_in_flight_[t] ? Residency::NotAllocated : Residency::SwappedOut;
@@ -52,6 +53,7 @@ void Engine::start_swap_out(std::uint32_t t) {
   d2h_free_ = end;
   residency_[t] = Residency::SwappingOut;
   queue_.push({end, 0, seq_++, t, Direction::DeviceToHost});
+  ++swap_outs_in_flight_;
   ++rep_.time.swap_outs;
   rep_.time.swap_out_bytes += size;
 }

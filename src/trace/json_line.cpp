@@ -72,7 +72,8 @@ JsonLine::Status JsonLine::parse(std::string_view line) {
   return Status::NotObject;
 }
 
-bool JsonLine::parse_top_object() {
+template <class Member>
+bool JsonLine::parse_members(Member&& member) {
   ++p_;  // '{'
   skip_ws();
   if (p_ < end_ && *p_ == '}') {
@@ -85,22 +86,12 @@ bool JsonLine::parse_top_object() {
     if (*p_ != '"') return fail("expected a key string");
     std::string_view key;
     if (!parse_string(key)) return false;
-    for (const auto& f : fields_) {
-      if (f.key.size() == key.size() && !key.empty() && f.key[0] == key[0] &&
-          std::memcmp(f.key.data(), key.data(), key.size()) == 0) {
-        duplicate_ = true;
-        error_ = quote(key);
-        return false;
-      }
-    }
     skip_ws();
     if (p_ >= end_) return fail("unexpected end of line");
     if (*p_ != ':') return fail("expected ':' after a key");
     ++p_;
     skip_ws();
-    JField& f = fields_.emplace_back();
-    f.key = key;
-    if (!parse_value(f.value, 1)) return false;
+    if (!member(key)) return false;
     skip_ws();
     if (p_ >= end_) return fail("unexpected end of line");
     if (*p_ == ',') {
@@ -113,6 +104,22 @@ bool JsonLine::parse_top_object() {
     }
     return fail("expected ',' or '}'");
   }
+}
+
+bool JsonLine::parse_top_object() {
+  return parse_members([this](std::string_view key) {
+    for (const auto& f : fields_) {
+      if (f.key.size() == key.size() && !key.empty() && f.key[0] == key[0] &&
+          std::memcmp(f.key.data(), key.data(), key.size()) == 0) {
+        duplicate_ = true;
+        error_ = quote(key);
+        return false;
+      }
+    }
+    JField& f = fields_.emplace_back();
+    f.key = key;
+    return parse_value(f.value, 1);
+  });
 }
 
 bool JsonLine::parse_value(JValue& out, int depth) {
@@ -365,37 +372,10 @@ bool JsonLine::parse_array(JValue& out, int depth) {
 }
 
 bool JsonLine::parse_object_skip(int depth) {
-  ++p_;  // '{'
-  skip_ws();
-  if (p_ < end_ && *p_ == '}') {
-    ++p_;
-    return true;
-  }
-  for (;;) {
-    skip_ws();
-    if (p_ >= end_) return fail("unexpected end of line");
-    if (*p_ != '"') return fail("expected a key string");
-    std::string_view key;
-    if (!parse_string(key)) return false;
-    skip_ws();
-    if (p_ >= end_) return fail("unexpected end of line");
-    if (*p_ != ':') return fail("expected ':' after a key");
-    ++p_;
-    skip_ws();
+  return parse_members([this, depth](std::string_view) {
     JValue v;
-    if (!parse_value(v, depth)) return false;
-    skip_ws();
-    if (p_ >= end_) return fail("unexpected end of line");
-    if (*p_ == ',') {
-      ++p_;
-      continue;
-    }
-    if (*p_ == '}') {
-      ++p_;
-      return true;
-    }
-    return fail("expected ',' or '}'");
-  }
+    return parse_value(v, depth);
+  });
 }
 
 std::string describe(const JValue& v) {

@@ -59,6 +59,9 @@ class JsonLine {
   bool parse_array(JValue& out, int depth);
   bool parse_object_skip(int depth);
   bool parse_top_object();
+  // The '{' ... '}' grammar shared by both: `member(key)` parses each member's value.
+  template <class Member>
+  bool parse_members(Member&& member);
   bool check_utf8();
   bool fail(const char* what);
   void skip_ws() {

@@ -11,6 +11,7 @@
 
 #include "coopsim/alloc/cnmem.hpp"
 #include "coopsim/error.hpp"
+#include "alloc_steps.hpp"
 
 using namespace coopsim;
 
@@ -18,17 +19,8 @@ namespace {
 
 constexpr std::uint64_t B = DeviceMemory::kBaseAddress;
 
-Block must_alloc(Allocator& a, std::uint64_t size) {
-  auto b = a.allocate(AllocRequest{Bytes{size}});
-  REQUIRE(b.has_value());
-  a.check_invariants();
-  return *b;
-}
-
-void must_free(Allocator& a, const Block& b) {
-  a.deallocate(b);
-  a.check_invariants();
-}
+using test::must_alloc;
+using test::must_free;
 
 struct R {
   std::uint64_t addr;  // offset from DeviceMemory::kBaseAddress

@@ -9,22 +9,14 @@
 
 #include "coopsim/alloc/fungible.hpp"
 #include "coopsim/error.hpp"
+#include "alloc_steps.hpp"
 
 using namespace coopsim;
 
 namespace {
 
-Block must_alloc(Allocator& a, std::uint64_t size) {
-  auto b = a.allocate(AllocRequest{Bytes{size}});
-  REQUIRE(b.has_value());
-  a.check_invariants();
-  return *b;
-}
-
-void must_free(Allocator& a, const Block& b) {
-  a.deallocate(b);
-  a.check_invariants();
-}
+using test::must_alloc;
+using test::must_free;
 
 }  // namespace
 
