@@ -6,6 +6,10 @@
 #include "coopsim/alloc/cnmem.hpp"
 #include "coopsim/alloc/fungible.hpp"
 #include "coopsim/alloc/pytorch.hpp"
+#include "coopsim/alloc/smartpool.hpp"
+#include "coopsim/policy/coop.hpp"
+#include "coopsim/policy/dte.hpp"
+#include "coopsim/policy/dtr.hpp"
 #include "coopsim/policy/keep.hpp"
 
 namespace coopsim {
@@ -27,7 +31,11 @@ Components make_builtin() {
   c.allocators.add(allocator_entry<CnMemAllocator>());
   c.allocators.add(allocator_entry<BestFitAllocator>());
   c.allocators.add(allocator_entry<FungibleAllocator>());
+  c.allocators.add(allocator_entry<SmartPoolAllocator>());
   c.policies.add(policy_entry<KeepPolicy>());
+  c.policies.add(policy_entry<CoopPolicy>());
+  c.policies.add(policy_entry<DtePolicy>());
+  c.policies.add(policy_entry<DtrPolicy>());
   return c;
 }
 

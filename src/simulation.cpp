@@ -34,6 +34,7 @@ Report run_simulation(const SimConfig& cfg, const Trace& trace, const Components
   opt.budget = budget;
   opt.link = make_link(link_params);
   opt.paranoid = engine_params.get_bool("paranoid");
+  opt.plan_checks = engine_params.get_bool("plan_checks") || opt.paranoid;
   opt.measure_search_latency = engine_params.get_bool("measure_search_latency");
 
   auto allocator = alloc_entry.make(alloc_params, budget);
@@ -48,6 +49,10 @@ Report run_simulation(const SimConfig& cfg, const Trace& trace, const Components
   r.allocator = alloc_name;
   r.policy = policy_name;
   r.budget = budget;
+  r.trace_peak_live = summarize(trace).peak_live;
+  r.memory_ratio_of_peak = r.trace_peak_live.value == 0
+                               ? 0.0
+                               : static_cast<double>(budget.value) / static_cast<double>(r.trace_peak_live.value);
   nlohmann::ordered_json resolved;
   resolved["allocator"] = alloc_name;
   resolved["policy"] = policy_name;

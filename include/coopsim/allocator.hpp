@@ -27,10 +27,14 @@
 
 namespace coopsim {
 
+struct Trace;
+
 struct AllocRequest {
   Bytes size;               // requested bytes, > 0
   std::uint32_t stream = 0; // CUDA stream the allocation is made on
   TensorId tensor{};        // for diagnostics only
+  bool high_end = false;    // policy hint: take the high end of the chosen hole (Coop's
+                            // op-guided allocation); models without the rule ignore it
 };
 
 struct Block {
@@ -111,8 +115,16 @@ class SeedUnsupported : public ConfigError {
 class Allocator {
  public:
   virtual ~Allocator() = default;
+  // Offline (lifetime-aware) models plan from the whole trace here; the engine calls it once,
+  // before seed() and the replay. Online models ignore it.
+  virtual void prepare(const Trace& trace) { (void)trace; }
   [[nodiscard]] virtual std::optional<Block> allocate(const AllocRequest& request) = 0;
   virtual void deallocate(const Block& block) = 0;
+  // False for models where addresses carry no meaning (fungible memory): layout-aware
+  // policies then fall back to their address-blind rule.
+  [[nodiscard]] virtual bool address_aware() const { return true; }
+  // The bytes allocate() would take for `request` (its rounding), for eviction searches.
+  [[nodiscard]] virtual Bytes placement_size(const AllocRequest& request) const { return request.size; }
   // emptyCache(): give cached (fully free) device allocations back. No-op where not modelled.
   virtual void release_cached() {}
   [[nodiscard]] virtual AllocatorStats stats() const = 0;

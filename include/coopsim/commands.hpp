@@ -14,9 +14,9 @@ namespace coopsim {
 struct RunArgs {
   std::string trace;
   std::string config;                  // optional config file
-  std::vector<std::string> allocators; // each runs (cartesian product with budgets)
-  std::string policy;
-  std::vector<std::string> budgets;
+  std::vector<std::string> allocators; // each runs (cartesian product policy x allocator x budget)
+  std::vector<std::string> policies;   // likewise; "all" = every registered one
+  std::vector<std::string> budgets;    // sizes, or "N%" of the trace's no-eviction peak
   std::vector<std::string> sets;       // key=value overrides, applied in order
   std::string json_out, csv_out;
   bool json_stdout = false;

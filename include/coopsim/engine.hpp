@@ -20,6 +20,7 @@ struct EngineOptions {
   Bytes budget;
   LinkModel link;
   bool paranoid = false;                // allocator.check_invariants() after every event
+  bool plan_checks = false;             // recompute policies: resident blocks disjoint, in budget
   bool measure_search_latency = false;  // wall time in policy calls (breaks byte-identity)
 };
 

@@ -14,6 +14,7 @@
 
 #include "coopsim/allocator.hpp"
 #include "coopsim/params.hpp"
+#include "coopsim/remat/graph.hpp"
 #include "coopsim/trace.hpp"
 
 namespace coopsim {
@@ -24,6 +25,7 @@ enum class Residency : std::uint8_t {
   SwappingOut,   // D2H copy in flight; device memory still held
   SwappedOut,    // only the host copy exists
   SwappingIn,    // H2D copy in flight; device memory held
+  Evicted,       // recompute policies: no memory; the producer can recompute it
 };
 std::string_view to_string(Residency r);
 
@@ -39,12 +41,46 @@ class MemoryView {
   [[nodiscard]] virtual AllocatorStats allocator_stats() const = 0;
   [[nodiscard]] virtual const Allocator& allocator() const = 0;
   [[nodiscard]] virtual Bytes budget() const = 0;
+  // The rematerialization graph, under a recompute policy (Policy::remat_options()); else null.
+  [[nodiscard]] virtual const RematGraph* remat() const { return nullptr; }
+  // Counts work done by a policy's eviction search (pieces or tensors examined): the
+  // deterministic search-latency figure of the report.
+  virtual void count_scanned(std::uint64_t n) const = 0;
 };
 
 struct Action {
-  enum class Kind : std::uint8_t { SwapOut, SwapIn } kind = Kind::SwapOut;
+  enum class Kind : std::uint8_t {
+    SwapOut,  // `tensor`: copy to the host, then free its block
+    SwapIn,   // `tensor`: copy back
+    Evict,    // `value` (RematGraph index): free its block; it stays recomputable
+  } kind = Kind::SwapOut;
   TensorId tensor{};
+  std::uint32_t value = kNoIndex;
+  static Action evict(std::uint32_t v) { return Action{Kind::Evict, TensorId{}, v}; }
 };
+
+// How a recompute policy wants the engine to run the trace (DTR's runtime rules, §2.1–2.2 and
+// Coop §1.7–1.8 of reference/algorithms.md).
+enum class DeallocMode : std::uint8_t {
+  Eager,      // on the trace's free: evict (memory freed, still recomputable) - the default
+  Banish,     // free for good; resident children become unevictable (evicted ones keep it)
+  NoDealloc,  // never free on release; the heuristic may evict it later
+};
+enum class InPlaceMode : std::uint8_t {
+  Recomputable,  // Coop's fbip: the update keeps the address; the old value stays recomputable
+  CopyOnWrite,   // every in-place update gets a new block; the old value is released
+};
+struct RematOptions {
+  DeallocMode dealloc = DeallocMode::Eager;
+  InPlaceMode inplace = InPlaceMode::CopyOnWrite;
+  double thrash_limit = 2.0;  // stop when recompute time reaches (limit - 1) x the trace's op
+                              // time, i.e. compute overhead `limit`; 0 = no limit
+};
+std::string_view to_string(DeallocMode m);
+std::string_view to_string(InPlaceMode m);
+// Shared parameter docs and parsing for the three options (keys dealloc, inplace, thrash_limit).
+std::vector<ParamDoc> remat_option_docs(InPlaceMode default_inplace);
+RematOptions parse_remat_options(const Params& p);
 
 class Policy {
  public:
@@ -56,6 +92,16 @@ class Policy {
                                                              const MemoryView& view) = 0;
   // After every trace event: proactive transfers (prefetch, early swap-out).
   [[nodiscard]] virtual std::vector<Action> after_event(const MemoryView&) { return {}; }
+  // Recompute policies return their runtime options: the engine then keeps a RematGraph and
+  // follows DTR's rules (pinning, recursive rematerialization, eager eviction, thrash limit).
+  [[nodiscard]] virtual std::optional<RematOptions> remat_options() const { return std::nullopt; }
+  // Placement hint for an allocation of `storage` (a trace tensor index): true asks the
+  // allocator for the high end of the chosen hole (Coop's cheap tensors). Allocators without
+  // address placement ignore it.
+  [[nodiscard]] virtual bool place_high(std::uint32_t storage, const MemoryView&) const {
+    (void)storage;
+    return false;
+  }
 };
 
 }  // namespace coopsim

@@ -14,7 +14,9 @@
 
 namespace coopsim {
 
-enum class RunStatus : std::uint8_t { Completed, OutOfMemory };
+// Thrashed: a recompute policy reached its compute-overhead limit (simrd's "thrash"), distinct
+// from OutOfMemory (nothing evictable could make room).
+enum class RunStatus : std::uint8_t { Completed, OutOfMemory, Thrashed };
 std::string_view to_string(RunStatus s);
 
 // Where a keep replay (or any policy that gave up) ran out of memory.
@@ -28,6 +30,14 @@ struct OomPoint {
   bool has_op = false;
   Bytes requested;
   Bytes allocated, reserved, largest_free;
+};
+
+// Where a recompute policy hit its thrash limit.
+struct ThrashPoint {
+  std::uint64_t event_index = 0;
+  std::uint32_t iteration = 0;
+  SimTime recompute_time{0};  // when it stopped
+  SimTime op_time{0};         // trace op time executed so far
 };
 
 struct MemoryFigures {
@@ -44,6 +54,8 @@ struct TimeFigures {
   SimTime simulated{0};      // compute stream end, stalls included
   SimTime trace_compute{0};  // the trace's own time: the same replay with no stalls
   double compute_overhead = 1.0;  // simulated / trace_compute (1 when both are 0)
+  SimTime op_time{0};             // executed trace ops, no recomputation (Coop's baseline clock)
+  double recompute_overhead = 1.0;  // Coop's compute overhead: (op_time + recompute) / op_time
   SimTime stall{0};
   std::uint64_t recomputes = 0;
   SimTime recompute_time{0};
@@ -57,6 +69,7 @@ struct CounterFigures {
   std::uint64_t alloc_failures = 0;     // allocations that needed the policy
   std::uint64_t alloc_retries = 0, device_mallocs = 0, device_frees = 0;
   std::uint64_t policy_decisions = 0;
+  std::uint64_t search_scanned = 0;     // pieces/tensors examined by eviction searches
 };
 
 // Recorded device addresses (alloc events with "addr") compared with the model's placements.
@@ -86,6 +99,13 @@ struct Report {
   nlohmann::ordered_json config;   // resolved configuration, defaults filled in
   RunStatus status = RunStatus::Completed;
   std::optional<OomPoint> oom;
+  std::optional<ThrashPoint> thrash;
+  // Memory ratio in both conventions (algorithms.md §1.9): budget / the trace's no-eviction peak
+  // of live bytes (DTR), and budget / the largest budget of the sweep the run belongs to (Coop;
+  // a single run is its own sweep).
+  Bytes trace_peak_live;
+  double memory_ratio_of_peak = 0.0;
+  double memory_ratio_of_sweep_max = 1.0;
   MemoryFigures memory;
   TimeFigures time;
   CounterFigures counters;

@@ -6,8 +6,8 @@
 //  * Every request is rounded up to 512 B (kCudaMemAllocAlignSize; here param `alignment`).
 //  * FindPiece walks the free set ordered by (size, address) smallest first: best fit, lowest
 //    address on ties. The tensor takes the piece's low end (left-aligned); the remainder stays a
-//    free piece. (With ONEFLOW_REMAT_GROUP_NUM=2 cheap tensors go right-aligned, at
-//    piece_end - size: place(..., align_right) is the hook; not used yet.)
+//    free piece. With ONEFLOW_REMAT_GROUP_NUM=2 (Coop's op-guided allocation) cheap tensors go
+//    right-aligned, at piece_end - size, in the same best-fit piece: AllocRequest::high_end.
 //  * Deallocate marks the piece free and merges it with a free next and a free prev piece
 //    (MergeNeighbourFreePiece).
 //  * No piece fits => the allocation fails here (upstream would then evict; that is policy).
@@ -64,7 +64,7 @@ std::optional<Block> BestFitAllocator::allocate(const AllocRequest& request) {
   if (size > arena_) return std::nullopt;
   const std::uint32_t piece = pieces_.best_fit(size);
   if (piece == detail::kNoPiece) return std::nullopt;
-  return place(piece, size, request, /*align_right=*/false);
+  return place(piece, size, request, /*align_right=*/request.high_end);
 }
 
 void BestFitAllocator::deallocate(const Block& block) {

@@ -18,8 +18,10 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--config,-c", run.config, "JSON config file");
   run_cmd->add_option("--allocator,-a", run.allocators,
                       "allocator model; a comma list or 'all' runs each")->delimiter(',');
-  run_cmd->add_option("--policy,-p", run.policy, "memory policy");
-  run_cmd->add_option("--budget,-b", run.budgets, "memory budget, e.g. 8GiB; a comma list runs each")
+  run_cmd->add_option("--policy,-p", run.policies, "memory policy; a comma list or 'all' runs each")
+      ->delimiter(',');
+  run_cmd->add_option("--budget,-b", run.budgets,
+                      "memory budget, e.g. 8GiB, or N% of the trace's peak live bytes; a comma list runs each")
       ->delimiter(',');
   run_cmd->add_option("--set,-s", run.sets, "config override key=value (repeatable)");
   run_cmd->add_option("--output,-o", run.json_out, "write the JSON report here");

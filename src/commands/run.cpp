@@ -1,7 +1,9 @@
 // `coopsim run` and `coopsim validate`.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
+#include <optional>
 #include <ostream>
 #include <sstream>
 
@@ -11,39 +13,79 @@
 
 namespace coopsim {
 
+namespace {
+
+std::vector<std::string> expand_all(std::vector<std::string> names, std::vector<std::string> every) {
+  if (names.size() == 1 && names[0] == "all") return every;
+  if (names.empty()) names.push_back("");
+  return names;
+}
+
+// "35%" -> 35.0; nullopt when the text is not a percentage.
+std::optional<double> parse_percent(const std::string& text) {
+  if (text.size() < 2 || text.back() != '%') return std::nullopt;
+  try {
+    std::size_t used = 0;
+    const double v = std::stod(text.substr(0, text.size() - 1), &used);
+    if (used != text.size() - 1 || !(v > 0.0) || v > 1e6) return std::nullopt;
+    return v;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
 int command_run(const RunArgs& args, std::ostream& out) {
   SimConfig base;
   if (!args.config.empty()) base = load_config(args.config);
   for (const auto& s : args.sets) apply_override(base, s);
-  if (!args.policy.empty()) base.doc["policy"] = args.policy;
   if (args.paranoid) base.doc["engine"]["paranoid"] = true;
 
-  std::vector<std::string> allocators = args.allocators;
-  const bool all_allocators = allocators.size() == 1 && allocators[0] == "all";
-  if (all_allocators) {
-    allocators.clear();
-    for (const auto& e : builtin_components().allocators.entries()) allocators.push_back(e.name);
-  }
-  if (allocators.empty()) allocators.push_back("");
+  std::vector<std::string> every_allocator, every_policy;
+  for (const auto& e : builtin_components().allocators.entries()) every_allocator.push_back(e.name);
+  for (const auto& e : builtin_components().policies.entries()) every_policy.push_back(e.name);
+  const bool all_allocators = args.allocators.size() == 1 && args.allocators[0] == "all";
+  const auto allocators = expand_all(args.allocators, every_allocator);
+  const auto policies = expand_all(args.policies, every_policy);
   std::vector<std::string> budgets = args.budgets;
   if (budgets.empty()) budgets.push_back("");
 
-  // Check every combination before loading the trace or running anything.
+  // Check every combination before loading the trace or running anything. Percentages of the
+  // trace's peak are checked as a placeholder size and resolved once the trace is loaded.
   std::vector<SimConfig> runs;
-  for (const auto& a : allocators) {
-    for (const auto& b : budgets) {
-      SimConfig cfg = base;
-      if (!a.empty()) cfg.doc["allocator"] = a;
-      if (!b.empty()) {
-        if (!parse_bytes(b)) throw ConfigError("--budget", "'" + b + "' is not a size (e.g. 8GiB, 512MB, 1048576)");
-        cfg.doc["budget"] = b;
+  std::vector<std::optional<double>> percents;
+  for (const auto& p : policies) {
+    for (const auto& a : allocators) {
+      for (const auto& b : budgets) {
+        SimConfig cfg = base;
+        if (!p.empty()) cfg.doc["policy"] = p;
+        if (!a.empty()) cfg.doc["allocator"] = a;
+        std::optional<double> percent;
+        if (!b.empty()) {
+          percent = parse_percent(b);
+          if (!percent && !parse_bytes(b)) {
+            throw ConfigError("--budget", "'" + b + "' is not a size (e.g. 8GiB, 512MB, 1048576) or a percentage (e.g. 40%)");
+          }
+          cfg.doc["budget"] = percent ? std::string("1GiB") : b;
+        }
+        check_config(cfg);
+        runs.push_back(std::move(cfg));
+        percents.push_back(percent);
       }
-      check_config(cfg);
-      runs.push_back(std::move(cfg));
     }
   }
 
   const Trace trace = load_trace(args.trace);
+  if (std::any_of(percents.begin(), percents.end(), [](const auto& p) { return p.has_value(); })) {
+    const Bytes peak = summarize(trace).peak_live;
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      if (!percents[i]) continue;
+      const auto bytes = static_cast<std::uint64_t>(*percents[i] / 100.0 * static_cast<double>(peak.value));
+      if (bytes == 0) throw ConfigError("--budget", args.trace + ": the trace's peak live bytes are 0: give a size");
+      runs[i].doc["budget"] = std::to_string(bytes);
+    }
+  }
   if (all_allocators && !trace.initial_segments.empty()) {
     // A trace that starts from a recorded allocator state (a PyTorch snapshot) can only run on
     // models that can install that state: with --allocator all, skip the others.
@@ -64,6 +106,12 @@ int command_run(const RunArgs& args, std::ostream& out) {
   std::vector<Report> reports;
   reports.reserve(runs.size());
   for (const auto& cfg : runs) reports.push_back(run_simulation(cfg, trace));
+  Bytes largest;
+  for (const auto& r : reports) largest = std::max(largest, r.budget);
+  for (auto& r : reports) {
+    r.memory_ratio_of_sweep_max =
+        largest.value == 0 ? 1.0 : static_cast<double>(r.budget.value) / static_cast<double>(largest.value);
+  }
 
   if (!args.json_out.empty()) {
     std::string text;

@@ -31,7 +31,13 @@ bool is_component(const std::string& name, const Components& c) {
 
 std::vector<ParamDoc> engine_param_docs() {
   return {
-      {"paranoid", ParamType::Bool, "false", "check allocator invariants after every event (slow)", {}},
+      {"paranoid", ParamType::Bool, "false",
+       "check allocator invariants and the plan checks after every event (slow)", {}},
+      {"plan_checks", ParamType::Bool, "false",
+       "recompute policies: after every event check that resident tensors hold disjoint blocks, the "
+       "allocator holds their bytes and stays within the budget (ops never read an absent tensor: "
+       "always checked)",
+       {}},
       {"measure_search_latency", ParamType::Bool, "false",
        "measure wall time inside policy decisions (reports then differ run to run)", {}},
   };

@@ -5,15 +5,35 @@
 namespace coopsim {
 namespace engine_detail {
 
+Residency Engine::residency(TensorId t) const {
+  if (!remat_) return residency_[index_of(t)];
+  const std::uint32_t v = current_[index_of(t)];
+  if (v == kNoIndex) return Residency::NotAllocated;
+  return graph_.value(v).state == ValueState::Resident ? Residency::Resident : Residency::Evicted;
+}
+
+bool Engine::pinned(TensorId t) const {
+  if (!remat_) return pin_epoch_[index_of(t)] == epoch_;
+  const std::uint32_t v = current_[index_of(t)];
+  return v != kNoIndex && graph_.value(v).pins > 0;
+}
+
 // Place tensor t's storage, asking the policy for room as often as it can help.
 bool Engine::allocate_storage(std::uint32_t t, std::uint16_t stream) {
-  const AllocRequest req{trace_.tensors[t].size, stream, TensorId{t}};
+  auto b = obtain_block(AllocRequest{trace_.tensors[t].size, stream, TensorId{t}});
+  if (!b) return false;
+  blocks_[t] = *b;
+  return true;
+}
+
+std::optional<Block> Engine::obtain_block(AllocRequest req) {
+  const std::uint32_t t = index_of(req.tensor);
+  req.high_end = policy_.place_high(t, *this);
   bool needed_room = false;
   Bytes allocated_before;
   for (;;) {
     allocated_before = alloc_.stats().allocated;
     if (auto b = alloc_.allocate(req)) {
-      blocks_[t] = *b;
       ++rep_.counters.allocs;
       if (needed_room) {
         MemoryFigures& m = rep_.memory;
@@ -24,7 +44,7 @@ bool Engine::allocate_storage(std::uint32_t t, std::uint16_t stream) {
         m.coop_fragmentation += (frac - m.coop_fragmentation) / static_cast<double>(m.coop_fragmentation_samples);
       }
       observe_memory();
-      return true;
+      return b;
     }
     if (!needed_room) ++rep_.counters.alloc_failures;
     needed_room = true;
@@ -38,10 +58,10 @@ bool Engine::allocate_storage(std::uint32_t t, std::uint16_t stream) {
     const auto actions = timed_policy_call([&] { return policy_.on_alloc_failure(req, *this); });
     if (actions.empty()) {
       record_oom(t, req.size);
-      return false;
+      return std::nullopt;
     }
     apply(actions);
-    if (oom_) return false;
+    if (oom_) return std::nullopt;
   }
 }
 
@@ -61,6 +81,7 @@ void Engine::free_storage(std::uint32_t t) {
       residency_[t] = Residency::NotAllocated;
       break;
     case Residency::NotAllocated:
+    case Residency::Evicted:  // recompute policies only (engine_remat.cpp)
       throw std::logic_error("engine: free of a tensor that is not allocated");
   }
 }
@@ -76,6 +97,7 @@ void Engine::ensure_resident(std::uint32_t t) {
         if (!wait_for_next_completion()) throw std::logic_error("engine: transfer lost");
         break;
       case Residency::NotAllocated:
+      case Residency::Evicted:
         throw std::logic_error("engine: use of a tensor that is not allocated");
       case Residency::Resident:
         break;
@@ -88,10 +110,15 @@ void Engine::process(const TraceEvent& e) {
     if (t0_ < 0) t0_ = e.time;
     const SimTime ts{e.time - t0_};
     ideal_ = std::max(ideal_, ts);
-    now_ = std::max(now_, ts + rep_.time.stall);
+    // Stalls and recomputation delay everything after them.
+    now_ = std::max(now_, ts + rep_.time.stall + rep_.time.recompute_time);
   }
   drain_until(now_);
   ++epoch_;
+  if (remat_) {
+    remat_process(e);
+    return;
+  }
   switch (e.kind) {
     case EventKind::Alloc:
       allocate_storage(e.target, e.stream);
@@ -119,6 +146,7 @@ void Engine::process(const TraceEvent& e) {
       }
       now_ += op.duration;
       ideal_ += op.duration;
+      op_time_ += op.duration;
       ++rep_.counters.computes;
       break;
     }
@@ -131,6 +159,9 @@ void Engine::process(const TraceEvent& e) {
 }
 
 void Engine::run() {
+  alloc_.prepare(trace_);
+  remat_ = policy_.remat_options();
+  if (remat_) remat_setup();
   seed_initial_state();
   {
     const auto ignored = timed_policy_call([&] {
@@ -148,6 +179,7 @@ void Engine::run() {
     const auto actions = timed_policy_call([&] { return policy_.after_event(*this); });
     if (!actions.empty()) apply(actions);
     if (opt_.paranoid) alloc_.check_invariants();
+    if (opt_.plan_checks && remat_) check_remat_state();
   }
   // Transfers still in flight finish on their copy streams; the compute stream is done.
   if (!oom_) drain_until(SimTime::max());
@@ -166,6 +198,12 @@ void Engine::run() {
   rep_.time.trace_compute = ideal_;
   rep_.time.compute_overhead =
       ideal_.count() == 0 ? 1.0 : static_cast<double>(now_.count()) / static_cast<double>(ideal_.count());
+  rep_.time.op_time = op_time_;
+  rep_.time.recompute_overhead =
+      op_time_.count() == 0 ? 1.0
+                            : static_cast<double>((op_time_ + rep_.time.recompute_time).count()) /
+                                  static_cast<double>(op_time_.count());
+  rep_.counters.search_scanned = scanned_;
   if (opt_.measure_search_latency) {
     rep_.search_latency = std::chrono::duration_cast<SimTime>(search_);
   }

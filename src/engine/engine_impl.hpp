@@ -1,6 +1,7 @@
 // Private to src/engine: the Engine class behind run_engine() (engine.hpp), split over
 // engine.cpp (event processing), engine_transfers.cpp (copy streams and completions) and
-// engine_state.cpp (memory observation, OOM points, recorded addresses and initial state).
+// engine_state.cpp (memory observation, OOM points, recorded addresses and initial state) and
+// engine_remat.cpp (recompute policies: values, rematerialization, eviction, release).
 #pragma once
 
 #include "coopsim/engine.hpp"
@@ -48,9 +49,14 @@ class Engine final : public MemoryView {
   [[nodiscard]] SimTime now() const override { return now_; }
   [[nodiscard]] const Trace& trace() const override { return trace_; }
   [[nodiscard]] std::size_t event_index() const override { return index_; }
-  [[nodiscard]] Residency residency(TensorId t) const override { return residency_[index_of(t)]; }
-  [[nodiscard]] bool pinned(TensorId t) const override { return pin_epoch_[index_of(t)] == epoch_; }
+  [[nodiscard]] Residency residency(TensorId t) const override;
+  [[nodiscard]] bool pinned(TensorId t) const override;
   [[nodiscard]] std::optional<Block> block(TensorId t) const override {
+    if (remat_) {
+      const std::uint32_t v = current_[index_of(t)];
+      if (v == kNoIndex || graph_.value(v).state != ValueState::Resident) return std::nullopt;
+      return graph_.value(v).block;
+    }
     const Residency r = residency_[index_of(t)];
     if (r == Residency::NotAllocated || r == Residency::SwappedOut) return std::nullopt;
     return blocks_[index_of(t)];
@@ -58,9 +64,14 @@ class Engine final : public MemoryView {
   [[nodiscard]] AllocatorStats allocator_stats() const override { return alloc_.stats(); }
   [[nodiscard]] const Allocator& allocator() const override { return alloc_; }
   [[nodiscard]] Bytes budget() const override { return opt_.budget; }
+  [[nodiscard]] const RematGraph* remat() const override { return remat_ ? &graph_ : nullptr; }
+  void count_scanned(std::uint64_t n) const override { scanned_ += n; }
 
  private:
   void process(const TraceEvent& e);
+  // The policy loop: allocate, and while that fails let the policy make room. nullopt after
+  // recording an OOM (the allocation was for trace tensor `t`).
+  std::optional<Block> obtain_block(AllocRequest request);
   bool allocate_storage(std::uint32_t t, std::uint16_t stream);
   void free_storage(std::uint32_t t);
   void ensure_resident(std::uint32_t t);
@@ -74,6 +85,20 @@ class Engine final : public MemoryView {
   void check_address(std::uint64_t recorded, std::uint64_t placed);
   void record_oom(std::uint32_t t, Bytes requested);
   void seed_initial_state();
+  // engine_remat.cpp
+  void remat_setup();
+  void remat_process(const TraceEvent& e);
+  void remat_alloc(const TraceEvent& e);
+  void remat_free(std::uint32_t storage);
+  void remat_compute(std::uint32_t op_index);
+  bool materialize(std::uint32_t value);
+  bool recompute(std::uint32_t execution, std::uint32_t keep);
+  void evict_value(std::uint32_t value, bool forced);
+  void release_value(std::uint32_t value);
+  void drop_value(std::uint32_t value);
+  void free_block(const Block& b);
+  void record_thrash();
+  void check_remat_state() const;
   template <class F>
   auto timed_policy_call(F&& f);
 
@@ -96,8 +121,18 @@ class Engine final : public MemoryView {
   std::uint32_t swap_outs_in_flight_ = 0;  // queued D2H completions (they free memory)
   std::size_t index_ = 0;
   std::uint32_t iteration_ = 0;
-  bool oom_ = false;
+  bool oom_ = false;  // the run stopped: out of memory, or (recompute policies) thrashing
   std::chrono::steady_clock::duration search_{0};
+  mutable std::uint64_t scanned_ = 0;
+
+  // Recompute policies only (remat_ set): the graph, each storage's current value, which
+  // storages are accumulated gradients, and the recompute time at which the run thrashes.
+  std::optional<RematOptions> remat_;
+  RematGraph graph_;
+  std::vector<std::uint32_t> current_;
+  std::vector<std::uint8_t> acc_grad_;
+  SimTime thrash_at_{-1};
+  SimTime op_time_{0};  // the trace's op time (executed ops, no recomputation)
 };
 
 template <class F>

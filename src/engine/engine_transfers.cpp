@@ -77,6 +77,12 @@ void Engine::start_swap_in(std::uint32_t t) {
 void Engine::apply(const std::vector<Action>& actions) {
   for (const Action& a : actions) {
     if (oom_) return;
+    if (a.kind == Action::Kind::Evict) {
+      if (!remat_) throw std::logic_error("policy asked for an eviction but is not a recompute policy");
+      evict_value(a.value, /*forced=*/true);
+      continue;
+    }
+    if (remat_) throw std::logic_error("a recompute policy asked for a swap: swap actions need a swap policy");
     const std::uint32_t t = index_of(a.tensor);
     if (t >= residency_.size()) throw std::logic_error("policy named an unknown tensor");
     if (a.kind == Action::Kind::SwapOut) {

@@ -23,7 +23,8 @@ std::string csv_header() {
          "coop_fragmentation,simulated_ns,trace_compute_ns,compute_overhead,stall_ns,recomputes,"
          "recompute_ns,swap_outs,swap_out_bytes,swap_ins,swap_in_bytes,forced_evictions,"
          "eager_evictions,allocs,frees,device_mallocs,alloc_retries,oom_event,oom_requested_bytes,"
-         "search_latency_ns,addresses_checked,address_mismatches";
+         "search_latency_ns,addresses_checked,address_mismatches,op_time_ns,recompute_overhead,"
+         "search_scanned,memory_ratio_of_peak,memory_ratio_of_sweep_max,thrash_event";
 }
 
 std::string csv_row(const Report& r) {
@@ -31,7 +32,7 @@ std::string csv_row(const Report& r) {
   const auto& t = r.time;
   const auto& c = r.counters;
   return fmt::format(
-      "{},{},{:016x},{},{},{},{},{},{},{},{},{:.6f},{},{},{},{:.6f},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+      "{},{},{:016x},{},{},{},{},{},{},{},{},{:.6f},{},{},{},{:.6f},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6f},{},{:.6f},{:.6f},{}",
       field(r.trace_path), field(r.model), r.trace_hash, r.allocator, r.policy, r.budget.value, to_string(r.status),
       m.peak_allocated.value, m.peak_reserved.value, m.peak_requested.value, m.peak_footprint.value,
       m.reserved_fragmentation,
@@ -42,7 +43,8 @@ std::string csv_row(const Report& r) {
       r.oom ? std::to_string(r.oom->event_index) : std::string(),
       r.oom ? std::to_string(r.oom->requested.value) : std::string(),
       r.search_latency ? std::to_string(r.search_latency->count()) : std::string(), r.addresses.checked,
-      r.addresses.mismatches);
+      r.addresses.mismatches, t.op_time.count(), t.recompute_overhead, c.search_scanned, r.memory_ratio_of_peak,
+      r.memory_ratio_of_sweep_max, r.thrash ? std::to_string(r.thrash->event_index) : std::string());
 }
 
 }  // namespace coopsim

@@ -9,6 +9,7 @@ std::string_view to_string(RunStatus s) {
   switch (s) {
     case RunStatus::Completed: return "completed";
     case RunStatus::OutOfMemory: return "oom";
+    case RunStatus::Thrashed: return "thrash";
   }
   return "?";
 }
@@ -42,6 +43,17 @@ nlohmann::ordered_json to_json(const Report& r) {
   } else {
     j["oom"] = nullptr;
   }
+  if (r.thrash) {
+    j["thrash"] = {{"event_index", r.thrash->event_index},
+                   {"iteration", r.thrash->iteration},
+                   {"recompute_ns", r.thrash->recompute_time.count()},
+                   {"op_time_ns", r.thrash->op_time.count()}};
+  } else {
+    j["thrash"] = nullptr;
+  }
+  j["memory_ratio"] = {{"trace_peak_live_bytes", r.trace_peak_live.value},
+                       {"of_peak", r.memory_ratio_of_peak},
+                       {"of_sweep_max", r.memory_ratio_of_sweep_max}};
   const MemoryFigures& m = r.memory;
   j["memory"] = {
       {"peak_allocated_bytes", m.peak_allocated.value},
@@ -61,6 +73,8 @@ nlohmann::ordered_json to_json(const Report& r) {
       {"simulated_ns", t.simulated.count()},
       {"trace_compute_ns", t.trace_compute.count()},
       {"compute_overhead", t.compute_overhead},
+      {"op_time_ns", t.op_time.count()},
+      {"recompute_overhead", t.recompute_overhead},
       {"stall_ns", t.stall.count()},
       {"recomputes", t.recomputes},
       {"recompute_ns", t.recompute_time.count()},
@@ -83,6 +97,7 @@ nlohmann::ordered_json to_json(const Report& r) {
       {"device_mallocs", c.device_mallocs},
       {"device_frees", c.device_frees},
       {"policy_decisions", c.policy_decisions},
+      {"search_scanned", c.search_scanned},
   };
   const AddressCheck& a = r.addresses;
   j["address_check"] = {

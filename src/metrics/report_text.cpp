@@ -26,6 +26,14 @@ void write_text(std::ostream& os, const Report& r) {
     line("oom allocated / reserved", format_bytes(o.allocated) + " / " + format_bytes(o.reserved));
     line("oom largest free block", format_bytes(o.largest_free));
   }
+  if (r.thrash) {
+    line("thrash at event", fmt::format("{} (iteration {}): recompute {} over op time {}", r.thrash->event_index,
+                                        r.thrash->iteration, format_time(r.thrash->recompute_time),
+                                        format_time(r.thrash->op_time)));
+  }
+  line("memory ratio", fmt::format("{:.4f} of the no-eviction peak ({}), {:.4f} of the sweep's largest budget",
+                                   r.memory_ratio_of_peak, format_bytes(r.trace_peak_live),
+                                   r.memory_ratio_of_sweep_max));
   const MemoryFigures& m = r.memory;
   os << " memory\n";
   line("peak allocated", format_bytes(m.peak_allocated));
@@ -45,6 +53,7 @@ void write_text(std::ostream& os, const Report& r) {
   line("compute overhead", fmt::format("{:.4f}x", t.compute_overhead));
   line("stall", format_time(t.stall));
   line("recomputes", fmt::format("{} ({})", t.recomputes, format_time(t.recompute_time)));
+  line("recompute overhead (Coop)", fmt::format("{:.4f}x of op time {}", t.recompute_overhead, format_time(t.op_time)));
   line("swap out / in", fmt::format("{} ({}) / {} ({})", t.swap_outs, format_bytes(t.swap_out_bytes), t.swap_ins,
                                     format_bytes(t.swap_in_bytes)));
   const CounterFigures& c = r.counters;
@@ -53,6 +62,7 @@ void write_text(std::ostream& os, const Report& r) {
   line("evictions (forced / eager)", fmt::format("{} / {}", c.forced_evictions, c.eager_evictions));
   line("device mallocs / frees", fmt::format("{} / {}", c.device_mallocs, c.device_frees));
   line("alloc failures / retries", fmt::format("{} / {}", c.alloc_failures, c.alloc_retries));
+  line("eviction search scanned", fmt::format("{} pieces/tensors", c.search_scanned));
   if (r.addresses.checked > 0) {
     const AddressCheck& a = r.addresses;
     line("recorded addresses", fmt::format("{} checked, {} mismatches", a.checked, a.mismatches));
@@ -73,13 +83,15 @@ void write_text(std::ostream& os, const Report& r) {
 }
 
 void write_summary_table(std::ostream& os, const std::vector<Report>& reports) {
-  os << fmt::format("{:<10} {:<8} {:>11} {:>9} {:>12} {:>12} {:>12} {:>8} {:>10}\n", "allocator", "policy",
-                    "budget", "status", "peak alloc", "peak resv", "footprint", "frag", "overhead");
+  os << fmt::format("{:<10} {:<8} {:>11} {:>6} {:>9} {:>12} {:>12} {:>12} {:>8} {:>10} {:>8}\n", "allocator",
+                    "policy", "budget", "ratio", "status", "peak alloc", "peak resv", "footprint", "frag", "overhead",
+                    "recomp");
   for (const Report& r : reports) {
-    os << fmt::format("{:<10} {:<8} {:>11} {:>9} {:>12} {:>12} {:>12} {:>8} {:>9.4f}x\n", r.allocator, r.policy,
-                      format_bytes(r.budget), to_string(r.status), format_bytes(r.memory.peak_allocated),
-                      format_bytes(r.memory.peak_reserved), format_bytes(r.memory.peak_footprint),
-                      pct(r.memory.reserved_fragmentation), r.time.compute_overhead);
+    os << fmt::format("{:<10} {:<8} {:>11} {:>6.3f} {:>9} {:>12} {:>12} {:>12} {:>8} {:>9.4f}x {:>8}\n", r.allocator,
+                      r.policy, format_bytes(r.budget), r.memory_ratio_of_peak, to_string(r.status),
+                      format_bytes(r.memory.peak_allocated), format_bytes(r.memory.peak_reserved),
+                      format_bytes(r.memory.peak_footprint), pct(r.memory.reserved_fragmentation),
+                      r.time.compute_overhead, r.time.recomputes);
   }
 }
 

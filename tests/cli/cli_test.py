@@ -56,7 +56,7 @@ case("list names every allocator and the keep policy",
 code, out, err = run("list", "--json")
 doc = json.loads(out) if code == 0 else {}
 case("list --json is machine-readable", [a["name"] for a in doc.get("allocators", [])] ==
-     ["pytorch", "cnmem", "bestfit", "fungible"], out[:200])
+     ["pytorch", "cnmem", "bestfit", "fungible", "smartpool"], out[:200])
 
 code, out, err = run("validate", TRACE)
 case("validate accepts the bundled trace", code == 0 and "valid coopsim trace v1" in out, err)
@@ -75,7 +75,7 @@ case("repeated runs give byte-identical reports", code == 0 and open(rep).read()
 
 code, out, err = run("run", TRACE, "--allocator", "all", "--budget", "1GiB,16GiB", "--csv", csvp)
 rows = list(csv.reader(open(csvp))) if os.path.exists(csvp) else []
-case("comma lists run every combination", code == 0 and len(rows) == 9 and "allocator" in out, out[:300])
+case("comma lists run every combination", code == 0 and len(rows) == 11 and "allocator" in out, out[:300])
 statuses = {(r[3], r[5]): r[6] for r in rows[1:]}
 case("a budget below the peak ends in OOM, above it completes",
      statuses.get(("pytorch", str(1 << 30))) == "oom" and statuses.get(("pytorch", str(16 << 30))) == "completed",
@@ -136,11 +136,11 @@ outs = (rep3 := path("bad.json"), csv3 := path("bad.csv"))
 bad("missing trace file", ["run", path("nope.jsonl"), "-o", rep3], f"coopsim: error: {path('nope.jsonl')}", outs,
     prefix=True)
 bad("unknown allocator lists the valid ones", ["run", GOLDEN, "--allocator", "tlsf", "-o", rep3],
-    "coopsim: error: allocator: unknown allocator 'tlsf' (valid: pytorch, cnmem, bestfit, fungible)", outs)
+    "coopsim: error: allocator: unknown allocator 'tlsf' (valid: pytorch, cnmem, bestfit, fungible, smartpool)", outs)
 bad("unknown policy", ["run", GOLDEN, "--policy", "swap-all", "-o", rep3],
-    "coopsim: error: policy: unknown policy 'swap-all' (valid: keep)", outs)
+    "coopsim: error: policy: unknown policy 'swap-all' (valid: keep, coop, dte, dtr)", outs)
 bad("malformed budget", ["run", GOLDEN, "--budget", "lots", "-o", rep3],
-    "coopsim: error: --budget: 'lots' is not a size (e.g. 8GiB, 512MB, 1048576)", outs)
+    "coopsim: error: --budget: 'lots' is not a size (e.g. 8GiB, 512MB, 1048576) or a percentage (e.g. 40%)", outs)
 bad("zero budget", ["run", GOLDEN, "--budget", "0", "-o", rep3], "coopsim: error: budget: must be greater than 0", outs)
 bad("unknown parameter", ["run", GOLDEN, "--set", "pytorch.max_split=1", "-o", rep3],
     "coopsim: error: pytorch.max_split: unknown parameter (valid for pytorch: ", outs, prefix=True)
@@ -156,9 +156,9 @@ bad("config with a JSON error names file:line", ["run", GOLDEN, "-c", badcfg, "-
 unkcfg = write("unk.json", '{"allocator": "cnmem", "polcy": "keep"}')
 bad("config with an unknown key names file and key", ["run", GOLDEN, "-c", unkcfg, "-o", rep3],
     f"coopsim: error: {unkcfg}: polcy: unknown key (valid: ", outs, prefix=True)
-compcfg = write("comp.json", '{"params": {"smartpool": {}}}')
+compcfg = write("comp.json", '{"params": {"tlsf": {}}}')
 bad("config naming an unknown component", ["run", GOLDEN, "-c", compcfg, "-o", rep3],
-    f"coopsim: error: {compcfg}: params.smartpool: unknown component (allocators: ", outs, prefix=True)
+    f"coopsim: error: {compcfg}: params.tlsf: unknown component (allocators: ", outs, prefix=True)
 badtrace = write("bad.jsonl", open(GOLDEN).read().replace('{"kind":"free","tensor":3}', '{"kind":"free","tensor":33}', 1))
 bad("malformed trace gives file:line and no report", ["run", badtrace, "-o", rep3, "--csv", csv3],
     f"coopsim: error: {badtrace}:", outs, prefix=True)

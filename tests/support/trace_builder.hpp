@@ -42,6 +42,15 @@ class TraceBuilder {
     trace_.ops.push_back(o);
     return index_of(o.id);
   }
+  // Declares `t` as written in place by `op` (it must be one of the op's inputs).
+  TraceBuilder& mutates(std::uint32_t op, std::uint32_t t) {
+    trace_.ops[op].mutated.push_back(TensorId{t});
+    return *this;
+  }
+  TraceBuilder& random(std::uint32_t op) {
+    trace_.ops[op].random = true;
+    return *this;
+  }
   TraceBuilder& alloc(std::uint32_t t, std::int64_t time = -1) { return ev(EventKind::Alloc, t, time); }
   TraceBuilder& free(std::uint32_t t, std::int64_t time = -1) { return ev(EventKind::Free, t, time); }
   TraceBuilder& compute(std::uint32_t op, std::int64_t time = -1) { return ev(EventKind::Compute, op, time); }

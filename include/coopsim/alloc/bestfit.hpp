@@ -35,6 +35,9 @@ class BestFitAllocator final : public Allocator {
 
   [[nodiscard]] std::optional<Block> allocate(const AllocRequest& request) override;
   void deallocate(const Block& block) override;
+  [[nodiscard]] Bytes placement_size(const AllocRequest& r) const override {
+    return Bytes{round_up(r.size.value, opts_.alignment)};
+  }
   [[nodiscard]] AllocatorStats stats() const override;
   [[nodiscard]] std::vector<Range> ranges() const override;
   void check_invariants() const override;

@@ -42,6 +42,9 @@ class CnMemAllocator final : public Allocator {
 
   [[nodiscard]] std::optional<Block> allocate(const AllocRequest& request) override;
   void deallocate(const Block& block) override;
+  [[nodiscard]] Bytes placement_size(const AllocRequest& r) const override {
+    return Bytes{round_up(r.size.value, kGranularity)};
+  }
   void release_cached() override {}  // cnmem returns memory only at cnmemFinalize
   [[nodiscard]] AllocatorStats stats() const override;
   [[nodiscard]] std::vector<Range> ranges() const override;

@@ -35,6 +35,10 @@ class FungibleAllocator final : public Allocator {
 
   [[nodiscard]] std::optional<Block> allocate(const AllocRequest& request) override;
   void deallocate(const Block& block) override;
+  [[nodiscard]] bool address_aware() const override { return false; }
+  [[nodiscard]] Bytes placement_size(const AllocRequest& r) const override {
+    return Bytes{round_up(r.size.value, opts_.alignment)};
+  }
   [[nodiscard]] AllocatorStats stats() const override;
   // Live blocks only, by fake address (free bytes have no address in this model).
   [[nodiscard]] std::vector<Range> ranges() const override;

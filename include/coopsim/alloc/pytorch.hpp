@@ -83,6 +83,9 @@ class PyTorchCachingAllocator final : public Allocator {
 
   [[nodiscard]] std::optional<Block> allocate(const AllocRequest& request) override;
   void deallocate(const Block& block) override;  // InvariantError for a block that is not live
+  [[nodiscard]] Bytes placement_size(const AllocRequest& r) const override {
+    return Bytes{round_size(r.size.value, options())};
+  }
   void release_cached() override;                // torch.cuda.empty_cache()
   [[nodiscard]] AllocatorStats stats() const override;
   [[nodiscard]] std::vector<Range> ranges() const override;  // mapped memory only

@@ -1,0 +1,376 @@
+// Recompute policies: the engine's side of DTR's runtime rules (reference/algorithms.md §2.1,
+// §2.2) with Coop's in-place and pinning rules (§1.7, §1.8). The policy only chooses victims
+// (Evict actions); everything here is mechanism:
+//  * an op pins its inputs, rematerializes the evicted ones (parents first, with an explicit
+//    stack, so chains of any length cannot overflow the C++ stack), runs, and unpins them;
+//  * rematerializing a value re-runs its producer execution with the exact input values it
+//    once read; all outputs of that execution are produced (evicted siblings come back,
+//    resident or gone ones get a temporary block that is dropped at once, as simrd counts them);
+//  * values rematerialized only to feed a recomputation, and released siblings, are evicted
+//    again right after use (eager eviction after recompute);
+//  * the trace's free is a release: eager eviction, banishing or no-dealloc (RematOptions);
+//  * unevictable: values of parameters, step inputs and optimizer state, outputs of random ops,
+//    inputs mutated in place by an op that has other outputs (BN statistics, optimizer state),
+//    accumulated gradients (a gradient read by an op that updates a parameter or optimizer
+//    state), values with no producer, and anything pinned;
+//  * the logical clock advances by every executed op's cost, recomputations included; the run
+//    stops as "thrash" once recompute time reaches (thrash_limit - 1) x the trace's op time.
+#include <algorithm>
+
+#include "engine_impl.hpp"
+
+namespace coopsim::engine_detail {
+
+namespace {
+
+bool constant_role(TensorRole r) {
+  return r == TensorRole::Parameter || r == TensorRole::Input || r == TensorRole::OptimizerState;
+}
+
+void push_unique(std::vector<std::uint32_t>& v, std::uint32_t x) {
+  if (std::find(v.begin(), v.end(), x) == v.end()) v.push_back(x);
+}
+
+}  // namespace
+
+void Engine::remat_setup() {
+  current_.assign(trace_.tensors.size(), kNoIndex);
+  acc_grad_.assign(trace_.tensors.size(), 0);
+  for (const OpInfo& op : trace_.ops) {
+    const bool updates_state = std::any_of(op.mutated.begin(), op.mutated.end(), [&](TensorId m) {
+      const TensorRole r = trace_.tensors[trace_.storage_of(index_of(m))].role;
+      return r == TensorRole::Parameter || r == TensorRole::OptimizerState;
+    });
+    if (!updates_state) continue;
+    for (TensorId x : op.inputs) {
+      const std::uint32_t s = trace_.storage_of(index_of(x));
+      if (trace_.tensors[s].role == TensorRole::Gradient) acc_grad_[s] = 1;
+    }
+  }
+  SimTime total{0};
+  for (const TraceEvent& e : trace_.events) {
+    if (e.kind == EventKind::Compute) total += trace_.ops[e.target].duration;
+  }
+  if (remat_->thrash_limit > 0.0) {
+    thrash_at_ = SimTime{static_cast<std::int64_t>((remat_->thrash_limit - 1.0) * static_cast<double>(total.count()))};
+  }
+}
+
+void Engine::remat_process(const TraceEvent& e) {
+  switch (e.kind) {
+    case EventKind::Alloc:
+      remat_alloc(e);
+      break;
+    case EventKind::Free:
+      remat_free(e.target);
+      break;
+    case EventKind::Access: {
+      const std::uint32_t v = current_[trace_.storage_of(e.target)];
+      graph_.pin(v);
+      const bool ok = materialize(v);
+      graph_.unpin(v);
+      if (!ok) return;
+      graph_.touch(v);
+      ++rep_.counters.accesses;
+      break;
+    }
+    case EventKind::Compute:
+      remat_compute(e.target);
+      break;
+    case EventKind::Iteration:
+      iteration_ = e.target;
+      break;
+    case EventKind::Mark:
+      break;
+  }
+}
+
+void Engine::remat_alloc(const TraceEvent& e) {
+  const std::uint32_t s = e.target;
+  const TensorInfo& info = trace_.tensors[s];
+  const std::uint32_t v = graph_.add_value(s, info.size, constant_role(info.role) || acc_grad_[s] != 0);
+  current_[s] = v;
+  auto b = obtain_block(AllocRequest{info.size, e.stream, TensorId{s}});
+  if (!b) return;
+  graph_.place(v, *b);
+  residency_[s] = Residency::Resident;
+  if (e.addr != 0) check_address(e.addr, b->addr);
+}
+
+void Engine::free_block(const Block& b) {
+  alloc_.deallocate(b);
+  ++rep_.counters.frees;
+  observe_memory();
+}
+
+void Engine::evict_value(std::uint32_t v, bool forced) {
+  if (v >= graph_.value_count() || (forced && !graph_.evictable(v))) {
+    throw std::logic_error("policy asked to evict value " + std::to_string(v) +
+                           ", which is not resident and evictable");
+  }
+  const Block b = graph_.value(v).block;
+  graph_.evict(v);
+  free_block(b);
+  ++(forced ? rep_.counters.forced_evictions : rep_.counters.eager_evictions);
+}
+
+void Engine::remat_free(std::uint32_t storage) {
+  const std::uint32_t v = current_[storage];
+  current_[storage] = kNoIndex;
+  residency_[storage] = Residency::NotAllocated;
+  release_value(v);
+}
+
+// The last external reference to `v` is gone (trace free, or replaced by copy-on-write).
+void Engine::release_value(std::uint32_t v) {
+  graph_.set_released(v);
+  if (graph_.value(v).state != ValueState::Resident) return;  // evicted: stays recomputable
+  // Unevictable values (constants, random outputs, state, locked ones) are not recomputed.
+  if (!graph_.value(v).unevictable && graph_.recomputable(v, trace_)) {
+    switch (remat_->dealloc) {
+      case DeallocMode::Eager:
+        evict_value(v, /*forced=*/false);
+        return;
+      case DeallocMode::NoDealloc:
+        return;
+      case DeallocMode::Banish:
+        // Only possible when no evicted value that is still needed depends on it.
+        if (graph_.needed_by_evicted(v)) {
+          evict_value(v, /*forced=*/false);
+        } else {
+          drop_value(v);
+        }
+        return;
+    }
+  }
+  // Cannot be recomputed (no producer, random, or a parent is gone): free it for good unless
+  // an evicted value still needs it, in which case it stays, locked.
+  if (graph_.needed_by_evicted(v)) {
+    graph_.set_unevictable(v);
+  } else {
+    drop_value(v);
+  }
+}
+
+// Frees v for good. Resident values that could only be recomputed through it are locked.
+void Engine::drop_value(std::uint32_t v) {
+  graph_.lock_dependents(v);
+  const Block b = graph_.value(v).block;
+  graph_.drop(v);
+  free_block(b);
+}
+
+// Plan checks (engine.plan_checks, --paranoid): resident values hold disjoint blocks inside the budget, and the
+// allocator holds at least their bytes.
+void Engine::check_remat_state() const {
+  std::uint64_t end = 0;
+  Bytes held;
+  const bool addresses = alloc_.address_aware();
+  for (const auto& [addr, v] : graph_.resident_by_address()) {
+    const RematValue& x = graph_.value(v);
+    if (x.state != ValueState::Resident || x.block.addr != addr) {
+      throw InvariantError("remat: address map out of date at value " + std::to_string(v));
+    }
+    if (addresses && addr < end) throw InvariantError("remat: resident blocks overlap at " + std::to_string(addr));
+    end = addr + x.block.size.value;
+    held += x.block.size;
+  }
+  const AllocatorStats s = alloc_.stats();
+  if (held > s.allocated) throw InvariantError("remat: resident values hold more than the allocator has allocated");
+  if (s.reserved > opt_.budget) throw InvariantError("remat: the allocator reserved more than the budget");
+}
+
+void Engine::record_thrash() {
+  oom_ = true;
+  rep_.status = RunStatus::Thrashed;
+  rep_.thrash = ThrashPoint{index_, iteration_, rep_.time.recompute_time, op_time_};
+}
+
+bool Engine::materialize(std::uint32_t target) {
+  if (graph_.value(target).state == ValueState::Resident) return true;
+  struct Frame {
+    std::uint32_t execution;
+    std::uint32_t next_input;
+    std::uint32_t keep;  // the value the frame below waits for
+  };
+  auto frame_for = [&](std::uint32_t v) {
+    const RematValue& x = graph_.value(v);
+    if (x.state != ValueState::Evicted || x.producer == kNoIndex) {
+      throw std::logic_error("engine: value of tensor " + std::to_string(trace_.tensors[x.storage].file_id) +
+                             " is needed but cannot be recomputed");
+    }
+    return Frame{x.producer, 0, v};
+  };
+  std::vector<Frame> stack{frame_for(target)};
+  while (!stack.empty()) {
+    Frame& f = stack.back();
+    const RematExecution& x = graph_.execution(f.execution);
+    if (f.next_input < x.inputs.size()) {
+      const std::uint32_t u = x.inputs[f.next_input];
+      if (graph_.value(u).state == ValueState::Resident) {
+        graph_.pin(u);  // kept while its siblings are rematerialized
+        ++f.next_input;
+      } else {
+        stack.push_back(frame_for(u));
+      }
+      continue;
+    }
+    const Frame done = f;
+    stack.pop_back();
+    if (!recompute(done.execution, done.keep)) return false;
+  }
+  return true;
+}
+
+// Re-runs `execution`, whose inputs are resident and pinned (one pin per listed input).
+bool Engine::recompute(std::uint32_t execution, std::uint32_t keep) {
+  const RematExecution& x = graph_.execution(execution);
+  std::vector<std::uint32_t> placed;
+  std::vector<Block> temporaries;
+  std::vector<std::uint32_t> outputs;
+  for (std::uint32_t w : x.outputs) push_unique(outputs, w);
+  for (std::uint32_t w : outputs) {
+    const RematValue& wv = graph_.value(w);
+    auto b = obtain_block(AllocRequest{wv.size, 0, TensorId{wv.storage}});
+    if (!b) return false;
+    if (wv.state == ValueState::Evicted) {
+      graph_.place(w, *b);
+      graph_.pin(w);
+      placed.push_back(w);
+    } else {
+      temporaries.push_back(*b);  // a second copy of a resident or gone sibling
+    }
+  }
+  graph_.advance(x.cost);
+  now_ += x.cost;
+  ++rep_.time.recomputes;
+  rep_.time.recompute_time += x.cost;
+  for (std::uint32_t w : placed) graph_.computed(w);
+  for (std::uint32_t u : x.inputs) {
+    graph_.touch(u);
+    graph_.unpin(u);
+  }
+  for (std::uint32_t w : placed) graph_.unpin(w);
+  for (const Block& b : temporaries) free_block(b);
+  // Eager eviction after recompute: released values were only needed for this.
+  std::vector<std::uint32_t> inputs;
+  for (std::uint32_t u : x.inputs) push_unique(inputs, u);
+  for (std::uint32_t u : inputs) {
+    const RematValue& uv = graph_.value(u);
+    if (uv.released && uv.pins == 0 && uv.state == ValueState::Resident) evict_value(u, false);
+  }
+  for (std::uint32_t w : placed) {
+    const RematValue& wv = graph_.value(w);
+    if (w != keep && wv.released && wv.pins == 0 && wv.state == ValueState::Resident) evict_value(w, false);
+  }
+  if (thrash_at_.count() >= 0 && rep_.time.recompute_time > thrash_at_) {
+    record_thrash();
+    return false;
+  }
+  return true;
+}
+
+void Engine::remat_compute(std::uint32_t op_index) {
+  const OpInfo& op = trace_.ops[op_index];
+  const bool cow = remat_->inplace == InPlaceMode::CopyOnWrite;
+  std::vector<std::uint32_t> inputs;  // values read, as listed (one pin each)
+  for (TensorId t : op.inputs) inputs.push_back(current_[trace_.storage_of(index_of(t))]);
+  std::vector<std::uint32_t> written;  // storages the op writes: outputs that are not views
+  for (TensorId t : op.outputs) {
+    if (!trace_.tensors[index_of(t)].is_view()) push_unique(written, index_of(t));
+  }
+  std::vector<std::uint32_t> mutated;
+  for (TensorId t : op.mutated) push_unique(mutated, trace_.storage_of(index_of(t)));
+  // Mutable inputs of an op with outputs of its own are state (BN statistics, optimizer state).
+  if (!written.empty()) {
+    for (std::uint32_t s : mutated) graph_.set_unevictable(current_[s]);
+  } else {
+    written = mutated;  // an in-place op: its result is the updated tensor
+  }
+
+  for (std::uint32_t v : inputs) graph_.pin(v);
+  for (std::uint32_t v : inputs) {
+    if (!materialize(v)) return;
+  }
+  for (std::uint32_t v : inputs) {  // plan check: the op never reads an absent value
+    if (graph_.value(v).state != ValueState::Resident) throw std::logic_error("engine: op input not resident");
+  }
+
+  std::vector<std::uint32_t> fresh;         // values this execution produces
+  std::vector<std::uint32_t> not_read;      // values written before ever being computed
+  std::vector<std::uint32_t> replaced;      // old values of updated storages
+  std::vector<std::uint32_t> hand_over;     // recomputable in-place: (old, new) pairs, flattened
+  std::vector<Block> moved_away;            // copy-on-write constants: their old blocks
+  for (std::uint32_t s : written) {
+    const std::uint32_t old = current_[s];
+    const RematValue& ov = graph_.value(old);
+    const bool constant = constant_role(trace_.tensors[s].role) || acc_grad_[s] != 0;
+    if (ov.producer == kNoIndex && !constant) {
+      fresh.push_back(old);  // first computation (possibly by an in-place op on fresh memory)
+      not_read.push_back(old);
+      graph_.pin(old);
+      continue;
+    }
+    if (ov.producer == kNoIndex) {
+      // A constant updated in place: no history to keep. Copy-on-write moves it.
+      if (!cow) continue;
+      auto b = obtain_block(AllocRequest{ov.size, 0, TensorId{s}});
+      if (!b) return;
+      moved_away.push_back(graph_.value(old).block);
+      graph_.drop(old);
+      graph_.place(old, *b);
+      continue;
+    }
+    const std::uint32_t n = graph_.add_value(s, ov.size, graph_.value(old).unevictable);
+    current_[s] = n;
+    replaced.push_back(old);
+    fresh.push_back(n);
+    if (cow) {
+      auto b = obtain_block(AllocRequest{graph_.value(n).size, 0, TensorId{s}});
+      if (!b) return;
+      graph_.place(n, *b);
+      graph_.pin(n);
+    } else {
+      hand_over.push_back(old);
+      hand_over.push_back(n);
+    }
+  }
+
+  graph_.advance(op.duration);
+  now_ += op.duration;
+  ideal_ += op.duration;
+  op_time_ += op.duration;
+  ++rep_.counters.computes;
+
+  // The execution reads what it read, except values it overwrites before their first
+  // computation (their old contents were never a value).
+  std::vector<std::uint32_t> reads;
+  for (std::uint32_t v : inputs) {
+    if (std::find(not_read.begin(), not_read.end(), v) == not_read.end()) reads.push_back(v);
+  }
+  const std::uint32_t exec = graph_.add_execution(op_index, op.duration, reads, fresh);
+  for (std::size_t i = 0; i < hand_over.size(); i += 2) {
+    const Block b = graph_.value(hand_over[i]).block;
+    graph_.evict(hand_over[i]);  // the old value: no memory, recomputable by its producer
+    graph_.place(hand_over[i + 1], b);
+  }
+  for (std::uint32_t v : fresh) {
+    graph_.set_producer(v, exec);
+    if (op.random) graph_.set_unevictable(v);
+    graph_.computed(v);
+  }
+  for (std::uint32_t v : inputs) {
+    graph_.touch(v);
+    graph_.unpin(v);
+  }
+  for (std::uint32_t v : not_read) graph_.unpin(v);
+  if (cow) {
+    for (std::uint32_t v : fresh) {
+      if (std::find(not_read.begin(), not_read.end(), v) == not_read.end()) graph_.unpin(v);
+    }
+  }
+  for (std::uint32_t old : replaced) release_value(old);
+  for (const Block& b : moved_away) free_block(b);
+}
+
+}  // namespace coopsim::engine_detail

@@ -1,0 +1,155 @@
+// coop policy (see include/coopsim/policy/coop.hpp).
+#include "coopsim/policy/coop.hpp"
+
+#include <algorithm>
+#include <array>
+
+#include "coopsim/error.hpp"
+#include "coopsim/remat/sliding_window.hpp"
+
+namespace coopsim {
+
+namespace {
+constexpr std::string_view kNoOpGuided = "no op-guided allocation";
+constexpr std::string_view kNoRecomputableInPlace = "no recomputable in-place";
+constexpr std::string_view kNoLayoutAware = "no layout-aware eviction";
+}  // namespace
+
+std::vector<ParamDoc> CoopPolicy::param_docs() {
+  std::vector<ParamDoc> d{
+      ParamDoc{"ablation", ParamType::String, "none",
+               "turn one technique off, named as in the paper's ablation study",
+               {"none", std::string(kNoOpGuided), std::string(kNoRecomputableInPlace), std::string(kNoLayoutAware)}},
+      ParamDoc{"layout_aware_eviction", ParamType::Bool, "true",
+               "sliding-window eviction of one contiguous, minimum-cost range (else the per-tensor "
+               "DTE-style loop)",
+               {}},
+      ParamDoc{"op_guided_allocation", ParamType::Bool, "true",
+               "cheap tensor partitioning: cheap tensors at the high end of the best-fit hole", {}},
+      ParamDoc{"partition", ParamType::String, "op-name",
+               "how tensors are classified cheap/expensive: op-name (OneFlow's is_high_op list) "
+               "or cost-density (op time / bytes against density_threshold)",
+               {"op-name", "cost-density"}},
+      ParamDoc{"density_threshold", ParamType::Float, "0",
+               "cost-density partitioning: ns of op time per byte at or above which a tensor is "
+               "expensive; 0 = the median over the trace's produced tensors",
+               {}},
+  };
+  for (auto& o : remat_option_docs(InPlaceMode::Recomputable)) d.push_back(std::move(o));
+  return d;
+}
+
+std::unique_ptr<Policy> CoopPolicy::create(const Params& p) {
+  CoopOptions o;
+  o.remat = parse_remat_options(p);
+  o.layout_aware_eviction = p.get_bool("layout_aware_eviction");
+  o.op_guided_allocation = p.get_bool("op_guided_allocation");
+  o.partition_by_density = p.get_string("partition") == "cost-density";
+  o.density_threshold = p.get_float("density_threshold");
+  if (!(o.density_threshold >= 0.0)) throw ConfigError(p.component() + ".density_threshold", "must be >= 0");
+  const std::string ablation = p.get_string("ablation");
+  if (ablation == kNoOpGuided) o.op_guided_allocation = false;
+  if (ablation == kNoRecomputableInPlace) o.remat.inplace = InPlaceMode::CopyOnWrite;
+  if (ablation == kNoLayoutAware) o.layout_aware_eviction = false;
+  return std::make_unique<CoopPolicy>(o);
+}
+
+bool CoopPolicy::expensive_op_name(std::string_view name) {
+  // Strip a namespace ("aten::") and an overload (".Tensor").
+  if (const auto colon = name.rfind("::"); colon != std::string_view::npos) name.remove_prefix(colon + 2);
+  if (const auto dot = name.find('.'); dot != std::string_view::npos) name = name.substr(0, dot);
+  static constexpr std::array<std::string_view, 15> kExpensive{
+      // OneFlow is_high_op (oneflow/core/vm/remat/allocator.cpp)
+      "conv2d", "conv_data_grad", "conv_filter_grad", "add_n", "matmul", "batch_matmul",
+      // their ATen counterparts
+      "convolution", "_convolution", "cudnn_convolution", "convolution_backward", "mm", "addmm", "bmm",
+      "baddbmm", "linear"};
+  return std::find(kExpensive.begin(), kExpensive.end(), name) != kExpensive.end();
+}
+
+void CoopPolicy::prepare(const MemoryView& view) {
+  const Trace& trace = view.trace();
+  cheap_.assign(trace.tensors.size(), 0);
+  std::vector<std::uint8_t> seen(trace.tensors.size(), 0);
+  std::vector<std::pair<std::uint32_t, double>> density;  // storage, ns per byte
+  for (const TraceEvent& e : trace.events) {
+    if (e.kind != EventKind::Compute) continue;
+    const OpInfo& op = trace.ops[e.target];
+    auto classify = [&](TensorId t) {
+      const std::uint32_t s = trace.storage_of(index_of(t));
+      if (seen[s] != 0 || trace.tensors[index_of(t)].is_view()) return;
+      seen[s] = 1;
+      if (opts_.partition_by_density) {
+        density.emplace_back(s, static_cast<double>(op.duration.count()) /
+                                    static_cast<double>(std::max<std::uint64_t>(1, trace.tensors[s].size.value)));
+      } else {
+        cheap_[s] = expensive_op_name(op.name) ? 0 : 1;
+      }
+    };
+    for (TensorId t : op.outputs) classify(t);
+    if (op.outputs.empty()) {
+      for (TensorId t : op.mutated) classify(t);
+    }
+  }
+  if (!opts_.partition_by_density || density.empty()) return;
+  double threshold = opts_.density_threshold;
+  if (threshold == 0.0) {
+    std::vector<double> d;
+    d.reserve(density.size());
+    for (const auto& x : density) d.push_back(x.second);
+    std::nth_element(d.begin(), d.begin() + static_cast<std::ptrdiff_t>(d.size() / 2), d.end());
+    threshold = d[d.size() / 2];
+  }
+  for (const auto& [s, dens] : density) cheap_[s] = dens < threshold ? 1 : 0;
+}
+
+std::vector<Action> CoopPolicy::window_eviction(const AllocRequest& request, const MemoryView& view) {
+  const Allocator& a = view.allocator();
+  if (!a.address_aware()) return {};
+  const RematGraph& g = *view.remat();
+  const std::vector<Range> ranges = a.ranges();
+  std::vector<WindowPiece> pieces;
+  std::vector<std::uint32_t> owner;
+  pieces.reserve(ranges.size() + 8);
+  owner.reserve(ranges.size() + 8);
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    const Range& r = ranges[i];
+    if (i > 0 && r.segment != ranges[i - 1].segment) {  // windows never span two reservations
+      pieces.push_back(WindowPiece{Bytes{0}, true, 0.0});
+      owner.push_back(kNoIndex);
+    }
+    if (r.free) {
+      pieces.push_back(WindowPiece{r.size, false, 0.0});
+      owner.push_back(kNoIndex);
+      continue;
+    }
+    const auto v = g.resident_at(r.addr);
+    if (v && g.evictable(*v)) {
+      pieces.push_back(WindowPiece{r.size, false, eviction_score(g, *v, EvictionScore::Coop, Bytes{0}, draws_, nullptr)});
+      owner.push_back(*v);
+    } else {
+      pieces.push_back(WindowPiece{r.size, true, 0.0});
+      owner.push_back(kNoIndex);
+    }
+  }
+  WindowSearchStats stats;
+  const auto w = find_min_cost_window(pieces, a.placement_size(request), &stats);
+  view.count_scanned(stats.pieces_examined);
+  std::vector<Action> out;
+  if (!w) return out;
+  for (std::size_t i = w->first; i < w->last; ++i) {
+    if (owner[i] != kNoIndex) out.push_back(Action::evict(owner[i]));
+  }
+  return out;
+}
+
+std::vector<Action> CoopPolicy::on_alloc_failure(const AllocRequest& request, const MemoryView& view) {
+  if (opts_.layout_aware_eviction) {
+    auto window = window_eviction(request, view);
+    if (!window.empty()) return window;
+  }
+  if (auto v = find_victim(view, EvictionScore::Dte, draws_)) return {Action::evict(*v)};
+  return {};
+}
+
+}  // namespace coopsim

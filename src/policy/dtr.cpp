@@ -1,0 +1,32 @@
+// dtr policy (see include/coopsim/policy/dtr.hpp).
+#include "coopsim/policy/dtr.hpp"
+
+#include "coopsim/error.hpp"
+
+namespace coopsim {
+
+std::vector<ParamDoc> DtrPolicy::param_docs() {
+  std::vector<ParamDoc> d{
+      ParamDoc{"heuristic", ParamType::String, "dtr-eq",
+               "eviction score (algorithms.md §2.3): dtr = h_DTR with the full evicted "
+               "neighbourhood e*, dtr-eq = its union-find approximation, dtr-local = no "
+               "neighbourhood, lru, largest, msps (Capuchin), random (seeded)",
+               {"dtr", "dtr-eq", "dtr-local", "lru", "largest", "msps", "random"}},
+      ParamDoc{"seed", ParamType::Int, "0", "seed of the random heuristic", {}},
+  };
+  for (auto& o : remat_option_docs(InPlaceMode::CopyOnWrite)) d.push_back(std::move(o));
+  return d;
+}
+
+std::unique_ptr<Policy> DtrPolicy::create(const Params& p) {
+  const auto score = parse_eviction_score(p.get_string("heuristic"));
+  if (!score) throw ConfigError(p.component() + ".heuristic", "unknown heuristic");
+  return std::make_unique<DtrPolicy>(*score, static_cast<std::uint64_t>(p.get_int("seed")), parse_remat_options(p));
+}
+
+std::vector<Action> DtrPolicy::on_alloc_failure(const AllocRequest&, const MemoryView& view) {
+  if (auto v = find_victim(view, score_, draws_)) return {Action::evict(*v)};
+  return {};
+}
+
+}  // namespace coopsim
