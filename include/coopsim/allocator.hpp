@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "coopsim/error.hpp"
+#include "coopsim/report.hpp"
 #include "coopsim/units.hpp"
 
 namespace coopsim {
@@ -32,7 +33,8 @@ struct Trace;
 struct AllocRequest {
   Bytes size;               // requested bytes, > 0
   std::uint32_t stream = 0; // CUDA stream the allocation is made on
-  TensorId tensor{};        // for diagnostics only
+  TensorId tensor{};        // the trace tensor (storage root) the block is for: diagnostics,
+                            // offline plans (smartpool) and placement hints
   bool high_end = false;    // policy hint: take the high end of the chosen hole (Coop's
                             // op-guided allocation); models without the rule ignore it
 };
@@ -149,6 +151,8 @@ class Allocator {
   // The current segments and their blocks, in address order, in the form seed() takes; nullopt
   // for models that do not keep segments.
   [[nodiscard]] virtual std::optional<std::vector<SeedSegment>> snapshot() const { return std::nullopt; }
+  // Offline pool models report their pool and fall-back figures; others nullopt.
+  [[nodiscard]] virtual std::optional<PoolFigures> pool_figures() const { return std::nullopt; }
 };
 
 // The simulated device beneath caching allocators: cudaMalloc/cudaFree against a capacity.

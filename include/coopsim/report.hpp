@@ -40,6 +40,15 @@ struct ThrashPoint {
   SimTime op_time{0};         // trace op time executed so far
 };
 
+// Offline pools (smartpool): the planned pool and what fell back to the device.
+struct PoolFigures {
+  Bytes pool_size;
+  bool pool_created = false;         // false: it did not fit the budget; everything fell back
+  std::uint32_t planned_iteration = 0;
+  std::uint64_t pool_allocs = 0, fallback_allocs = 0, mismatched_allocs = 0;
+  Bytes fallback_bytes, mismatched_bytes, peak_fallback_live;
+};
+
 struct MemoryFigures {
   Bytes peak_allocated, peak_reserved, peak_requested, peak_footprint;
   Bytes final_allocated, final_reserved;
@@ -111,6 +120,7 @@ struct Report {
   CounterFigures counters;
   AddressCheck addresses;
   std::optional<EndStateCheck> end_state;  // when the trace records an end state and the model can report one
+  std::optional<PoolFigures> pool;  // offline pool allocators only
   std::optional<SimTime> search_latency;  // wall time inside policy calls (opt-in: not reproducible)
 };
 

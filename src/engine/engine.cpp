@@ -204,6 +204,7 @@ void Engine::run() {
                             : static_cast<double>((op_time_ + rep_.time.recompute_time).count()) /
                                   static_cast<double>(op_time_.count());
   rep_.counters.search_scanned = scanned_;
+  rep_.pool = alloc_.pool_figures();
   if (opt_.measure_search_latency) {
     rep_.search_latency = std::chrono::duration_cast<SimTime>(search_);
   }

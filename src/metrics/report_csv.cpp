@@ -24,7 +24,8 @@ std::string csv_header() {
          "recompute_ns,swap_outs,swap_out_bytes,swap_ins,swap_in_bytes,forced_evictions,"
          "eager_evictions,allocs,frees,device_mallocs,alloc_retries,oom_event,oom_requested_bytes,"
          "search_latency_ns,addresses_checked,address_mismatches,op_time_ns,recompute_overhead,"
-         "search_scanned,memory_ratio_of_peak,memory_ratio_of_sweep_max,thrash_event";
+         "search_scanned,memory_ratio_of_peak,memory_ratio_of_sweep_max,thrash_event,pool_bytes,"
+         "peak_fallback_live_bytes,mismatched_allocs";
 }
 
 std::string csv_row(const Report& r) {
@@ -32,7 +33,7 @@ std::string csv_row(const Report& r) {
   const auto& t = r.time;
   const auto& c = r.counters;
   return fmt::format(
-      "{},{},{:016x},{},{},{},{},{},{},{},{},{:.6f},{},{},{},{:.6f},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6f},{},{:.6f},{:.6f},{}",
+      "{},{},{:016x},{},{},{},{},{},{},{},{},{:.6f},{},{},{},{:.6f},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6f},{},{:.6f},{:.6f},{},{},{},{}",
       field(r.trace_path), field(r.model), r.trace_hash, r.allocator, r.policy, r.budget.value, to_string(r.status),
       m.peak_allocated.value, m.peak_reserved.value, m.peak_requested.value, m.peak_footprint.value,
       m.reserved_fragmentation,
@@ -44,7 +45,10 @@ std::string csv_row(const Report& r) {
       r.oom ? std::to_string(r.oom->requested.value) : std::string(),
       r.search_latency ? std::to_string(r.search_latency->count()) : std::string(), r.addresses.checked,
       r.addresses.mismatches, t.op_time.count(), t.recompute_overhead, c.search_scanned, r.memory_ratio_of_peak,
-      r.memory_ratio_of_sweep_max, r.thrash ? std::to_string(r.thrash->event_index) : std::string());
+      r.memory_ratio_of_sweep_max, r.thrash ? std::to_string(r.thrash->event_index) : std::string(),
+      r.pool ? std::to_string(r.pool->pool_size.value) : std::string(),
+      r.pool ? std::to_string(r.pool->peak_fallback_live.value) : std::string(),
+      r.pool ? std::to_string(r.pool->mismatched_allocs) : std::string());
 }
 
 }  // namespace coopsim

@@ -68,6 +68,20 @@ nlohmann::ordered_json to_json(const Report& r) {
       {"coop_fragmentation", m.coop_fragmentation_samples ? J(m.coop_fragmentation) : J(nullptr)},
       {"coop_fragmentation_samples", m.coop_fragmentation_samples},
   };
+  if (r.pool) {
+    const PoolFigures& p = *r.pool;
+    j["pool"] = {{"pool_bytes", p.pool_size.value},
+                 {"pool_created", p.pool_created},
+                 {"planned_iteration", p.planned_iteration},
+                 {"pool_allocs", p.pool_allocs},
+                 {"fallback_allocs", p.fallback_allocs},
+                 {"fallback_bytes", p.fallback_bytes.value},
+                 {"mismatched_allocs", p.mismatched_allocs},
+                 {"mismatched_bytes", p.mismatched_bytes.value},
+                 {"peak_fallback_live_bytes", p.peak_fallback_live.value}};
+  } else {
+    j["pool"] = nullptr;
+  }
   const TimeFigures& t = r.time;
   j["time"] = {
       {"simulated_ns", t.simulated.count()},

@@ -46,6 +46,13 @@ void write_text(std::ostream& os, const Report& r) {
        m.coop_fragmentation_samples ? fmt::format("{} over {} allocations", pct(m.coop_fragmentation),
                                                   m.coop_fragmentation_samples)
                                     : std::string("n/a (no allocation needed eviction)"));
+  if (r.pool) {
+    const PoolFigures& p = *r.pool;
+    line("pool", fmt::format("{} (iteration {}{}; {} pool / {} device allocs, {} mismatched; fallback peak {})",
+                             format_bytes(p.pool_size), p.planned_iteration, p.pool_created ? "" : ", refused",
+                             p.pool_allocs, p.fallback_allocs, p.mismatched_allocs,
+                             format_bytes(p.peak_fallback_live)));
+  }
   const TimeFigures& t = r.time;
   os << " time\n";
   line("simulated", format_time(t.simulated));

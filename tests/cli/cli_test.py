@@ -82,13 +82,27 @@ case("a budget below the peak ends in OOM, above it completes",
      str(statuses))
 peaks = {r[3]: int(r[8]) for r in rows[1:] if r[5] == str(16 << 30)}
 case("allocators differ in reserved memory",
-     len(set(peaks.values())) == 4 and peaks["fungible"] < peaks["cnmem"] and peaks["bestfit"] == 16 << 30, str(peaks))
+     len(set(peaks.values())) >= 4 and peaks["fungible"] < peaks["cnmem"] and peaks["bestfit"] == 16 << 30, str(peaks))
 
 code, out, err = run("run", GOLDEN, "--allocator", "pytorch", "--budget", "23MiB", "--json")
 oom = json.loads(out).get("oom") if code == 0 else None
 case("keep reports the OOM point", oom and oom["event_index"] == 7 and oom["op_name"] == "relu_backward", out[-300:])
 code, _, _ = run("run", GOLDEN, "--allocator", "pytorch", "--budget", "23MiB", "--quiet", "--fail-on-oom")
 case("--fail-on-oom exits 3", code == 3)
+
+csvr = path("remat.csv")
+code, out, err = run("run", TRACE, "-p", "coop,dte,dtr", "-a", "bestfit,fungible", "-b", "50%,100%", "--csv", csvr)
+rows = list(csv.DictReader(open(csvr))) if os.path.exists(csvr) else []
+case("policy lists and percentage budgets run every combination",
+     code == 0 and len(rows) == 12 and {r["policy"] for r in rows} == {"coop", "dte", "dtr"}, out[:300] + err)
+half = [r for r in rows if abs(float(r["memory_ratio_of_peak"]) - 0.5) < 1e-6]
+case("a 50% budget is half the no-eviction peak and makes recompute policies recompute",
+     len(half) == 6 and all(r["status"] == "completed" and int(r["recomputes"]) > 0 for r in half)
+     and all(float(r["memory_ratio_of_sweep_max"]) == 0.5 for r in half), str(half[:1]))
+code, out, err = run("run", TRACE, "-p", "dtr", "-a", "bestfit", "-b", "30%", "--set", "dtr.thrash_limit=1.01", "--json")
+rep = json.loads(out) if code == 0 else {}
+case("a recompute policy past its thrash limit reports status thrash, not oom",
+     rep.get("status") == "thrash" and rep.get("thrash") and rep.get("oom") is None, out[-300:] + err)
 
 code, out, err = run("run", GOLDEN, "--allocator", "cnmem", "--set", "cnmem.initial_reservation=8MiB", "--json")
 case("--set reaches component parameters",
@@ -142,6 +156,13 @@ bad("unknown policy", ["run", GOLDEN, "--policy", "swap-all", "-o", rep3],
 bad("malformed budget", ["run", GOLDEN, "--budget", "lots", "-o", rep3],
     "coopsim: error: --budget: 'lots' is not a size (e.g. 8GiB, 512MB, 1048576) or a percentage (e.g. 40%)", outs)
 bad("zero budget", ["run", GOLDEN, "--budget", "0", "-o", rep3], "coopsim: error: budget: must be greater than 0", outs)
+bad("zero percent budget", ["run", GOLDEN, "--budget", "0%", "-o", rep3],
+    "coopsim: error: --budget: '0%' is not a size (e.g. 8GiB, 512MB, 1048576) or a percentage (e.g. 40%)", outs)
+bad("unknown Coop ablation lists the paper's names", ["run", GOLDEN, "-p", "coop", "--set", "coop.ablation=no-window", "-o", rep3],
+    "coopsim: error: coop.ablation: invalid value 'no-window' (valid: none, no op-guided allocation, "
+    "no recomputable in-place, no layout-aware eviction)", outs)
+bad("a thrash limit of 1 is refused", ["run", GOLDEN, "-p", "dtr", "--set", "dtr.thrash_limit=1", "-o", rep3],
+    "coopsim: error: dtr.thrash_limit: must be 0 (no limit) or greater than 1", outs)
 bad("unknown parameter", ["run", GOLDEN, "--set", "pytorch.max_split=1", "-o", rep3],
     "coopsim: error: pytorch.max_split: unknown parameter (valid for pytorch: ", outs, prefix=True)
 bad("unknown top-level key", ["run", GOLDEN, "--set", "budgett=1GiB", "-o", rep3],

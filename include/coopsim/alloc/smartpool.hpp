@@ -105,6 +105,12 @@ class SmartPoolAllocator final : public Allocator {
   [[nodiscard]] const SmartPoolOptions& options() const { return opts_; }
   [[nodiscard]] const std::optional<SmartPoolPlan>& plan() const { return plan_; }
   [[nodiscard]] const SmartPoolFigures& figures() const { return figures_; }
+  [[nodiscard]] std::optional<PoolFigures> pool_figures() const override {
+    if (!figures_.planned || !plan_) return std::nullopt;
+    return PoolFigures{figures_.pool_size,       figures_.pool_created,     plan_->iteration,
+                       figures_.pool_allocs,     figures_.fallback_allocs,  figures_.mismatched_allocs,
+                       figures_.fallback_bytes,  figures_.mismatched_bytes, figures_.peak_fallback_live};
+  }
   // Device address of the pool; nullopt before the switch point or when it was refused.
   [[nodiscard]] std::optional<std::uint64_t> pool_address() const { return pool_addr_; }
 
