@@ -12,7 +12,10 @@
 //  * unevictable: values of parameters, step inputs and optimizer state, outputs of random ops,
 //    inputs mutated in place by an op that has other outputs (BN statistics, optimizer state),
 //    accumulated gradients (a gradient read by an op that updates a parameter or optimizer
-//    state), values with no producer, and anything pinned;
+//    state), values with no producer, anything pinned, and values whose recomputation would
+//    need a value freed for good (RematGraph::lock_dependents);
+//  * a value that cannot be recomputed is freed for good on release unless an evicted value
+//    that is still needed depends on it (then it stays, locked);
 //  * the logical clock advances by every executed op's cost, recomputations included; the run
 //    stops as "thrash" once recompute time reaches (thrash_limit - 1) x the trace's op time.
 #include <algorithm>
