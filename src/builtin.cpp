@@ -7,10 +7,12 @@
 #include "coopsim/alloc/fungible.hpp"
 #include "coopsim/alloc/pytorch.hpp"
 #include "coopsim/alloc/smartpool.hpp"
+#include "coopsim/policy/autoswap.hpp"
 #include "coopsim/policy/coop.hpp"
 #include "coopsim/policy/dte.hpp"
 #include "coopsim/policy/dtr.hpp"
 #include "coopsim/policy/keep.hpp"
+#include "coopsim/policy/vdnn.hpp"
 
 namespace coopsim {
 namespace {
@@ -36,6 +38,8 @@ Components make_builtin() {
   c.policies.add(policy_entry<CoopPolicy>());
   c.policies.add(policy_entry<DtePolicy>());
   c.policies.add(policy_entry<DtrPolicy>());
+  c.policies.add(policy_entry<AutoSwapPolicy>());
+  c.policies.add(policy_entry<VdnnPolicy>());
   return c;
 }
 

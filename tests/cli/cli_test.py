@@ -152,7 +152,7 @@ bad("missing trace file", ["run", path("nope.jsonl"), "-o", rep3], f"coopsim: er
 bad("unknown allocator lists the valid ones", ["run", GOLDEN, "--allocator", "tlsf", "-o", rep3],
     "coopsim: error: allocator: unknown allocator 'tlsf' (valid: pytorch, cnmem, bestfit, fungible, smartpool)", outs)
 bad("unknown policy", ["run", GOLDEN, "--policy", "swap-all", "-o", rep3],
-    "coopsim: error: policy: unknown policy 'swap-all' (valid: keep, coop, dte, dtr)", outs)
+    "coopsim: error: policy: unknown policy 'swap-all' (valid: keep, coop, dte, dtr, autoswap, vdnn)", outs)
 bad("malformed budget", ["run", GOLDEN, "--budget", "lots", "-o", rep3],
     "coopsim: error: --budget: 'lots' is not a size (e.g. 8GiB, 512MB, 1048576) or a percentage (e.g. 40%)", outs)
 bad("zero budget", ["run", GOLDEN, "--budget", "0", "-o", rep3], "coopsim: error: budget: must be greater than 0", outs)

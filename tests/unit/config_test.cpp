@@ -41,7 +41,7 @@ TEST_CASE("config errors name the file and key and list valid choices", "[config
   CHECK_THROWS_WITH(check_config(from({{"allocator", "tlsf"}})),
                     "cfg.json: allocator: unknown allocator 'tlsf' (valid: " + allocs + ")");
   CHECK_THROWS_WITH(check_config(from({{"policy", "magic"}})),
-                    "cfg.json: policy: unknown policy 'magic' (valid: keep, coop, dte, dtr)");
+                    "cfg.json: policy: unknown policy 'magic' (valid: keep, coop, dte, dtr, autoswap, vdnn)");
   CHECK_THROWS_WITH(check_config(from({{"budget", "lots"}})),
                     "cfg.json: budget: expected a size such as 512MiB, 8GiB or plain bytes, got \"lots\"");
   CHECK_THROWS_WITH(check_config(from({{"budget", 0}})), "cfg.json: budget: must be greater than 0");
