@@ -1,18 +1,16 @@
-// Method dispatch and the default `planner`: multi-ordering greedy construction followed by a
-// deterministic local search over the placement order (move a buffer that reaches the current
-// height earlier, or swap two buffers; keep the change when the height does not grow). The
-// orderings include MiniMalloc's static preorderings WAT/TAW/TWA (google/minimalloc
-// src/solver.cc PreorderingComparator: W = lifespan width, A = size x width, T = max section
-// total; all descending). The iteration budget is a fixed function of --time-limit so results do
-// not depend on the machine; the wall clock is only a safety cut, reported in the result.
+// Method dispatch and the default `planner`:
+//  1. greedy construction from several orderings (local_search.cpp) gives the incumbent;
+//  2. the exact decision search (exact.cpp) first asks for the max-live lower bound itself, then
+//     bisects between the best proven bound and the incumbent's height;
+//  3. when the exact phase found nothing better, the order local search improves the
+//     construction with what is left.
+// Every phase runs on a work budget derived from --time-limit, so the result does not depend on
+// the machine; the wall clock is only a safety cut, reported in the result.
 #include <algorithm>
-#include <chrono>
-#include <functional>
 #include <numeric>
-#include <random>
-#include <tuple>
 
 #include "coopsim/error.hpp"
+#include "exact_search.hpp"
 #include "placement.hpp"
 
 namespace coopsim::plan {
@@ -38,143 +36,97 @@ std::string method_name(Method method) {
 
 namespace {
 
-// Local-search work (conflict-list entries visited by the decoder) per second of --time-limit:
-// a machine-independent budget, set so that the search ends well inside the limit on the
-// challenging set and resnet50 (measured; see docs/results-planner.md).
-constexpr std::uint64_t kWorkPerSecond = 25'000'000;
+// Machine-independent budgets per second of --time-limit, set so that a full run ends well
+// inside the limit on the shared development machine (measured; see docs/results-planner.md).
+constexpr double kExactWorkPerSecond = 350e6;    // exact-search work units
+constexpr double kLocalWorkPerSecond = 25e6;     // local-search work units
+constexpr double kLocalReservePerSecond = 5e6;   // ... after an exact phase
+// The exact searches recurse once per placement; above this many buffers the planner keeps to
+// the heuristics (bounded stack depth, and the O(n^2) overlap lists stay small).
+constexpr std::size_t kExactMaxBuffers = 4096;
 
-std::vector<std::size_t> identity(std::size_t n) {
-  std::vector<std::size_t> v(n);
-  std::iota(v.begin(), v.end(), 0);
-  return v;
+// A budget of `rate` units per second, capped far below overflow.
+std::uint64_t work_for(double seconds, double rate) {
+  return static_cast<std::uint64_t>(std::min(seconds * rate, 1e18));
 }
 
-// Max total live bytes over each buffer's lifetime (MiniMalloc's "section total").
-std::vector<std::int64_t> section_totals(const Problem& problem) {
-  const auto& bs = problem.buffers;
-  std::vector<std::int64_t> times;
-  for (const auto& b : bs) times.push_back(b.lower);
-  std::sort(times.begin(), times.end());
-  times.erase(std::unique(times.begin(), times.end()), times.end());
-  std::vector<std::int64_t> live(times.size(), 0);
-  for (const auto& b : bs)
-    for (auto t = std::lower_bound(times.begin(), times.end(), b.lower); t != times.end() && *t < b.upper; ++t)
-      live[static_cast<std::size_t>(t - times.begin())] += b.size;
-  std::vector<std::int64_t> total(bs.size(), 0);
-  for (std::size_t i = 0; i < bs.size(); ++i)
-    for (auto t = std::lower_bound(times.begin(), times.end(), bs[i].lower); t != times.end() && *t < bs[i].upper; ++t)
-      total[i] = std::max(total[i], live[static_cast<std::size_t>(t - times.begin())]);
-  return total;
+// Every canonical placement's height is a sum of sizes, so deciding capacity c is deciding the
+// largest multiple of the sizes' gcd not above c.
+std::int64_t size_gcd(const Problem& problem) {
+  std::int64_t g = 0;
+  for (const auto& b : problem.buffers) g = std::gcd(g, b.size);
+  return std::max<std::int64_t>(g, 1);
 }
 
-std::vector<std::vector<std::size_t>> candidate_orders(const Problem& problem) {
-  const auto& bs = problem.buffers;
-  const auto T = section_totals(problem);
-  auto W = [&](std::size_t i) { return bs[i].upper - bs[i].lower; };
-  auto A = [&](std::size_t i) { return bs[i].size * W(i); };
-  using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>;
-  std::vector<std::function<Key(std::size_t)>> keys = {
-      [&](std::size_t i) { return Key{-bs[i].size, bs[i].lower, 0, 0}; },    // SmartPool
-      [&](std::size_t i) { return Key{-W(i), -A(i), -T[i], 0}; },            // WAT
-      [&](std::size_t i) { return Key{-T[i], -A(i), -W(i), 0}; },            // TAW
-      [&](std::size_t i) { return Key{-T[i], -W(i), -A(i), 0}; },            // TWA
-      [&](std::size_t i) { return Key{-A(i), -bs[i].size, 0, 0}; },          // area
-      [&](std::size_t i) { return Key{-T[i], -bs[i].size, bs[i].lower, 0}; },  // pressure, size
-      [&](std::size_t i) { return Key{bs[i].lower, -bs[i].size, 0, 0}; },    // by start time
-  };
-  std::vector<std::vector<std::size_t>> orders;
-  for (const auto& key : keys) {
-    auto order = identity(bs.size());
-    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return key(a) < key(b); });
-    orders.push_back(std::move(order));
-  }
-  return orders;
-}
-
-struct Candidate {
-  std::vector<std::size_t> order;
-  Fit fit = Fit::Best;
-  std::vector<std::int64_t> offsets;
-  std::int64_t height = 0;
-};
-
-PlanResult run_planner(const Problem& problem, const PlanOptions& options, PlanResult result) {
-  const std::size_t n = problem.buffers.size();
-  const auto conflicts = detail::build_conflicts(problem);
-  Candidate best;
-  bool have = false;
-  for (auto& order : candidate_orders(problem))
-    for (const Fit fit : {Fit::Best, Fit::First}) {
-      std::vector<std::size_t> position(n);
-      for (std::size_t t = 0; t < n; ++t) position[order[t]] = t;
-      std::vector<std::int64_t> offsets(n, 0);
-      detail::place_suffix(problem, conflicts, order, position, 0, fit, offsets);
-      const auto h = placement_height(problem, offsets);
-      if (!have || h < best.height) {
-        best = Candidate{order, fit, offsets, h};
-        have = true;
+void run_exact_phase(const Problem& problem, const PlanOptions& options, std::uint64_t budget, detail::Clock& clock,
+                     PlanResult& result) {
+  const detail::ExactSolver solver(problem);
+  const std::int64_t g = size_gcd(problem);
+  std::uint64_t left = budget, pass = 0;
+  auto attempt = [&](std::int64_t units, std::uint64_t slice) {
+    const ExactResult r = solver.decide(units * g, std::min(slice, left), &clock, pass);
+    left -= std::min(left, r.work);
+    result.exact_work += r.work;
+    if (r.decision == Decision::Feasible) {
+      const std::int64_t h = placement_height(problem, r.offsets);
+      if (h < result.height) {
+        result.height = h;
+        result.offsets = r.offsets;
       }
     }
-  if (n < 2) {
-    result.offsets = best.offsets;
-    result.height = best.height;
-    return result;
+    if (r.decision == Decision::Infeasible) result.proven_bound = std::max(result.proven_bound, (units + 1) * g);
+    return r.decision;
+  };
+  // Heights in units of g: bounds rounded up, the incumbent rounded down.
+  auto proven = [&] { return (result.proven_bound + g - 1) / g; };
+  if (attempt(proven(), budget / 5 * 2) == Decision::Feasible) return;
+  std::int64_t lo = proven() + 1;  // the bound is infeasible, or too hard to settle: look above
+  // A given capacity is the next question: any placement that fits it will do.
+  if (options.capacity && *options.capacity / g >= lo && *options.capacity < result.height &&
+      attempt(*options.capacity / g, left / 2) != Decision::Feasible)
+    lo = *options.capacity / g + 1;
+  // Bisect between lo and the incumbent; an undecided target counts as a failure. Each pass
+  // uses other random restarts, so budget left after one pass goes to another, from the bound.
+  for (;;) {
+    bool asked = false;
+    while (left > 0 && !clock.fired() && lo < result.height / g) {
+      const std::int64_t hi = result.height / g - 1;  // the best target still worth asking
+      const std::int64_t target = lo + (hi - lo) / 2;
+      asked = true;
+      if (attempt(target, left / 3 + 1) != Decision::Feasible) lo = target + 1;
+    }
+    if (!asked || left == 0 || clock.fired()) return;
+    ++pass;
+    lo = proven();
   }
-  // Local search over the order of the best construction.
-  const auto budget = static_cast<std::uint64_t>(std::max(0.0, options.time_limit_s) * kWorkPerSecond);
-  std::uint64_t work = 0;
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::duration<double>(std::max(0.0, options.time_limit_s));
-  std::mt19937_64 rng(0x5eed);  // fixed seed; raw draws only (distributions are not portable)
-  auto draw = [&](std::size_t bound) { return static_cast<std::size_t>(rng() % bound); };
-  std::vector<std::size_t> order = best.order, position(n);
-  for (std::size_t t = 0; t < n; ++t) position[order[t]] = t;
-  std::vector<std::int64_t> offsets = best.offsets;
-  std::int64_t height = best.height;
-  std::vector<std::size_t> critical;
-  for (std::uint64_t it = 0; work < budget && height > result.lower_bound; ++it) {
-    if ((it & 63) == 0 && std::chrono::steady_clock::now() > deadline) {
-      result.time_cut = true;
-      break;
-    }
-    ++result.iterations;
-    auto trial = order;
-    std::size_t from = 0;
-    if (draw(4) != 0) {
-      critical.clear();
-      for (std::size_t t = 0; t < n; ++t)
-        if (offsets[order[t]] + problem.buffers[order[t]].size == height) critical.push_back(t);
-      const std::size_t p = critical[draw(critical.size())];
-      if (p == 0) continue;
-      const std::size_t q = draw(p);
-      std::rotate(trial.begin() + static_cast<std::ptrdiff_t>(q), trial.begin() + static_cast<std::ptrdiff_t>(p),
-                  trial.begin() + static_cast<std::ptrdiff_t>(p) + 1);
-      from = q;
-    } else {
-      const std::size_t a = draw(n), b = draw(n);
-      if (a == b) continue;
-      std::swap(trial[a], trial[b]);
-      from = std::min(a, b);
-    }
-    auto trial_position = position;
-    for (std::size_t t = from; t < n; ++t) trial_position[trial[t]] = t;
-    auto trial_offsets = offsets;
-    work += n + detail::place_suffix(problem, conflicts, trial, trial_position, from, best.fit, trial_offsets);
-    const auto h = placement_height(problem, trial_offsets);
-    if (h <= height) {
-      order = std::move(trial);
-      position = std::move(trial_position);
-      offsets = std::move(trial_offsets);
-      height = h;
+}
+
+PlanResult run_planner(const Problem& problem, const PlanOptions& options, PlanResult result) {
+  const double seconds = std::max(0.0, options.time_limit_s);
+  detail::Clock clock(seconds);
+  const auto conflicts = detail::build_conflicts(problem);
+  detail::Construction best = detail::best_construction(problem, conflicts);
+  result.offsets = best.offsets;
+  result.height = best.height;
+  result.proven_bound = result.lower_bound;
+  const bool exact = problem.buffers.size() <= kExactMaxBuffers && result.height > result.lower_bound;
+  if (exact) run_exact_phase(problem, options, work_for(seconds, kExactWorkPerSecond), clock, result);
+  if (result.height == best.height && result.height > result.proven_bound && !clock.fired()) {
+    const double rate = exact ? kLocalReservePerSecond : kLocalWorkPerSecond;
+    result.iterations =
+        detail::local_search(problem, conflicts, best, work_for(seconds, rate), result.proven_bound, clock);
+    if (best.height < result.height) {
+      result.height = best.height;
+      result.offsets = best.offsets;
     }
   }
-  result.offsets = std::move(offsets);
-  result.height = height;
+  result.time_cut = clock.fired();
   return result;
 }
 
 std::vector<std::size_t> size_descending(const Problem& problem, bool ties_by_lower) {
-  auto order = identity(problem.buffers.size());
+  std::vector<std::size_t> order(problem.buffers.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
   const auto& bs = problem.buffers;
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
     if (bs[a].size != bs[b].size) return bs[a].size > bs[b].size;
@@ -188,6 +140,7 @@ std::vector<std::size_t> size_descending(const Problem& problem, bool ties_by_lo
 PlanResult plan(const Problem& problem, const PlanOptions& options) {
   PlanResult result;
   result.lower_bound = max_live_bytes(problem);
+  result.proven_bound = result.lower_bound;
   switch (options.method) {
     case Method::SmartPoolBF:
       result.offsets = place_in_order(problem, size_descending(problem, true),
@@ -204,7 +157,7 @@ PlanResult plan(const Problem& problem, const PlanOptions& options) {
       break;
   }
   result.height = placement_height(problem, result.offsets);
-  result.proven_optimal = result.height == result.lower_bound;
+  result.proven_optimal = result.height <= result.proven_bound;
   if (options.capacity && result.height > *options.capacity)
     throw Error(problem.file + ": " + method_name(options.method) + " found height " + std::to_string(result.height) +
                 " > capacity " + std::to_string(*options.capacity));

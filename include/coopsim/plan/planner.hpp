@@ -4,9 +4,12 @@
 //    ignoring the gap below the lowest occupied range when there are >= 2 ranges) / first fit.
 //  * greedy-by-size: TFLite GPU delegate GreedyBySizeAssignment: size descending (stable: ties
 //    in input order), smallest fitting gap among time-overlapping tensors, else on top.
-//  * planner: several orderings decoded by best and first fit, then a deterministic
-//    order-perturbation local search with a work budget derived from the time limit (the wall
-//    clock is only a safety cut), so results do not depend on the machine.
+//  * planner: several orderings decoded by best and first fit give the incumbent; then an exact
+//    decision search over canonical placements (include/coopsim/plan/exact.hpp) asks for the
+//    max-live lower bound and bisects between the best proven bound and the incumbent; when
+//    that finds nothing better, a deterministic order-perturbation local search. Every phase
+//    runs on a work budget derived from the time limit (the wall clock is only a safety cut),
+//    so results do not depend on the machine.
 #pragma once
 
 #include <cstdint>
@@ -35,9 +38,12 @@ struct PlanResult {
   std::vector<std::int64_t> offsets;  // by buffer index
   std::int64_t height = 0;
   std::int64_t lower_bound = 0;       // max live bytes
+  std::int64_t proven_bound = 0;      // no placement is lower: lower_bound, or above a capacity
+                                      // the exact search proved infeasible (planner)
   std::uint64_t iterations = 0;       // planner: local-search iterations run
+  std::uint64_t exact_work = 0;       // planner: exact-search work units spent
   bool time_cut = false;              // planner: stopped by the wall clock, not the budget
-  bool proven_optimal = false;        // height == lower bound
+  bool proven_optimal = false;        // height == proven_bound
 };
 
 // Greedy placement of buffers in `order` (indices into problem.buffers).
