@@ -59,6 +59,12 @@ struct Action {
   static Action evict(std::uint32_t v) { return Action{Kind::Evict, TensorId{}, v}; }
 };
 
+// One planned swap of an offline swap policy (autoswap, vdnn): tensor, the event index after
+// which it is swapped out, the one at which the swap-in is issued, and its next use.
+struct SwapPlanEntry {
+  std::uint32_t tensor, out_at, in_at, use_at;
+};
+
 // How a recompute policy wants the engine to run the trace (DTR's runtime rules, §2.1–2.2 and
 // Coop §1.7–1.8 of reference/algorithms.md).
 enum class DeallocMode : std::uint8_t {

@@ -61,10 +61,8 @@ class AutoSwapPolicy final : public Policy {
   [[nodiscard]] std::vector<Action> on_alloc_failure(const AllocRequest& request, const MemoryView& view) override;
   [[nodiscard]] std::vector<Action> after_event(const MemoryView& view) override;
 
-  // The plan made by prepare(), sorted by swap-out index: (tensor, out_at, in_at, use_at).
-  struct Entry {
-    std::uint32_t tensor, out_at, in_at, use_at;
-  };
+  // The plan made by prepare(), sorted by swap-out index.
+  using Entry = SwapPlanEntry;
   [[nodiscard]] std::vector<Entry> plan() const;
 
  private:
