@@ -1,5 +1,16 @@
 # Sourced by quickstart.sh and test.sh: installs the Debian packages coopsim needs.
-COOPSIM_PACKAGES="g++ meson ninja-build pkg-config libfmt-dev nlohmann-json3-dev libcli11-dev catch2 zlib1g-dev python3"
+COOPSIM_PACKAGES="g++ meson ninja-build pkg-config libfmt-dev nlohmann-json3-dev libcli11-dev catch2 zlib1g-dev python3 python3-matplotlib"
+
+# The CUDA backend (Meson feature `cuda`, auto) needs nvcc on PATH (Meson 1.0 looks nowhere else):
+# add the toolkit's bin directory when nvcc is installed but not on PATH.
+if ! command -v nvcc >/dev/null 2>&1; then
+  for d in "${CUDA_PATH:-}" "${CUDA_HOME:-}" /usr/local/cuda; do
+    if [ -n "$d" ] && [ -x "$d/bin/nvcc" ]; then
+      export PATH="$PATH:$d/bin"
+      break
+    fi
+  done
+fi
 
 coopsim_install_deps() {
   local missing=()

@@ -13,6 +13,7 @@
 #include "coopsim/policy/dtr.hpp"
 #include "coopsim/policy/keep.hpp"
 #include "coopsim/policy/vdnn.hpp"
+#include "coopsim/policy/hybrid.hpp"
 
 namespace coopsim {
 namespace {
@@ -40,6 +41,8 @@ Components make_builtin() {
   c.policies.add(policy_entry<DtrPolicy>());
   c.policies.add(policy_entry<AutoSwapPolicy>());
   c.policies.add(policy_entry<VdnnPolicy>());
+  c.policies.add(policy_entry<PoochPolicy>());
+  c.policies.add(policy_entry<CapuchinPolicy>());
   return c;
 }
 
@@ -48,6 +51,17 @@ Components make_builtin() {
 const Components& builtin_components() {
   static const Components components = make_builtin();
   return components;
+}
+
+bool allocator_can_seed(const std::string& name, const Components& c) {
+  const auto& entry = c.allocators.get(name, "allocator", "allocator");
+  auto probe = entry.make(Params(name, entry.params), Bytes{1ULL << 30});
+  try {
+    (void)probe->seed({});
+    return true;
+  } catch (const SeedUnsupported&) {
+    return false;
+  }
 }
 
 }  // namespace coopsim

@@ -5,11 +5,12 @@
 #include "coopsim/error.hpp"
 #include "coopsim/import/torch_snapshot.hpp"
 #include "coopsim/link.hpp"
+#include "coopsim/validate.hpp"
 #include "coopsim_config.h"
 
 namespace coopsim {
 
-Report run_simulation(const SimConfig& cfg, const Trace& trace, const Components& c) {
+Report run_simulation(const SimConfig& cfg, const Trace& trace, const Components& c, RunLog* log) {
   check_config(cfg, c);
   const nlohmann::json& d = cfg.doc;
   const Params top("", nlohmann::json{{"allocator", d.value("allocator", nlohmann::json("pytorch"))},
@@ -36,6 +37,7 @@ Report run_simulation(const SimConfig& cfg, const Trace& trace, const Components
   opt.paranoid = engine_params.get_bool("paranoid");
   opt.plan_checks = engine_params.get_bool("plan_checks") || opt.paranoid;
   opt.measure_search_latency = engine_params.get_bool("measure_search_latency");
+  opt.log = log;
 
   auto allocator = alloc_entry.make(alloc_params, budget);
   auto policy = policy_entry.make(policy_params);
@@ -64,7 +66,17 @@ Report run_simulation(const SimConfig& cfg, const Trace& trace, const Components
   resolved["params"][policy_name] = policy_params.resolved();
   r.config = resolved;
 
+  // Plan checks include the independent validator over the run's event log.
+  RunLog own_log;
+  if (opt.plan_checks && opt.log == nullptr) opt.log = &own_log;
   run_engine(trace, *allocator, *policy, opt, r);
+  if (opt.plan_checks) {
+    const ValidationResult v = validate_runlog(trace, *opt.log);
+    if (!v.ok()) {
+      throw InvariantError(trace.path + ": plan check: " + std::to_string(v.violation_count) +
+                           " violation(s) in the run's event log; first: " + v.violations.front());
+    }
+  }
   if (r.status == RunStatus::Completed) {
     const auto recorded = torch_snapshot::final_segments(trace);
     const auto model = allocator->snapshot();

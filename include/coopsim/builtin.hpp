@@ -4,6 +4,8 @@
 
 #include "coopsim/allocator.hpp"
 #include "coopsim/policy.hpp"
+#include <string>
+
 #include "coopsim/registry.hpp"
 
 namespace coopsim {
@@ -17,5 +19,9 @@ struct Components {
 };
 
 const Components& builtin_components();
+
+// Whether the named allocator model can start from a recorded allocator state (a trace that
+// begins with a PyTorch snapshot's segments): probes seed() on a fresh instance.
+bool allocator_can_seed(const std::string& name, const Components& c = builtin_components());
 
 }  // namespace coopsim

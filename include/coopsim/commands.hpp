@@ -24,6 +24,17 @@ struct RunArgs {
   bool paranoid = false;
   bool fail_on_oom = false;
   bool check_addresses = false;        // exit 4 when a recorded address differs from the model's
+  // Single-run exports from the run's event log (RunLog); each needs exactly one run.
+  std::string timeline_out;            // Chrome trace / Perfetto JSON
+  std::string memory_map_out;          // SVG address-space picture
+  std::string memory_map_colour = "role";  // memory map colours: role | cost
+  std::string torch_snapshot_out;      // PyTorch memory snapshot pickle
+  std::string plan_out;                // the plan for the CUDA backend (docs/plan-format.md)
+  bool validate = false;               // run the independent plan validator on the event log
+  [[nodiscard]] bool wants_log() const {
+    return validate || !timeline_out.empty() || !memory_map_out.empty() || !torch_snapshot_out.empty() ||
+           !plan_out.empty();
+  }
 };
 int command_run(const RunArgs& args, std::ostream& out);
 
@@ -42,6 +53,7 @@ struct ImportArgs {
   std::string input, output;
   int device = 0;
   bool copy_on_write = false;  // dtr: MUTATE as copy-on-write (simrd) instead of in place
+  std::vector<std::string> limits;  // KEY=VALUE of the "limits" config section (docs/limits.md)
 };
 int command_import(const ImportArgs& args, std::ostream& out);
 
@@ -65,6 +77,52 @@ struct PlanArgs {
 };
 // Exit 0 on success; with check, exit 1 and one line per violation when the solution is invalid.
 int command_plan(const PlanArgs& args, std::ostream& out);
+
+// `coopsim sweep` (docs/sweep.md): every run of a sweep config, in parallel, into DIR.
+struct SweepArgs {
+  std::string config;
+  unsigned jobs = 0;                    // 0: std::thread::hardware_concurrency()
+  std::string output = "sweep-out";
+  bool resume = false;                  // skip the runs DIR already holds
+  std::string shard;                    // "K/N": only runs with index mod N == K-1
+  std::size_t stop_after = 0;           // test hook: stop after this many results, as a kill would
+};
+int command_sweep(const SweepArgs& args, std::ostream& out);
+
+// `coopsim merge DIR... -o OUT`: the shards of one sweep into the unsharded result files.
+struct MergeArgs {
+  std::vector<std::string> dirs;
+  std::string output;
+};
+int command_merge(const MergeArgs& args, std::ostream& out);
+
+// `coopsim minbudget TRACE`: the smallest budget that completes (exit 3 when none does).
+struct MinBudgetArgs {
+  std::string trace;
+  std::string config;
+  std::string policy, allocator;        // empty: the config's (or the defaults)
+  std::optional<double> max_overhead;   // also require compute overhead <= this
+  std::vector<std::string> sets;
+  bool json = false;
+};
+int command_minbudget(const MinBudgetArgs& args, std::ostream& out);
+
+// `coopsim replay-gpu PLAN` (docs/cuda-validation.md): replays a plan on a CUDA device. Exit 0,
+// or 6 when the integrity check found a wrong tensor (the report names the step). Builds
+// without CUDA throw Error saying so.
+struct ReplayGpuArgs {
+  std::string plan;
+  std::string output;                   // gpu-report.json
+  std::string calibrate_link;           // write the measured link as a config file here
+  int iterations = 5;
+  int warmup = 1;
+  int device = 0;
+  int sample_stride = 1;                // check and write every Nth 4-byte word
+  bool skip_check = false;              // load the plan without the plan checker
+  bool poison = false;                  // fill blocks allocated without content with a poison pattern
+  bool no_graph = false;                // issue from the host instead of launching a captured CUDA graph
+};
+int command_replay_gpu(const ReplayGpuArgs& args, std::ostream& out);
 
 // Write `content` to `path` atomically (temporary file + rename).
 void write_file_atomic(const std::string& path, const std::string& content);

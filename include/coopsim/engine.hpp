@@ -12,6 +12,7 @@
 #include "coopsim/link.hpp"
 #include "coopsim/policy.hpp"
 #include "coopsim/report.hpp"
+#include "coopsim/runlog.hpp"
 #include "coopsim/trace.hpp"
 
 namespace coopsim {
@@ -22,6 +23,7 @@ struct EngineOptions {
   bool paranoid = false;                // allocator.check_invariants() after every event
   bool plan_checks = false;             // recompute policies: resident blocks disjoint, in budget
   bool measure_search_latency = false;  // wall time in policy calls (breaks byte-identity)
+  RunLog* log = nullptr;                // when set, every physical step is appended (runlog.hpp)
 };
 
 // Replays `trace` and fills the memory/time/counter parts of `report` and its status/oom.

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "coopsim/allocator.hpp"
+#include "coopsim/link.hpp"
 #include "coopsim/params.hpp"
 #include "coopsim/remat/graph.hpp"
 #include "coopsim/trace.hpp"
@@ -41,8 +42,14 @@ class MemoryView {
   [[nodiscard]] virtual AllocatorStats allocator_stats() const = 0;
   [[nodiscard]] virtual const Allocator& allocator() const = 0;
   [[nodiscard]] virtual Bytes budget() const = 0;
+  [[nodiscard]] virtual const LinkModel& link() const = 0;  // the engine's host<->device link
   // The rematerialization graph, under a recompute policy (Policy::remat_options()); else null.
   [[nodiscard]] virtual const RematGraph* remat() const { return nullptr; }
+  // Under a recompute policy: the value a storage holds now (kNoIndex when not allocated).
+  [[nodiscard]] virtual std::uint32_t current_value(TensorId storage) const {
+    (void)storage;
+    return kNoIndex;
+  }
   // Counts work done by a policy's eviction search (pieces or tensors examined): the
   // deterministic search-latency figure of the report.
   virtual void count_scanned(std::uint64_t n) const = 0;
@@ -54,6 +61,7 @@ struct Action {
     SwapIn,   // `tensor`: copy back
     Evict,    // `value` (RematGraph index): free its block; it stays recomputable
   } kind = Kind::SwapOut;
+  // Swaps name a storage; under a recompute policy (hybrids) the storage's current value moves.
   TensorId tensor{};
   std::uint32_t value = kNoIndex;
   static Action evict(std::uint32_t v) { return Action{Kind::Evict, TensorId{}, v}; }

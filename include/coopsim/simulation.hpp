@@ -16,6 +16,7 @@
 
 #include "coopsim/builtin.hpp"
 #include "coopsim/report.hpp"
+#include "coopsim/runlog.hpp"
 #include "coopsim/trace.hpp"
 
 namespace coopsim {
@@ -39,7 +40,9 @@ void check_config(const SimConfig& cfg, const Components& c = builtin_components
 std::vector<ParamDoc> engine_param_docs();
 std::vector<ParamDoc> top_level_docs();  // allocator, policy, budget (for `coopsim list`)
 
-// Runs one simulation. Throws ConfigError for configuration problems.
-Report run_simulation(const SimConfig& cfg, const Trace& trace, const Components& c = builtin_components());
+// Runs one simulation. Throws ConfigError for configuration problems. With `log`, the engine
+// records the run's physical steps there (include/coopsim/runlog.hpp).
+Report run_simulation(const SimConfig& cfg, const Trace& trace, const Components& c = builtin_components(),
+                      RunLog* log = nullptr);
 
 }  // namespace coopsim

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "coopsim/allocator.hpp"
+#include "coopsim/limits.hpp"
 #include "coopsim/units.hpp"
 
 namespace coopsim {
@@ -152,8 +153,14 @@ struct TraceSummary {
 TraceSummary summarize(const Trace& trace);
 
 // Load a v1 trace (.jsonl or .jsonl.gz, detected by magic bytes). Streams line by line and
-// validates as it goes; throws TraceError("file:line: problem") on the first problem.
-Trace load_trace(const std::string& path);
+// validates as it goes; throws TraceError("file:line: problem") on the first problem, including
+// a cap of `limits` exceeded ("file:line: more than N tensors (limits.max_tensors)").
+Trace load_trace(const std::string& path, const Limits& limits = {});
+
+// Checks a trace built in memory (an importer's result) against the tensor, event and op fan-in
+// caps; throws Error("file: more than N tensors (limits.max_tensors)") naming the first one
+// exceeded.
+void check_limits(const Trace& trace, const Limits& limits, const std::string& file);
 
 // Write a trace in v1 form (gzip when path ends in .gz). Writes to a temporary file and renames,
 // so no partial output is left on error.

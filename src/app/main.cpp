@@ -32,6 +32,16 @@ int main(int argc, char** argv) {
   run_cmd->add_flag("--fail-on-oom", run.fail_on_oom, "exit with status 3 when a run ends in OOM");
   run_cmd->add_flag("--check-addresses", run.check_addresses,
                     "compare recorded alloc addresses with the model's; exit 4 on any mismatch");
+  run_cmd->add_option("--timeline", run.timeline_out, "write a Chrome trace / Perfetto JSON timeline of the run");
+  run_cmd->add_option("--memory-map", run.memory_map_out, "write an SVG picture of the address space over time");
+  run_cmd->add_option("--memory-map-colour", run.memory_map_colour,
+                      "memory map colours: role (tensor role, default) or cost (eviction cost: producer op time)")
+      ->check(CLI::IsMember({"role", "cost"}));
+  run_cmd->add_option("--torch-snapshot", run.torch_snapshot_out,
+                      "write the run as a PyTorch memory snapshot pickle (pytorch.org/memory_viz)");
+  run_cmd->add_option("--plan", run.plan_out, "write the run's plan for replay-gpu (docs/plan-format.md)");
+  run_cmd->add_flag("--validate", run.validate,
+                    "check the run's event log with the independent plan validator; exit 5 on a violation");
 
   std::string validate_path;
   auto* validate_cmd = app.add_subcommand("validate", "check a trace file and print its summary");
@@ -54,6 +64,8 @@ int main(int argc, char** argv) {
   import_cmd->add_option("--device", imp.device, "device index (torch-snapshot, kineto)");
   import_cmd->add_flag("--copy-on-write", imp.copy_on_write,
                        "dtr: model MUTATE as copy-on-write like DTR's simulator (default: in place)");
+  import_cmd->add_option("--limit", imp.limits,
+                         "input cap KEY=VALUE of the limits config section, e.g. max_tensors=100000000 (repeatable)");
 
   coopsim::BenchArgs bench;
   auto* bench_cmd = app.add_subcommand("bench", "measure parse and replay rates (wall clock; for scripts/bench.sh)");
@@ -74,8 +86,47 @@ int main(int argc, char** argv) {
   plan_cmd->add_flag("--check", plan.check, "validate SOLUTION against PROBLEM instead of planning");
   plan_cmd->add_flag("--no-bf-quirk", plan.no_bf_quirk, "smartpool-bf: textbook best fit (consider the lowest gap)");
 
+  coopsim::SweepArgs sweep;
+  auto* sweep_cmd = app.add_subcommand("sweep", "run every combination of a sweep config in parallel (docs/sweep.md)");
+  sweep_cmd->add_option("config", sweep.config, "sweep config (JSON)")->required();
+  sweep_cmd->add_option("--jobs,-j", sweep.jobs, "parallel runs (default: every core)")->check(CLI::Range(1, 4096));
+  sweep_cmd->add_option("--output,-o", sweep.output, "output directory (default: sweep-out)");
+  sweep_cmd->add_flag("--resume", sweep.resume, "keep the runs the output directory already holds; run the rest");
+  sweep_cmd->add_option("--shard", sweep.shard, "run only slice K of N (K/N; runs with index mod N == K-1)");
+  sweep_cmd->add_option("--stop-after", sweep.stop_after, "test hook: stop after N results, as if killed")->group("");
+
+  coopsim::MergeArgs merge;
+  auto* merge_cmd = app.add_subcommand("merge", "combine the shard directories of one sweep (docs/cluster.md)");
+  merge_cmd->add_option("dirs", merge.dirs, "shard output directories")->required();
+  merge_cmd->add_option("--output,-o", merge.output, "merged output directory")->required();
+
+  coopsim::MinBudgetArgs minb;
+  auto* minb_cmd = app.add_subcommand("minbudget", "bisect for the smallest budget a run completes in (docs/sweep.md)");
+  minb_cmd->add_option("trace", minb.trace, "trace file")->required();
+  minb_cmd->add_option("--config,-c", minb.config, "JSON config file");
+  minb_cmd->add_option("--policy,-p", minb.policy, "memory policy");
+  minb_cmd->add_option("--allocator,-a", minb.allocator, "allocator model");
+  double minb_overhead = 0.0;
+  auto* minb_overhead_opt = minb_cmd->add_option("--max-overhead", minb_overhead, "also require compute overhead <= X");
+  minb_cmd->add_option("--set,-s", minb.sets, "config override key=value (repeatable)");
+  minb_cmd->add_flag("--json", minb.json, "print the result as JSON");
+
+  coopsim::ReplayGpuArgs replay;
+  auto* replay_cmd = app.add_subcommand("replay-gpu", "replay a plan (run --plan) on a CUDA device: timing and integrity");
+  replay_cmd->add_option("plan", replay.plan, "plan file (docs/plan-format.md)")->required();
+  replay_cmd->add_option("--output,-o", replay.output, "write the JSON report here");
+  replay_cmd->add_option("--iterations", replay.iterations, "timed replays of the plan (default 5)");
+  replay_cmd->add_option("--warmup", replay.warmup, "untimed replays first (default 1)");
+  replay_cmd->add_option("--calibrate-link", replay.calibrate_link, "write the measured link as a config file here");
+  replay_cmd->add_option("--device", replay.device, "CUDA device index (default 0)");
+  replay_cmd->add_option("--sample-stride", replay.sample_stride, "check and write every Nth 4-byte word (default 1)");
+  replay_cmd->add_flag("--skip-check", replay.skip_check, "load the plan without the plan checker");
+  replay_cmd->add_flag("--poison", replay.poison, "fill blocks allocated without content with a poison pattern");
+  replay_cmd->add_flag("--no-graph", replay.no_graph, "issue every step from the host instead of a captured CUDA graph");
+
   CLI11_PARSE(app, argc, argv);
   if (plan_capacity_opt->count() > 0) plan.capacity = plan_capacity;
+  if (minb_overhead_opt->count() > 0) minb.max_overhead = minb_overhead;
   try {
     if (run_cmd->parsed()) return coopsim::command_run(run, std::cout);
     if (validate_cmd->parsed()) return coopsim::command_validate(validate_path, std::cout);
@@ -84,6 +135,10 @@ int main(int argc, char** argv) {
     if (import_cmd->parsed()) return coopsim::command_import(imp, std::cout);
     if (bench_cmd->parsed()) return coopsim::command_bench(bench, std::cout);
     if (plan_cmd->parsed()) return coopsim::command_plan(plan, std::cout);
+    if (sweep_cmd->parsed()) return coopsim::command_sweep(sweep, std::cout);
+    if (merge_cmd->parsed()) return coopsim::command_merge(merge, std::cout);
+    if (minb_cmd->parsed()) return coopsim::command_minbudget(minb, std::cout);
+    if (replay_cmd->parsed()) return coopsim::command_replay_gpu(replay, std::cout);
   } catch (const coopsim::Error& e) {
     std::cerr << "coopsim: error: " << e.what() << "\n";
     return 1;

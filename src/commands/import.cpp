@@ -6,17 +6,25 @@
 #include "coopsim/commands.hpp"
 #include "coopsim/error.hpp"
 #include "coopsim/import/importers.hpp"
+#include "coopsim/limits.hpp"
 
 namespace coopsim {
 
 int command_import(const ImportArgs& args, std::ostream& out) {
+  nlohmann::json section = nlohmann::json::object();
+  for (const std::string& s : args.limits) {
+    const auto eq = s.find('=');
+    if (eq == std::string::npos || eq == 0) throw ConfigError("--limit " + s, "expected key=value");
+    section[s.substr(0, eq)] = parse_override_value(s.substr(eq + 1));
+  }
+  const Limits limits = limits_from_json(section);
   Trace trace;
   if (args.kind == "dtr") {
-    trace = import_dtr_log(args.input, DtrOptions{args.copy_on_write});
+    trace = import_dtr_log(args.input, DtrOptions{args.copy_on_write}, limits);
   } else if (args.kind == "torch-snapshot") {
-    trace = import_torch_snapshot(args.input, TorchSnapshotOptions{args.device});
+    trace = import_torch_snapshot(args.input, TorchSnapshotOptions{args.device}, limits);
   } else if (args.kind == "kineto") {
-    trace = import_kineto(args.input, KinetoOptions{args.device});
+    trace = import_kineto(args.input, KinetoOptions{args.device}, limits);
   } else {
     throw ConfigError("import", "unknown trace kind '" + args.kind + "' (valid: dtr, torch-snapshot, kineto)");
   }

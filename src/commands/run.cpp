@@ -10,6 +10,7 @@
 #include "coopsim/commands.hpp"
 #include "coopsim/error.hpp"
 #include "coopsim/simulation.hpp"
+#include "run_exports.hpp"
 
 namespace coopsim {
 
@@ -76,7 +77,17 @@ int command_run(const RunArgs& args, std::ostream& out) {
     }
   }
 
-  const Trace trace = load_trace(args.trace);
+  if (args.wants_log() && runs.size() != 1) {
+    const std::string flag = !args.timeline_out.empty()       ? "--timeline"
+                             : !args.memory_map_out.empty()   ? "--memory-map"
+                             : !args.torch_snapshot_out.empty() ? "--torch-snapshot"
+                             : !args.plan_out.empty()         ? "--plan"
+                                                              : "--validate";
+    throw ConfigError(flag, "needs exactly one run (one allocator, one policy, one budget); this command makes " +
+                                std::to_string(runs.size()));
+  }
+
+  const Trace trace = load_trace(args.trace, config_limits(base));
   if (std::any_of(percents.begin(), percents.end(), [](const auto& p) { return p.has_value(); })) {
     const Bytes peak = summarize(trace).peak_live;
     for (std::size_t i = 0; i < runs.size(); ++i) {
@@ -91,21 +102,18 @@ int command_run(const RunArgs& args, std::ostream& out) {
     // models that can install that state: with --allocator all, skip the others.
     std::erase_if(runs, [&](const SimConfig& cfg) {
       const std::string name = cfg.doc.at("allocator").get<std::string>();
-      const auto& entry = builtin_components().allocators.get(name, "allocator", "allocator");
-      auto probe = entry.make(Params(name, entry.params), Bytes{1ULL << 30});
-      try {
-        (void)probe->seed({});
-        return false;
-      } catch (const SeedUnsupported&) {
-        std::cerr << "coopsim: note: skipping allocator " << name
-                  << ": it cannot start from the recorded state this trace begins with\n";
-        return true;
-      }
+      if (allocator_can_seed(name)) return false;
+      std::cerr << "coopsim: note: skipping allocator " << name
+                << ": it cannot start from the recorded state this trace begins with\n";
+      return true;
     });
   }
   std::vector<Report> reports;
   reports.reserve(runs.size());
-  for (const auto& cfg : runs) reports.push_back(run_simulation(cfg, trace));
+  RunLog log;
+  for (const auto& cfg : runs) {
+    reports.push_back(run_simulation(cfg, trace, builtin_components(), args.wants_log() ? &log : nullptr));
+  }
   Bytes largest;
   for (const auto& r : reports) largest = std::max(largest, r.budget);
   for (auto& r : reports) {
@@ -143,6 +151,9 @@ int command_run(const RunArgs& args, std::ostream& out) {
     } else {
       write_summary_table(out, reports);
     }
+  }
+  if (args.wants_log()) {
+    if (const int status = write_run_exports(args, trace, log, reports[0], std::cerr); status != 0) return status;
   }
   bool any_oom = false;
   for (const auto& r : reports) any_oom = any_oom || r.status == RunStatus::OutOfMemory;

@@ -3,13 +3,14 @@
 #include <sstream>
 
 #include "coopsim/error.hpp"
+#include "coopsim/limits.hpp"
 #include "coopsim/link.hpp"
 #include "coopsim/simulation.hpp"
 
 namespace coopsim {
 namespace {
 
-const char* const kTopKeys[] = {"allocator", "policy", "budget", "link", "engine", "params", "description"};
+const char* const kTopKeys[] = {"allocator", "policy", "budget", "link", "engine", "params", "limits", "description"};
 
 std::string top_keys_list() {
   std::string s;
@@ -116,6 +117,7 @@ void check_config(const SimConfig& cfg, const Components& c) {
     if (top.get_bytes("budget").value == 0) throw ConfigError("budget", "must be greater than 0");
     (void)make_link(Params("link", cfg.doc.value("link", nlohmann::json::object()), link_param_docs()));
     (void)Params("engine", cfg.doc.value("engine", nlohmann::json::object()), engine_param_docs());
+    (void)limits_from_json(cfg.doc.value("limits", nlohmann::json()));
     const nlohmann::json params = cfg.doc.value("params", nlohmann::json::object());
     if (!params.is_object()) throw ConfigError("params", "expected an object keyed by component name");
     for (const auto& [name, obj] : params.items()) {

@@ -9,7 +9,15 @@ Residency Engine::residency(TensorId t) const {
   if (!remat_) return residency_[index_of(t)];
   const std::uint32_t v = current_[index_of(t)];
   if (v == kNoIndex) return Residency::NotAllocated;
-  return graph_.value(v).state == ValueState::Resident ? Residency::Resident : Residency::Evicted;
+  switch (graph_.value(v).state) {
+    case ValueState::Resident: return Residency::Resident;
+    case ValueState::SwappingOut: return Residency::SwappingOut;
+    case ValueState::SwappedOut: return Residency::SwappedOut;
+    case ValueState::SwappingIn: return Residency::SwappingIn;
+    case ValueState::Evicted:
+    case ValueState::Gone: break;
+  }
+  return Residency::Evicted;
 }
 
 bool Engine::pinned(TensorId t) const {
@@ -70,6 +78,7 @@ void Engine::free_storage(std::uint32_t t) {
     case Residency::Resident:
       alloc_.deallocate(blocks_[t]);
       ++rep_.counters.frees;
+      log_free(t, blocks_[t]);
       residency_[t] = Residency::NotAllocated;
       observe_memory();
       break;
@@ -124,6 +133,8 @@ void Engine::process(const TraceEvent& e) {
       allocate_storage(e.target, e.stream);
       if (oom_) break;
       residency_[e.target] = Residency::Resident;
+      version_[e.target] = 0;
+      log_alloc(e.target, blocks_[e.target], /*fresh=*/true);
       if (e.addr != 0) check_address(e.addr, blocks_[e.target].addr);
       break;
     case EventKind::Free:
@@ -134,6 +145,13 @@ void Engine::process(const TraceEvent& e) {
       pin_epoch_[s] = epoch_;
       ensure_resident(s);
       ++rep_.counters.accesses;
+      if (logging() && !oom_) {
+        LogRecord r;
+        r.kind = LogKind::Access;
+        r.start = r.end = now_;
+        r.event = static_cast<std::uint32_t>(index_);
+        opt_.log->add(r, {storage_ref(s)});
+      }
       break;
     }
     case EventKind::Compute: {
@@ -144,10 +162,12 @@ void Engine::process(const TraceEvent& e) {
       for (const auto* list : {&op.inputs, &op.outputs}) {
         for (TensorId x : *list) ensure_resident(trace_.storage_of(index_of(x)));
       }
+      const SimTime start = now_;
       now_ += op.duration;
       ideal_ += op.duration;
       op_time_ += op.duration;
       ++rep_.counters.computes;
+      if (logging() && !oom_) log_compute(e.target, start);
       break;
     }
     case EventKind::Iteration:
@@ -160,6 +180,10 @@ void Engine::process(const TraceEvent& e) {
 
 void Engine::run() {
   alloc_.prepare(trace_);
+  if (logging()) {
+    opt_.log->budget = opt_.budget;
+    opt_.log->address_aware = alloc_.address_aware();
+  }
   remat_ = policy_.remat_options();
   if (remat_) remat_setup();
   seed_initial_state();

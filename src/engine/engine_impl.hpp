@@ -17,10 +17,11 @@
 namespace coopsim::engine_detail {
 
 struct Completion {
-  SimTime time;
+  SimTime time;   // when the copy ends
+  SimTime start;  // when it began on its stream
   std::uint8_t priority;  // at equal time: swap-out completions (which free memory) first
   std::uint64_t seq;
-  std::uint32_t tensor;
+  std::uint32_t tensor;  // trace storage; under recompute policies the RematGraph value
   Direction direction;
   friend bool operator>(const Completion& a, const Completion& b) {
     if (a.time != b.time) return a.time > b.time;
@@ -41,7 +42,8 @@ class Engine final : public MemoryView {
         residency_(trace.tensors.size(), Residency::NotAllocated),
         blocks_(trace.tensors.size()),
         pin_epoch_(trace.tensors.size(), 0),
-        freed_in_flight_(trace.tensors.size(), 0) {}
+        freed_in_flight_(trace.tensors.size(), 0),
+        version_(trace.tensors.size(), 0) {}
 
   void run();
 
@@ -64,7 +66,11 @@ class Engine final : public MemoryView {
   [[nodiscard]] AllocatorStats allocator_stats() const override { return alloc_.stats(); }
   [[nodiscard]] const Allocator& allocator() const override { return alloc_; }
   [[nodiscard]] Bytes budget() const override { return opt_.budget; }
+  [[nodiscard]] const LinkModel& link() const override { return opt_.link; }
   [[nodiscard]] const RematGraph* remat() const override { return remat_ ? &graph_ : nullptr; }
+  [[nodiscard]] std::uint32_t current_value(TensorId t) const override {
+    return remat_ ? current_[index_of(t)] : kNoIndex;
+  }
   void count_scanned(std::uint64_t n) const override { scanned_ += n; }
 
  private:
@@ -78,6 +84,8 @@ class Engine final : public MemoryView {
   void apply(const std::vector<Action>& actions);
   void start_swap_out(std::uint32_t t);
   void start_swap_in(std::uint32_t t);
+  // Books a copy of `size` on the stream of direction `d`: [start, end).
+  std::pair<SimTime, SimTime> book_transfer(Direction d, Bytes size);
   void drain_until(SimTime t);
   bool wait_for_next_completion();
   void complete(const Completion& c);
@@ -96,9 +104,29 @@ class Engine final : public MemoryView {
   void evict_value(std::uint32_t value, bool forced);
   void release_value(std::uint32_t value);
   void drop_value(std::uint32_t value);
-  void free_block(const Block& b);
+  void free_block(std::uint32_t storage, const Block& b);
   void record_thrash();
   void check_remat_state() const;
+  // engine_hybrid.cpp: swaps under recompute policies (PoocH-like, Capuchin-like hybrids)
+  void remat_swap_out(std::uint32_t value);
+  bool remat_swap_in(std::uint32_t value);
+  void remat_complete(const Completion& c);
+  bool bring_back(std::uint32_t value);  // a swapped value made resident again (stalls)
+  [[nodiscard]] static bool in_swap(ValueState s) {
+    return s == ValueState::SwappingOut || s == ValueState::SwappedOut || s == ValueState::SwappingIn;
+  }
+  // engine_log.cpp: the run's event log (EngineOptions::log), written only when it is set
+  [[nodiscard]] bool logging() const { return opt_.log != nullptr; }
+  [[nodiscard]] LogRef storage_ref(std::uint32_t storage) const;  // swap engine
+  [[nodiscard]] LogRef value_ref(std::uint32_t value) const;      // recompute engine
+  void log_alloc(std::uint32_t storage, const Block& b, bool fresh);
+  void log_free(std::uint32_t storage, const Block& b);
+  void log_transfer(LogKind kind, const Completion& c, const LogRef& ref);
+  void log_stall(SimTime from, SimTime to);
+  void log_memory();
+  void log_compute(std::uint32_t op, SimTime start);  // swap engine: bumps versions, logs the op
+  std::uint32_t log_op(LogKind kind, std::uint32_t op, SimTime start, const std::vector<LogRef>& reads,
+                       const std::vector<LogRef>& writes, std::uint32_t origin = kNoRecord);
   template <class F>
   auto timed_policy_call(F&& f);
 
@@ -113,6 +141,7 @@ class Engine final : public MemoryView {
   std::vector<std::uint32_t> pin_epoch_;
   std::vector<std::uint8_t> freed_in_flight_;  // freed by the trace while a copy was in flight
   std::uint32_t epoch_ = 1;
+  std::vector<std::uint32_t> version_;  // per storage: writes since its trace allocation
 
   SimTime now_{0}, ideal_{0}, d2h_free_{0}, h2d_free_{0};
   std::int64_t t0_ = -1;
@@ -133,6 +162,9 @@ class Engine final : public MemoryView {
   std::vector<std::uint8_t> acc_grad_;
   SimTime thrash_at_{-1};
   SimTime op_time_{0};  // the trace's op time (executed ops, no recomputation)
+  std::vector<std::uint32_t> value_version_;  // content version of each value
+  std::vector<std::uint32_t> exec_record_;    // log record of each execution's first run
+  std::uint64_t logged_allocated_ = ~0ULL, logged_reserved_ = ~0ULL;
 };
 
 template <class F>

@@ -75,6 +75,13 @@ void Engine::remat_process(const TraceEvent& e) {
       if (!ok) return;
       graph_.touch(v);
       ++rep_.counters.accesses;
+      if (logging()) {
+        LogRecord r;
+        r.kind = LogKind::Access;
+        r.start = r.end = now_;
+        r.event = static_cast<std::uint32_t>(index_);
+        opt_.log->add(r, {value_ref(v)});
+      }
       break;
     }
     case EventKind::Compute:
@@ -92,17 +99,21 @@ void Engine::remat_alloc(const TraceEvent& e) {
   const std::uint32_t s = e.target;
   const TensorInfo& info = trace_.tensors[s];
   const std::uint32_t v = graph_.add_value(s, info.size, constant_role(info.role) || acc_grad_[s] != 0);
+  value_version_.resize(graph_.value_count(), 0);
+  version_[s] = 0;
   current_[s] = v;
   auto b = obtain_block(AllocRequest{info.size, e.stream, TensorId{s}});
   if (!b) return;
   graph_.place(v, *b);
+  log_alloc(s, *b, /*fresh=*/true);
   residency_[s] = Residency::Resident;
   if (e.addr != 0) check_address(e.addr, b->addr);
 }
 
-void Engine::free_block(const Block& b) {
+void Engine::free_block(std::uint32_t storage, const Block& b) {
   alloc_.deallocate(b);
   ++rep_.counters.frees;
+  log_free(storage, b);
   observe_memory();
 }
 
@@ -112,8 +123,16 @@ void Engine::evict_value(std::uint32_t v, bool forced) {
                            ", which is not resident and evictable");
   }
   const Block b = graph_.value(v).block;
+  if (logging()) {
+    LogRecord r;
+    r.kind = LogKind::Evict;
+    r.forced = forced;
+    r.start = r.end = now_;
+    r.event = static_cast<std::uint32_t>(index_);
+    opt_.log->add(r, {value_ref(v)});
+  }
   graph_.evict(v);
-  free_block(b);
+  free_block(graph_.value(v).storage, b);
   ++(forced ? rep_.counters.forced_evictions : rep_.counters.eager_evictions);
 }
 
@@ -127,7 +146,13 @@ void Engine::remat_free(std::uint32_t storage) {
 // The last external reference to `v` is gone (trace free, or replaced by copy-on-write).
 void Engine::release_value(std::uint32_t v) {
   graph_.set_released(v);
-  if (graph_.value(v).state != ValueState::Resident) return;  // evicted: stays recomputable
+  const ValueState state = graph_.value(v).state;
+  if (state == ValueState::SwappedOut) {  // on the host: kept only for evicted values needing it
+    if (!graph_.needed_by_evicted(v)) graph_.drop(v);
+    return;
+  }
+  // Evicted: stays recomputable. A copy in flight: decided when it completes.
+  if (state != ValueState::Resident) return;
   // Unevictable values (constants, random outputs, state, locked ones) are not recomputed.
   if (!graph_.value(v).unevictable && graph_.recomputable(v, trace_)) {
     switch (remat_->dealloc) {
@@ -160,7 +185,7 @@ void Engine::drop_value(std::uint32_t v) {
   graph_.lock_dependents(v);
   const Block b = graph_.value(v).block;
   graph_.drop(v);
-  free_block(b);
+  free_block(graph_.value(v).storage, b);
 }
 
 // Plan checks (engine.plan_checks, --paranoid): resident values hold disjoint blocks inside the budget, and the
@@ -171,7 +196,9 @@ void Engine::check_remat_state() const {
   const bool addresses = alloc_.address_aware();
   for (const auto& [addr, v] : graph_.resident_by_address()) {
     const RematValue& x = graph_.value(v);
-    if (x.state != ValueState::Resident || x.block.addr != addr) {
+    const bool holds_block = x.state == ValueState::Resident || x.state == ValueState::SwappingOut ||
+                             x.state == ValueState::SwappingIn;
+    if (!holds_block || x.block.addr != addr) {
       throw InvariantError("remat: address map out of date at value " + std::to_string(v));
     }
     if (addresses && addr < end) throw InvariantError("remat: resident blocks overlap at " + std::to_string(addr));
@@ -191,6 +218,7 @@ void Engine::record_thrash() {
 
 bool Engine::materialize(std::uint32_t target) {
   if (graph_.value(target).state == ValueState::Resident) return true;
+  if (in_swap(graph_.value(target).state)) return bring_back(target);
   struct Frame {
     std::uint32_t execution;
     std::uint32_t next_input;
@@ -210,6 +238,7 @@ bool Engine::materialize(std::uint32_t target) {
     const RematExecution& x = graph_.execution(f.execution);
     if (f.next_input < x.inputs.size()) {
       const std::uint32_t u = x.inputs[f.next_input];
+      if (in_swap(graph_.value(u).state) && !bring_back(u)) return false;
       if (graph_.value(u).state == ValueState::Resident) {
         graph_.pin(u);  // kept while its siblings are rematerialized
         ++f.next_input;
@@ -230,22 +259,38 @@ bool Engine::recompute(std::uint32_t execution, std::uint32_t keep) {
   const RematExecution& x = graph_.execution(execution);
   std::vector<std::uint32_t> placed;
   std::vector<Block> temporaries;
+  std::vector<std::uint32_t> temporary_of;  // their storages
   std::vector<std::uint32_t> outputs;
+  std::vector<LogRef> writes;
   for (std::uint32_t w : x.outputs) push_unique(outputs, w);
   for (std::uint32_t w : outputs) {
     const RematValue& wv = graph_.value(w);
     auto b = obtain_block(AllocRequest{wv.size, 0, TensorId{wv.storage}});
     if (!b) return false;
+    log_alloc(wv.storage, *b, /*fresh=*/false);
+    if (logging()) writes.push_back(LogRef{wv.storage, value_version_[w], b->addr, b->size});
     if (wv.state == ValueState::Evicted) {
       graph_.place(w, *b);
       graph_.pin(w);
       placed.push_back(w);
     } else {
-      temporaries.push_back(*b);  // a second copy of a resident or gone sibling
+      temporaries.push_back(*b);  // a second copy of a resident, swapped or gone sibling
+      temporary_of.push_back(wv.storage);
     }
   }
+  const SimTime start = now_;
   graph_.advance(x.cost);
   now_ += x.cost;
+  if (logging()) {
+    std::vector<LogRef> reads;
+    std::vector<std::uint32_t> seen;
+    for (std::uint32_t u : x.inputs) {
+      if (std::find(seen.begin(), seen.end(), u) != seen.end()) continue;
+      seen.push_back(u);
+      reads.push_back(value_ref(u));
+    }
+    log_op(LogKind::Recompute, x.op, start, reads, writes, exec_record_[execution]);
+  }
   ++rep_.time.recomputes;
   rep_.time.recompute_time += x.cost;
   for (std::uint32_t w : placed) graph_.computed(w);
@@ -254,13 +299,13 @@ bool Engine::recompute(std::uint32_t execution, std::uint32_t keep) {
     graph_.unpin(u);
   }
   for (std::uint32_t w : placed) graph_.unpin(w);
-  for (const Block& b : temporaries) free_block(b);
+  for (std::size_t i = 0; i < temporaries.size(); ++i) free_block(temporary_of[i], temporaries[i]);
   // Eager eviction after recompute: released values were only needed for this.
   std::vector<std::uint32_t> inputs;
   for (std::uint32_t u : x.inputs) push_unique(inputs, u);
   for (std::uint32_t u : inputs) {
     const RematValue& uv = graph_.value(u);
-    if (uv.released && uv.pins == 0 && uv.state == ValueState::Resident) evict_value(u, false);
+    if (uv.released && uv.pins == 0 && uv.state == ValueState::Resident && !uv.unevictable) evict_value(u, false);
   }
   for (std::uint32_t w : placed) {
     const RematValue& wv = graph_.value(w);
@@ -295,6 +340,17 @@ void Engine::remat_compute(std::uint32_t op_index) {
   for (std::uint32_t v : inputs) {
     if (!materialize(v)) return;
   }
+  // Storages the op writes without reading them may sit on the host (hybrid policies).
+  std::vector<std::uint32_t> fetched;
+  for (const auto* list : {&written, &mutated}) {
+    for (std::uint32_t s : *list) {
+      const std::uint32_t v = current_[s];
+      if (!in_swap(graph_.value(v).state)) continue;
+      graph_.pin(v);
+      fetched.push_back(v);
+      if (!bring_back(v)) return;
+    }
+  }
   for (std::uint32_t v : inputs) {  // plan check: the op never reads an absent value
     if (graph_.value(v).state != ValueState::Resident) throw std::logic_error("engine: op input not resident");
   }
@@ -304,6 +360,17 @@ void Engine::remat_compute(std::uint32_t op_index) {
   std::vector<std::uint32_t> replaced;      // old values of updated storages
   std::vector<std::uint32_t> hand_over;     // recomputable in-place: (old, new) pairs, flattened
   std::vector<Block> moved_away;            // copy-on-write constants: their old blocks
+  std::vector<std::uint32_t> moved_from;    // and their storages
+  std::vector<LogRef> reads_log, writes_log;
+  std::vector<std::uint32_t> written_values;  // value holding each written storage's new version
+  if (logging()) {
+    std::vector<std::uint32_t> seen;
+    for (std::uint32_t v : inputs) {
+      if (std::find(seen.begin(), seen.end(), v) != seen.end()) continue;
+      seen.push_back(v);
+      reads_log.push_back(value_ref(v));
+    }
+  }
   for (std::uint32_t s : written) {
     const std::uint32_t old = current_[s];
     const RematValue& ov = graph_.value(old);
@@ -312,25 +379,32 @@ void Engine::remat_compute(std::uint32_t op_index) {
       fresh.push_back(old);  // first computation (possibly by an in-place op on fresh memory)
       not_read.push_back(old);
       graph_.pin(old);
+      written_values.push_back(old);
       continue;
     }
     if (ov.producer == kNoIndex) {
       // A constant updated in place: no history to keep. Copy-on-write moves it.
+      written_values.push_back(old);
       if (!cow) continue;
       auto b = obtain_block(AllocRequest{ov.size, 0, TensorId{s}});
       if (!b) return;
+      log_alloc(s, *b, /*fresh=*/false);
       moved_away.push_back(graph_.value(old).block);
+      moved_from.push_back(s);
       graph_.drop(old);
       graph_.place(old, *b);
       continue;
     }
     const std::uint32_t n = graph_.add_value(s, ov.size, graph_.value(old).unevictable);
+    value_version_.resize(graph_.value_count(), 0);
+    written_values.push_back(n);
     current_[s] = n;
     replaced.push_back(old);
     fresh.push_back(n);
     if (cow) {
       auto b = obtain_block(AllocRequest{graph_.value(n).size, 0, TensorId{s}});
       if (!b) return;
+      log_alloc(s, *b, /*fresh=*/false);
       graph_.place(n, *b);
       graph_.pin(n);
     } else {
@@ -339,6 +413,7 @@ void Engine::remat_compute(std::uint32_t op_index) {
     }
   }
 
+  const SimTime start = now_;
   graph_.advance(op.duration);
   now_ += op.duration;
   ideal_ += op.duration;
@@ -362,6 +437,19 @@ void Engine::remat_compute(std::uint32_t op_index) {
     if (op.random) graph_.set_unevictable(v);
     graph_.computed(v);
   }
+  // Content versions: each written storage, and each mutated state storage, gets the next one.
+  for (std::uint32_t v : written_values) value_version_[v] = ++version_[graph_.value(v).storage];
+  for (std::uint32_t s : mutated) {  // state mutated by an op with outputs of its own
+    if (std::find(written.begin(), written.end(), s) != written.end()) continue;
+    value_version_[current_[s]] = ++version_[s];
+    written_values.push_back(current_[s]);
+  }
+  if (logging()) {
+    for (std::uint32_t v : written_values) writes_log.push_back(value_ref(v));
+    exec_record_.resize(exec + 1, kNoRecord);
+    exec_record_[exec] = log_op(LogKind::Compute, op_index, start, reads_log, writes_log);
+  }
+  for (std::uint32_t v : fetched) graph_.unpin(v);
   for (std::uint32_t v : inputs) {
     graph_.touch(v);
     graph_.unpin(v);
@@ -373,7 +461,7 @@ void Engine::remat_compute(std::uint32_t op_index) {
     }
   }
   for (std::uint32_t old : replaced) release_value(old);
-  for (const Block& b : moved_away) free_block(b);
+  for (std::size_t i = 0; i < moved_away.size(); ++i) free_block(moved_from[i], moved_away[i]);
 }
 
 }  // namespace coopsim::engine_detail

@@ -16,6 +16,7 @@ void Engine::observe_memory() {
   } else if (s.reserved == m.peak_reserved) {
     m.allocated_at_reserved_peak = std::max(m.allocated_at_reserved_peak, s.allocated);
   }
+  log_memory();
 }
 
 void Engine::check_address(std::uint64_t recorded, std::uint64_t placed) {
@@ -95,6 +96,7 @@ void Engine::seed_initial_state() {
   for (std::size_t i = 0; i < owners.size(); ++i) {
     blocks_[owners[i]] = placed[i];
     residency_[owners[i]] = Residency::Resident;
+    log_alloc(owners[i], placed[i], /*fresh=*/true);
   }
 }
 

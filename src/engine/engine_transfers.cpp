@@ -4,16 +4,25 @@
 namespace coopsim::engine_detail {
 
 void Engine::complete(const Completion& c) {
+  if (remat_) {
+    remat_complete(c);
+    return;
+  }
   const std::uint32_t t = c.tensor;
   if (c.direction == Direction::DeviceToHost) {
     --swap_outs_in_flight_;
+    log_transfer(LogKind::SwapOut, c, storage_ref(t));
     alloc_.deallocate(blocks_[t]);
     ++rep_.counters.frees;
+    log_free(t, blocks_[t]);
     residency_[t] = freed_in_flight_[t] ? Residency::NotAllocated : Residency::SwappedOut;
   } else if (freed_in_flight_[t]) {
+    log_transfer(LogKind::SwapIn, c, storage_ref(t));
     alloc_.deallocate(blocks_[t]);
+    log_free(t, blocks_[t]);
     residency_[t] = Residency::NotAllocated;
   } else {
+    log_transfer(LogKind::SwapIn, c, storage_ref(t));
     residency_[t] = Residency::Resident;
   }
   freed_in_flight_[t] = 0;
@@ -34,11 +43,20 @@ bool Engine::wait_for_next_completion() {
   const Completion c = queue_.top();
   queue_.pop();
   if (c.time > now_) {
+    log_stall(now_, c.time);
     rep_.time.stall += c.time - now_;
     now_ = c.time;
   }
   complete(c);
   return true;
+}
+
+std::pair<SimTime, SimTime> Engine::book_transfer(Direction d, Bytes size) {
+  SimTime& stream_free = d == Direction::DeviceToHost ? d2h_free_ : h2d_free_;
+  const SimTime start = opt_.link.serial ? std::max(now_, stream_free) : now_;
+  const SimTime end = start + opt_.link.transfer_time(d, size);
+  stream_free = end;
+  return {start, end};
 }
 
 void Engine::start_swap_out(std::uint32_t t) {
@@ -48,11 +66,9 @@ void Engine::start_swap_out(std::uint32_t t) {
                            ", which is not resident or is in use");
   }
   const Bytes size = trace_.tensors[t].size;
-  const SimTime start = opt_.link.serial ? std::max(now_, d2h_free_) : now_;
-  const SimTime end = start + opt_.link.transfer_time(Direction::DeviceToHost, size);
-  d2h_free_ = end;
+  const auto [start, end] = book_transfer(Direction::DeviceToHost, size);
   residency_[t] = Residency::SwappingOut;
-  queue_.push({end, 0, seq_++, t, Direction::DeviceToHost});
+  queue_.push({end, start, 0, seq_++, t, Direction::DeviceToHost});
   ++swap_outs_in_flight_;
   ++rep_.time.swap_outs;
   rep_.time.swap_out_bytes += size;
@@ -64,12 +80,11 @@ void Engine::start_swap_in(std::uint32_t t) {
                            ", which is not swapped out");
   }
   if (!allocate_storage(t, blocks_[t].stream)) return;  // OOM recorded
+  log_alloc(t, blocks_[t], /*fresh=*/false);
   const Bytes size = trace_.tensors[t].size;
-  const SimTime start = opt_.link.serial ? std::max(now_, h2d_free_) : now_;
-  const SimTime end = start + opt_.link.transfer_time(Direction::HostToDevice, size);
-  h2d_free_ = end;
+  const auto [start, end] = book_transfer(Direction::HostToDevice, size);
   residency_[t] = Residency::SwappingIn;
-  queue_.push({end, 1, seq_++, t, Direction::HostToDevice});
+  queue_.push({end, start, 1, seq_++, t, Direction::HostToDevice});
   ++rep_.time.swap_ins;
   rep_.time.swap_in_bytes += size;
 }
@@ -82,9 +97,18 @@ void Engine::apply(const std::vector<Action>& actions) {
       evict_value(a.value, /*forced=*/true);
       continue;
     }
-    if (remat_) throw std::logic_error("a recompute policy asked for a swap: swap actions need a swap policy");
     const std::uint32_t t = index_of(a.tensor);
     if (t >= residency_.size()) throw std::logic_error("policy named an unknown tensor");
+    if (remat_) {  // hybrid policies: the storage's current value moves
+      const std::uint32_t v = current_[trace_.storage_of(t)];
+      if (v == kNoIndex) throw std::logic_error("policy asked to swap a tensor that is not allocated");
+      if (a.kind == Action::Kind::SwapOut) {
+        remat_swap_out(v);
+      } else {
+        remat_swap_in(v);
+      }
+      continue;
+    }
     if (a.kind == Action::Kind::SwapOut) {
       start_swap_out(t);
     } else {

@@ -43,8 +43,8 @@ using dtr_detail::quote;
 
 class DtrConverter {
  public:
-  DtrConverter(const std::string& path, const DtrOptions& options)
-      : reader_(path), options_(options), refs_(path) {}
+  DtrConverter(const std::string& path, const DtrOptions& options, const Limits& limits)
+      : reader_(path, limits.max_input_bytes), options_(options), refs_(path) {}
 
   Trace run() {
     header();
@@ -363,8 +363,10 @@ class DtrConverter {
 
 }  // namespace
 
-Trace import_dtr_log(const std::string& path, const DtrOptions& options) {
-  return DtrConverter(path, options).run();
+Trace import_dtr_log(const std::string& path, const DtrOptions& options, const Limits& limits) {
+  Trace t = DtrConverter(path, options, limits).run();
+  check_limits(t, limits, path);
+  return t;
 }
 
 }  // namespace coopsim

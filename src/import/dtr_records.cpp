@@ -10,9 +10,11 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <unordered_set>
 #include <utility>
 
 #include "coopsim/error.hpp"
+#include "coopsim/limits.hpp"
 
 namespace coopsim::dtr_detail {
 namespace {
@@ -237,7 +239,8 @@ std::string quote(std::string_view s) {
   return out + "'";
 }
 
-DtrLogReader::DtrLogReader(std::string path) : path_(std::move(path)), buf_(kChunk) {
+DtrLogReader::DtrLogReader(std::string path, std::uint64_t max_bytes)
+    : path_(std::move(path)), buf_(kChunk), max_bytes_(max_bytes) {
   errno = 0;
   file_ = gzopen(path_.c_str(), "rb");
   if (file_ == nullptr) {
@@ -271,6 +274,10 @@ bool DtrLogReader::read_line(std::string& line, bool& no_newline) {
   no_newline = false;
   for (;;) {
     if (pos_ == len_) {
+      if (over_) {  // the line holding the first byte over the cap
+        ++line_;
+        fail(limit_problem(max_bytes_, "bytes of input", "max_input_bytes"));
+      }
       if (eof_) {
         if (line.empty()) return false;
         no_newline = true;
@@ -285,6 +292,11 @@ bool DtrLogReader::read_line(std::string& line, bool& no_newline) {
       }
       pos_ = 0;
       len_ = static_cast<std::size_t>(n);
+      if (len_ > max_bytes_ - total_) {
+        len_ = static_cast<std::size_t>(max_bytes_ - total_);
+        over_ = true;
+      }
+      total_ += len_;
     }
     const char* p = buf_.data() + pos_;
     const auto avail = len_ - pos_;
@@ -314,15 +326,13 @@ bool DtrLogReader::next(DtrRecord& out) {
     if (text.find_first_not_of(" \t\r") == std::string_view::npos) continue;        // blank line
 
     // Duplicate top-level keys are refused: Python's json keeps the last one silently.
-    std::vector<std::string> keys;
+    // A hash set keeps the check linear in the line length, however many keys a line has.
+    std::unordered_set<std::string> keys;
     std::string duplicate;
     const json::parser_callback_t on_event = [&](int depth, json::parse_event_t event, json& parsed) {
       if (event == json::parse_event_t::key && depth == 1 && duplicate.empty()) {
         const auto& key = parsed.get_ref<const std::string&>();
-        for (const auto& k : keys) {
-          if (k == key) duplicate = key;
-        }
-        keys.push_back(key);
+        if (!keys.insert(key).second) duplicate = key;
       }
       return true;
     };

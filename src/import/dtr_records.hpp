@@ -37,11 +37,12 @@ struct DtrRecord {
 };
 
 // Streams a log (plain or gzip, detected by zlib) and parses each non-blank line into a
-// DtrRecord. Throws TraceError("file:line: problem") on unreadable files, malformed JSON,
-// unknown instructions, missing fields and values of the wrong type or form.
+// DtrRecord. Throws TraceError("file:line: problem") on unreadable files, more than `max_bytes`
+// decompressed bytes (limits.max_input_bytes), malformed JSON, unknown instructions, missing
+// fields and values of the wrong type or form.
 class DtrLogReader {
  public:
-  explicit DtrLogReader(std::string path);
+  DtrLogReader(std::string path, std::uint64_t max_bytes);
   ~DtrLogReader();
   DtrLogReader(const DtrLogReader&) = delete;
   DtrLogReader& operator=(const DtrLogReader&) = delete;
@@ -62,6 +63,8 @@ class DtrLogReader {
   gzFile file_ = nullptr;
   std::vector<char> buf_;
   std::size_t pos_ = 0, len_ = 0;
+  std::uint64_t max_bytes_, total_ = 0;  // decompressed bytes: the cap and those read so far
+  bool over_ = false;                    // the bytes past the cap were cut off the last read
   bool eof_ = false;
   std::uint64_t line_ = 0;
 };

@@ -356,10 +356,10 @@ class Converter {
 
 }  // namespace
 
-Trace import_kineto(const std::string& path, const KinetoOptions& options) {
+Trace import_kineto(const std::string& path, const KinetoOptions& options, const Limits& limits) {
   if (options.device < 0) throw ConfigError("device", fmt::format("must be a CUDA device index >= 0 (got {})", options.device));
   Collector collector(path, options.device);
-  TopLevel top = read_kineto_json(path, [&](RawEvent& e) { collector.add(e); });
+  TopLevel top = read_kineto_json(path, limits.max_input_bytes, [&](RawEvent& e) { collector.add(e); });
   Collected& c = collector.result();
   if (!c.devices_seen.empty() && c.devices_seen.count(options.device) == 0) {
     std::string seen;
@@ -367,7 +367,9 @@ Trace import_kineto(const std::string& path, const KinetoOptions& options) {
     throw Error(fmt::format("{}: device {} has no [memory] events or GPU activity in this trace (devices with events: {})",
                             path, options.device, seen));
   }
-  return Converter(path, options, std::move(top), c).run();
+  Trace t = Converter(path, options, std::move(top), c).run();
+  check_limits(t, limits, path);
+  return t;
 }
 
 }  // namespace coopsim

@@ -43,7 +43,9 @@ struct TopLevel {
 // Streams a Kineto / Chrome trace (plain or gzip, detected from the content) and calls
 // on_event for each element of traceEvents in file order; keeps only the other top-level
 // fields. Throws TraceError for unreadable files, malformed JSON and a missing traceEvents.
-TopLevel read_kineto_json(const std::string& path, const std::function<void(RawEvent&)>& on_event);
+// Stops with "file:line: more than N bytes of input (limits.max_input_bytes)" past `max_bytes`.
+TopLevel read_kineto_json(const std::string& path, std::uint64_t max_bytes,
+                          const std::function<void(RawEvent&)>& on_event);
 
 // Exact decimal conversion of a JSON number's text in microseconds to nanoseconds, rounding
 // digits beyond the nanosecond to nearest (halves away from zero). nullopt on overflow.

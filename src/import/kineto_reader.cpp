@@ -12,6 +12,7 @@
 #include <istream>
 
 #include "coopsim/error.hpp"
+#include "coopsim/limits.hpp"
 #include "kineto_detail.hpp"
 
 namespace coopsim::kineto_detail {
@@ -25,7 +26,7 @@ constexpr std::size_t kMaxDepth = 256;
 // zlib input as a streambuf that counts the lines it has handed out.
 class GzInput : public std::streambuf {
  public:
-  explicit GzInput(const std::string& path) : path_(path), buf_(kBuffer) {
+  GzInput(const std::string& path, std::uint64_t max_bytes) : path_(path), buf_(kBuffer), max_bytes_(max_bytes) {
     errno = 0;
     file_ = gzopen(path.c_str(), "rb");
     if (file_ == nullptr) {
@@ -56,10 +57,20 @@ class GzInput : public std::streambuf {
     if (gptr() < egptr()) return traits_type::to_int_type(*gptr());
     count_to(egptr());
     if (!problem_.empty()) return traits_type::eof();
-    const int n = gzread(file_, buf_.data(), static_cast<unsigned>(buf_.size()));
+    if (over_) {  // the bytes before the cap are consumed: the next one is over it
+      problem_line_ = lines_ + 1;
+      problem_ = limit_problem(max_bytes_, "bytes of input", "max_input_bytes");
+      return traits_type::eof();
+    }
+    int n = gzread(file_, buf_.data(), static_cast<unsigned>(buf_.size()));
     if (n <= 0) {
       record_problem();
       return traits_type::eof();
+    }
+    if (static_cast<std::uint64_t>(n) > max_bytes_ - total_) {
+      n = static_cast<int>(max_bytes_ - total_);
+      over_ = true;
+      if (n == 0) return underflow();
     }
     total_ += static_cast<std::uint64_t>(n);
     setg(buf_.data(), buf_.data(), buf_.data() + n);
@@ -94,6 +105,8 @@ class GzInput : public std::streambuf {
   std::vector<char> buf_;
   const char* counted_ = nullptr;
   std::uint64_t lines_ = 0, total_ = 0;
+  std::uint64_t max_bytes_;  // limits.max_input_bytes
+  bool over_ = false;        // the last read was cut at the cap
   std::string problem_;
   std::uint64_t problem_line_ = 0;
 };
@@ -279,8 +292,9 @@ class Sax {
 
 // Quotes a string for an error message: '...', control characters, quotes and backslashes as
 // \xNN, shortened to about 40 bytes (the style of the trace loader's messages).
-TopLevel read_kineto_json(const std::string& path, const std::function<void(RawEvent&)>& on_event) {
-  GzInput in(path);
+TopLevel read_kineto_json(const std::string& path, std::uint64_t max_bytes,
+                          const std::function<void(RawEvent&)>& on_event) {
+  GzInput in(path, max_bytes);
   std::istream stream(&in);
   Sax sax(path, in, on_event);
   const bool ok = json::sax_parse(stream, &sax, json::input_format_t::json, true, false);

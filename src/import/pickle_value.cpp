@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "coopsim/limits.hpp"
 #include "pickle_detail.hpp"
 
 namespace coopsim::pickle {
@@ -157,7 +158,7 @@ void check_gz(gzFile f, const std::string& path) {
 
 }  // namespace
 
-ValuePtr parse_file(const std::string& path) {
+ValuePtr parse_file(const std::string& path, std::uint64_t max_bytes) {
   errno = 0;
   const std::unique_ptr<gzFile_s, GzCloser> file(gzopen(path.c_str(), "rb"));
   if (!file) {
@@ -174,6 +175,7 @@ ValuePtr parse_file(const std::string& path) {
     if (n < 0) check_gz(file.get(), path);
     bytes.resize(have + static_cast<std::size_t>(n > 0 ? n : 0));
     if (n <= 0) break;
+    if (bytes.size() > max_bytes) file_error(path, limit_problem(max_bytes, "bytes of input", "max_input_bytes"));
     if (bytes.size() > kMaxInputBytes) {
       file_error(path, fmt::format("more than {} MiB of pickle data; refusing", kMaxInputBytes >> 20));
     }

@@ -243,9 +243,11 @@ Trace import_value(const pickle::Value& root, const std::string& path, const Tor
 
 }  // namespace torch_snapshot
 
-Trace import_torch_snapshot(const std::string& path, const TorchSnapshotOptions& options) {
-  const pickle::ValuePtr root = pickle::parse_file(path);
-  return torch_snapshot::import_value(*root, path, options);
+Trace import_torch_snapshot(const std::string& path, const TorchSnapshotOptions& options, const Limits& limits) {
+  const pickle::ValuePtr root = pickle::parse_file(path, limits.max_input_bytes);
+  Trace t = torch_snapshot::import_value(*root, path, options);
+  check_limits(t, limits, path);
+  return t;
 }
 
 }  // namespace coopsim

@@ -75,6 +75,31 @@ void RematGraph::drop(std::uint32_t v) {
   x.state = ValueState::Gone;
 }
 
+void RematGraph::begin_swap_out(std::uint32_t v) {
+  if (values_[v].state != ValueState::Resident) throw std::logic_error("remat graph: swap-out of a value not resident");
+  values_[v].state = ValueState::SwappingOut;
+}
+
+void RematGraph::finish_swap_out(std::uint32_t v) {
+  RematValue& x = values_[v];
+  if (x.state != ValueState::SwappingOut) throw std::logic_error("remat graph: swap-out completion out of order");
+  by_addr_.erase(x.block.addr);
+  x.state = ValueState::SwappedOut;
+}
+
+void RematGraph::begin_swap_in(std::uint32_t v, const Block& b) {
+  RematValue& x = values_[v];
+  if (x.state != ValueState::SwappedOut) throw std::logic_error("remat graph: swap-in of a value not swapped out");
+  x.block = b;
+  x.state = ValueState::SwappingIn;
+  if (!by_addr_.emplace(b.addr, v).second) throw std::logic_error("remat graph: two values at one address");
+}
+
+void RematGraph::finish_swap_in(std::uint32_t v) {
+  if (values_[v].state != ValueState::SwappingIn) throw std::logic_error("remat graph: swap-in completion out of order");
+  values_[v].state = ValueState::Resident;
+}
+
 void RematGraph::computed(std::uint32_t v) {
   // update_after_compute: the class loses this member's cost; the value starts a new class.
   const std::uint32_t r = find_root(v);
@@ -186,7 +211,8 @@ bool RematGraph::needed_by_evicted(std::uint32_t v) const {
 
 void RematGraph::lock_dependents(std::uint32_t v) {
   walk_descendants(v, [&](std::uint32_t w) {
-    if (values_[w].state == ValueState::Resident) values_[w].unevictable = true;
+    // Resident, or with its contents on the host: it must never be dropped to recompute.
+    if (values_[w].state != ValueState::Evicted && values_[w].state != ValueState::Gone) values_[w].unevictable = true;
     return true;
   });
 }

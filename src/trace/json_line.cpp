@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <unordered_set>
 
 namespace coopsim::trace_detail {
 namespace {
@@ -107,14 +108,30 @@ bool JsonLine::parse_members(Member&& member) {
 }
 
 bool JsonLine::parse_top_object() {
-  return parse_members([this](std::string_view key) {
-    for (const auto& f : fields_) {
-      if (f.key.size() == key.size() && !key.empty() && f.key[0] == key[0] &&
-          std::memcmp(f.key.data(), key.data(), key.size()) == 0) {
-        duplicate_ = true;
-        error_ = quote(key);
-        return false;
+  // Records have a handful of keys, checked by a linear scan; a line with many keys (hostile or
+  // broken input) switches to a hash set, so that the check stays linear in the line length.
+  constexpr std::size_t kLinearKeys = 16;
+  std::unordered_set<std::string_view> seen;
+  auto repeated = [&](std::string_view key) {
+    if (fields_.size() < kLinearKeys) {
+      for (const auto& f : fields_) {
+        if (f.key.size() == key.size() &&
+            (key.empty() || (f.key[0] == key[0] && std::memcmp(f.key.data(), key.data(), key.size()) == 0))) {
+          return true;
+        }
       }
+      return false;
+    }
+    if (seen.empty()) {
+      for (const auto& f : fields_) seen.insert(f.key);
+    }
+    return !seen.insert(key).second;
+  };
+  return parse_members([this, &repeated](std::string_view key) {
+    if (repeated(key)) {
+      duplicate_ = true;
+      error_ = quote(key);
+      return false;
     }
     JField& f = fields_.emplace_back();
     f.key = key;

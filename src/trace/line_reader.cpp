@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "coopsim/error.hpp"
+#include "coopsim/limits.hpp"
 #include "trace_detail.hpp"
 
 namespace coopsim::trace_detail {
@@ -48,6 +49,7 @@ std::uint64_t LineReader::run(LineSink& sink) {
   std::string carry;  // a line split across chunks
   std::uint64_t line = 0;
   std::uint64_t hash = kFnvOffset;
+  std::uint64_t total = 0;  // decompressed bytes so far
   auto too_long = [&] {
     throw TraceError(path_, line + 1, fmt::format("line is longer than {} MiB", kMaxLine >> 20));
   };
@@ -55,8 +57,13 @@ std::uint64_t LineReader::run(LineSink& sink) {
     const int n = gzread(file.get(), buf.data(), static_cast<unsigned>(buf.size()));
     if (n < 0) check_gz(file.get(), path_, line + 1);
     if (n == 0) break;
+    // Bytes past the cap are not parsed: the lines before it are, so the error (at the line
+    // holding the first byte over the cap) does not depend on the chunk size.
+    const bool over = static_cast<std::uint64_t>(n) > max_bytes_ - total;
+    const std::size_t usable = over ? static_cast<std::size_t>(max_bytes_ - total) : static_cast<std::size_t>(n);
+    total += usable;
     const char* p = buf.data();
-    const char* end = p + n;
+    const char* end = p + usable;
     // The hash is computed line by line, just before each line is parsed, so that the CPU can
     // overlap its serial multiply chain with the parsing work.
     while (p < end) {
@@ -78,6 +85,7 @@ std::uint64_t LineReader::run(LineSink& sink) {
       }
       p = nl + 1;
     }
+    if (over) throw TraceError(path_, line + 1, limit_problem(max_bytes_, "bytes of input", "max_input_bytes"));
   }
   check_gz(file.get(), path_, line + 1);  // a truncated or corrupt stream ends the reads early
   if (!carry.empty()) sink.on_line(carry, ++line, true);

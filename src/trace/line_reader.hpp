@@ -19,19 +19,21 @@ class LineSink {
 };
 
 // Throws TraceError("path:line: problem") for an unreadable file (line 0), a line over kMaxLine
-// bytes, or a damaged or truncated gzip stream (at the line being read).
+// bytes, more than `max_bytes` decompressed bytes (limits.max_input_bytes), or a damaged or
+// truncated gzip stream (at the line being read).
 class LineReader {
  public:
   static constexpr std::size_t kChunk = 1 << 18;                 // bytes per gzread
   static constexpr std::size_t kMaxLine = std::size_t{64} << 20;  // longest accepted line
 
-  explicit LineReader(std::string path) : path_(std::move(path)) {}
+  LineReader(std::string path, std::uint64_t max_bytes) : path_(std::move(path)), max_bytes_(max_bytes) {}
   // Feeds every line to `sink`; returns the number of lines read.
   std::uint64_t run(LineSink& sink);
   [[nodiscard]] std::uint64_t hash() const { return hash_; }
 
  private:
   std::string path_;
+  std::uint64_t max_bytes_;
   std::uint64_t hash_ = 0;
 };
 

@@ -41,7 +41,7 @@ std::string describe_json(const nlohmann::json& j) {
 }  // namespace
 
 Trace Loader::run() {
-  LineReader reader(path_);
+  LineReader reader(path_, limits_.max_input_bytes);
   line_ = reader.run(*this);
   finish();
   trace_.content_hash = reader.hash();
@@ -225,6 +225,11 @@ void Loader::read_t_stream(TraceEvent& e) {
   }
 }
 
+void Loader::push_event(const TraceEvent& e) {
+  if (trace_.events.size() >= limits_.max_events) fail(limit_problem(limits_.max_events, "events", "max_events"));
+  trace_.events.push_back(e);
+}
+
 std::uint32_t Loader::tensor_ref(std::uint64_t id, std::string_view what) const {
   const std::uint32_t idx = tensor_ids_.find(id);
   if (idx == kNoIndex) fail(fmt::format("{} of undefined tensor {}", what, id));
@@ -233,6 +238,6 @@ std::uint32_t Loader::tensor_ref(std::uint64_t id, std::string_view what) const 
 
 }  // namespace trace_detail
 
-Trace load_trace(const std::string& path) { return trace_detail::Loader(path).run(); }
+Trace load_trace(const std::string& path, const Limits& limits) { return trace_detail::Loader(path, limits).run(); }
 
 }  // namespace coopsim

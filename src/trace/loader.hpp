@@ -63,7 +63,7 @@ class IdMap {
 
 class Loader final : public LineSink {
  public:
-  explicit Loader(const std::string& path) : path_(path) { trace_.path = path; }
+  Loader(const std::string& path, const Limits& limits) : path_(path), limits_(limits) { trace_.path = path; }
   Trace run();
   void on_line(std::string_view line, std::uint64_t number, bool no_newline) override;
 
@@ -99,10 +99,12 @@ class Loader final : public LineSink {
   std::uint16_t read_stream() const;     // optional "stream", default 0
   void read_t_stream(TraceEvent& e);     // optional "t" (non-decreasing) and "stream"
   std::uint32_t tensor_ref(std::uint64_t id, std::string_view what) const;
+  void push_event(const TraceEvent& e);  // limits.max_events
 
   // loader_definitions.cpp
   void on_tensor();
   void tensor_list(Key k, std::uint64_t op_id, std::vector<TensorId>& out) const;
+  void mark_op_tensors(const OpInfo& op);  // fills in_mark_ / out_mark_ for the op being read
   void on_op();
   void add_view(OpInfo& op, std::uint64_t op_id, std::uint32_t out, std::uint32_t in, std::uint64_t out_id,
                 std::uint64_t in_id);
@@ -124,6 +126,7 @@ class Loader final : public LineSink {
   void on_segment_address();
 
   std::string path_;
+  Limits limits_;
   Trace trace_;
   JsonLine json_;
   JsonLine inner_;  // nested objects (the blocks of a segment record)
@@ -136,6 +139,10 @@ class Loader final : public LineSink {
   std::vector<std::uint64_t> tensor_def_line_, op_def_line_;
   std::vector<Life> life_;
   std::vector<std::uint8_t> is_base_;  // tensor is the storage root of at least one view
+  // Membership of the op being read: in_mark_[t] == op_epoch_ when tensor t is one of its
+  // inputs (out_mark_: outputs), so that mutates and views are checked in linear time.
+  std::vector<std::uint32_t> in_mark_, out_mark_;
+  std::uint32_t op_epoch_ = 0;
   std::int64_t last_time_ = 0;
   std::uint64_t last_time_line_ = 0;
   std::uint64_t iterations_seen_ = 0;

@@ -1,20 +1,13 @@
 // Trace v1 loader: tensor and op definitions, including view declarations (see loader.hpp).
 #include "loader.hpp"
 
+#include <algorithm>
+
 namespace coopsim::trace_detail {
-namespace {
-
-bool contains(const std::vector<TensorId>& v, TensorId t) {
-  for (const TensorId x : v) {
-    if (x == t) return true;
-  }
-  return false;
-}
-
-}  // namespace
 
 void Loader::on_tensor() {
   const std::uint64_t id = req_u64(kId);
+  if (trace_.tensors.size() >= limits_.max_tensors) fail(limit_problem(limits_.max_tensors, "tensors", "max_tensors"));
   if (const std::uint32_t prev = tensor_ids_.find(id); prev != kNoIndex) {
     fail(fmt::format("duplicate tensor id {} (first defined at line {})", id, tensor_def_line_[prev]));
   }
@@ -55,6 +48,10 @@ void Loader::tensor_list(Key k, std::uint64_t op_id, std::vector<TensorId>& out)
   const JValue* v = slot_[k];
   if (v == nullptr) return;
   if (v->type != JType::Array) bad(fmt::format("op {}", op_id), k, "an array of tensor ids", *v);
+  if (v->count > limits_.max_op_fan_in) {
+    fail(fmt::format("op {}: field '{}': {}", op_id, key_name(k),
+                     limit_problem(limits_.max_op_fan_in, "tensors", "max_op_fan_in")));
+  }
   out.reserve(v->count);
   for (std::uint32_t i = 0; i < v->count; ++i) {
     const JValue& el = json_.element(v->first + i);
@@ -85,8 +82,9 @@ void Loader::on_op() {
   tensor_list(kInputs, id, op.inputs);
   tensor_list(kOutputs, id, op.outputs);
   tensor_list(kMutates, id, op.mutated);
+  mark_op_tensors(op);
   for (const TensorId m : op.mutated) {
-    if (!contains(op.inputs, m)) {
+    if (in_mark_[index_of(m)] != op_epoch_) {
       fail(fmt::format("op {}: mutates tensor {}, which is not an input of the op", id,
                        trace_.tensors[index_of(m)].file_id));
     }
@@ -94,6 +92,9 @@ void Loader::on_op() {
   if (const JValue* views = slot_[kViews]) {
     constexpr std::string_view kWhat = "an array of [output, input] tensor id pairs";
     if (views->type != JType::Array) bad(prefix, kViews, kWhat, *views);
+    if (views->count > limits_.max_op_fan_in) {
+      fail(fmt::format("op {}: field 'views': {}", id, limit_problem(limits_.max_op_fan_in, "pairs", "max_op_fan_in")));
+    }
     for (std::uint32_t i = 0; i < views->count; ++i) {
       const JValue& pair = json_.element(views->first + i);
       std::uint64_t out_id = 0, in_id = 0;
@@ -120,13 +121,27 @@ void Loader::on_op() {
   op_def_line_.push_back(line_);
 }
 
+void Loader::mark_op_tensors(const OpInfo& op) {
+  if (in_mark_.size() < trace_.tensors.size()) {
+    in_mark_.resize(trace_.tensors.size(), 0);
+    out_mark_.resize(trace_.tensors.size(), 0);
+  }
+  if (++op_epoch_ == 0) {  // wrapped: forget every old mark
+    std::fill(in_mark_.begin(), in_mark_.end(), 0);
+    std::fill(out_mark_.begin(), out_mark_.end(), 0);
+    op_epoch_ = 1;
+  }
+  for (const TensorId t : op.inputs) in_mark_[index_of(t)] = op_epoch_;
+  for (const TensorId t : op.outputs) out_mark_[index_of(t)] = op_epoch_;
+}
+
 void Loader::add_view(OpInfo& op, std::uint64_t op_id, std::uint32_t out, std::uint32_t in, std::uint64_t out_id,
                       std::uint64_t in_id) {
   auto pair_fail = [&](const std::string& why) {
     fail(fmt::format("op {}: view pair [{}, {}]: {}", op_id, out_id, in_id, why));
   };
-  if (!contains(op.outputs, TensorId{out})) pair_fail(fmt::format("tensor {} is not an output of the op", out_id));
-  if (!contains(op.inputs, TensorId{in})) pair_fail(fmt::format("tensor {} is not an input of the op", in_id));
+  if (out_mark_[out] != op_epoch_) pair_fail(fmt::format("tensor {} is not an output of the op", out_id));
+  if (in_mark_[in] != op_epoch_) pair_fail(fmt::format("tensor {} is not an input of the op", in_id));
   const std::uint32_t root = trace_.storage_of(in);
   TensorInfo& t = trace_.tensors[out];
   if (root == out) pair_fail(fmt::format("tensor {} would become a view of itself", out_id));

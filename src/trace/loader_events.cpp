@@ -26,7 +26,7 @@ void Loader::on_alloc() {
   }
   life.state = State::Live;
   life.alloc_line = line_;
-  trace_.events.push_back(e);
+  push_event(e);
 }
 
 void Loader::on_free() {
@@ -48,7 +48,7 @@ void Loader::on_free() {
   }
   life.state = State::Freed;
   life.free_line = line_;
-  trace_.events.push_back(e);
+  push_event(e);
 }
 
 template <typename Describe>
@@ -85,7 +85,7 @@ void Loader::on_access() {
   }
   read_t_stream(e);
   check_live(idx, [&] { return fmt::format("access of tensor {}", id); });
-  trace_.events.push_back(e);
+  push_event(e);
 }
 
 void Loader::on_compute() {
@@ -107,7 +107,7 @@ void Loader::on_compute() {
       return fmt::format("compute of op {} writes tensor {}", id, trace_.tensors[index_of(t)].file_id);
     });
   }
-  trace_.events.push_back(e);
+  push_event(e);
 }
 
 void Loader::on_iteration() {
@@ -124,7 +124,7 @@ void Loader::on_iteration() {
   }
   e.target = static_cast<std::uint32_t>(index);
   ++iterations_seen_;
-  trace_.events.push_back(e);
+  push_event(e);
 }
 
 void Loader::on_mark() {
@@ -140,7 +140,7 @@ void Loader::on_mark() {
     trace_.labels.emplace_back(label->text);
   }
   e.target = it->second;
-  trace_.events.push_back(e);
+  push_event(e);
 }
 
 }  // namespace coopsim::trace_detail

@@ -3,9 +3,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <limits>
 
+#include "coopsim/error.hpp"
 #include "trace_detail.hpp"
 
 namespace coopsim {
@@ -122,6 +124,18 @@ TraceSummary summarize(const Trace& trace) {
   s.total_allocated = Bytes{total};
   s.compute_time = SimTime{compute};
   return s;
+}
+
+void check_limits(const Trace& trace, const Limits& limits, const std::string& file) {
+  auto fail = [&](const std::string& problem) { throw Error(fmt::format("{}: {}", file, problem)); };
+  if (trace.tensors.size() > limits.max_tensors) fail(limit_problem(limits.max_tensors, "tensors", "max_tensors"));
+  if (trace.events.size() > limits.max_events) fail(limit_problem(limits.max_events, "events", "max_events"));
+  for (const OpInfo& op : trace.ops) {
+    const std::size_t most = std::max({op.inputs.size(), op.outputs.size(), op.mutated.size(), op.views.size()});
+    if (most > limits.max_op_fan_in) {
+      fail(fmt::format("op {}: {}", op.file_id, limit_problem(limits.max_op_fan_in, "tensors", "max_op_fan_in")));
+    }
+  }
 }
 
 namespace trace_detail {

@@ -152,7 +152,7 @@ bad("missing trace file", ["run", path("nope.jsonl"), "-o", rep3], f"coopsim: er
 bad("unknown allocator lists the valid ones", ["run", GOLDEN, "--allocator", "tlsf", "-o", rep3],
     "coopsim: error: allocator: unknown allocator 'tlsf' (valid: pytorch, cnmem, bestfit, fungible, smartpool)", outs)
 bad("unknown policy", ["run", GOLDEN, "--policy", "swap-all", "-o", rep3],
-    "coopsim: error: policy: unknown policy 'swap-all' (valid: keep, coop, dte, dtr, autoswap, vdnn)", outs)
+    "coopsim: error: policy: unknown policy 'swap-all' (valid: keep, coop, dte, dtr, autoswap, vdnn, pooch, capuchin)", outs)
 bad("malformed budget", ["run", GOLDEN, "--budget", "lots", "-o", rep3],
     "coopsim: error: --budget: 'lots' is not a size (e.g. 8GiB, 512MB, 1048576) or a percentage (e.g. 40%)", outs)
 bad("zero budget", ["run", GOLDEN, "--budget", "0", "-o", rep3], "coopsim: error: budget: must be greater than 0", outs)
@@ -166,7 +166,7 @@ bad("a thrash limit of 1 is refused", ["run", GOLDEN, "-p", "dtr", "--set", "dtr
 bad("unknown parameter", ["run", GOLDEN, "--set", "pytorch.max_split=1", "-o", rep3],
     "coopsim: error: pytorch.max_split: unknown parameter (valid for pytorch: ", outs, prefix=True)
 bad("unknown top-level key", ["run", GOLDEN, "--set", "budgett=1GiB", "-o", rep3],
-    "coopsim: error: budgett: unknown key (valid: allocator, policy, budget, link, engine, params, description)", outs)
+    "coopsim: error: budgett: unknown key (valid: allocator, policy, budget, link, engine, params, limits, description)", outs)
 bad("malformed --set", ["run", GOLDEN, "--set", "budget", "-o", rep3],
     "coopsim: error: --set budget: expected key=value", outs)
 bad("bad link preset", ["run", GOLDEN, "--set", "link.preset=pcie9", "-o", rep3],

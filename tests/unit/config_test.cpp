@@ -37,11 +37,11 @@ TEST_CASE("config errors name the file and key and list valid choices", "[config
   const std::string allocs = builtin_components().allocators.names();
   CHECK_THROWS_WITH(check_config(from({{"alocator", "x"}})),
                     "cfg.json: alocator: unknown key (valid: allocator, policy, budget, link, engine, params, "
-                    "description)");
+                    "limits, description)");
   CHECK_THROWS_WITH(check_config(from({{"allocator", "tlsf"}})),
                     "cfg.json: allocator: unknown allocator 'tlsf' (valid: " + allocs + ")");
   CHECK_THROWS_WITH(check_config(from({{"policy", "magic"}})),
-                    "cfg.json: policy: unknown policy 'magic' (valid: keep, coop, dte, dtr, autoswap, vdnn)");
+                    "cfg.json: policy: unknown policy 'magic' (valid: keep, coop, dte, dtr, autoswap, vdnn, pooch, capuchin)");
   CHECK_THROWS_WITH(check_config(from({{"budget", "lots"}})),
                     "cfg.json: budget: expected a size such as 512MiB, 8GiB or plain bytes, got \"lots\"");
   CHECK_THROWS_WITH(check_config(from({{"budget", 0}})), "cfg.json: budget: must be greater than 0");

@@ -5,19 +5,14 @@
 // thrashing; a completed run executed every op of the trace.
 #include <catch2/catch.hpp>
 
-#include <filesystem>
-
 #include "coopsim/builtin.hpp"
 #include "coopsim/simulation.hpp"
+#include "bundled_traces.hpp"
 
 using namespace coopsim;
 
 TEST_CASE("recompute policies pass the plan checks on every bundled trace", "[remat][bundled]") {
-  std::vector<std::filesystem::path> traces;
-  for (const auto& e : std::filesystem::directory_iterator("traces")) {
-    if (e.path().string().ends_with(".jsonl.gz")) traces.push_back(e.path());
-  }
-  std::sort(traces.begin(), traces.end());
+  const auto traces = coopsim::test::bundled_traces();
   REQUIRE(traces.size() >= 10);
   const auto& c = builtin_components();
   std::uint64_t runs = 0, completed = 0;

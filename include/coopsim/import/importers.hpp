@@ -1,6 +1,7 @@
 // Importers: convert traces recorded by other tools into coopsim traces (v1, in memory).
 // Each throws TraceError("file:line: problem") (or, for binary inputs, "file:offset N: problem")
-// on malformed input and never executes anything found in the input.
+// on malformed input and never executes anything found in the input. `limits` caps the bytes
+// read (decompressed) and the tensors, events and op fan-in of the result (coopsim/limits.hpp).
 #pragma once
 
 #include <string>
@@ -17,19 +18,19 @@ struct DtrOptions {
   // mutated argument), which reproduces simrd's no-eviction peak.
   bool copy_on_write = false;
 };
-Trace import_dtr_log(const std::string& path, const DtrOptions& options = {});
+Trace import_dtr_log(const std::string& path, const DtrOptions& options = {}, const Limits& limits = {});
 
 // torch.cuda.memory._dump_snapshot() pickles (optionally .gz), read by coopsim's own
 // allow-list pickle reader (§2).
 struct TorchSnapshotOptions {
   int device = 0;
 };
-Trace import_torch_snapshot(const std::string& path, const TorchSnapshotOptions& options);
+Trace import_torch_snapshot(const std::string& path, const TorchSnapshotOptions& options, const Limits& limits = {});
 
 // Kineto / PyTorch profiler Chrome traces (.json or .json.gz) with [memory] events (§3).
 struct KinetoOptions {
   int device = 0;
 };
-Trace import_kineto(const std::string& path, const KinetoOptions& options);
+Trace import_kineto(const std::string& path, const KinetoOptions& options, const Limits& limits = {});
 
 }  // namespace coopsim

@@ -92,7 +92,8 @@ class PickleError : public Error {
 // Parse one pickle from memory. `name` prefixes errors. Throws coopsim::Error with
 // "<name>: byte <offset>: <problem>".
 ValuePtr parse(std::string_view bytes, const std::string& name);
-// Read a file (gzip detected by magic bytes, via zlib) and parse it.
-ValuePtr parse_file(const std::string& path);
+// Read a file (gzip detected by magic bytes, via zlib) and parse it. Refuses more than
+// kMaxInputBytes or `max_bytes` (limits.max_input_bytes) decompressed bytes, whichever is less.
+ValuePtr parse_file(const std::string& path, std::uint64_t max_bytes = kMaxInputBytes);
 
 }  // namespace coopsim::pickle

@@ -30,9 +30,12 @@
 namespace coopsim {
 
 enum class ValueState : std::uint8_t {
-  Resident,  // holds a block
-  Evicted,   // no memory; its producer can recompute it
-  Gone,      // freed for good (banished, or released without a producer)
+  Resident,     // holds a block
+  Evicted,      // no memory; its producer can recompute it
+  Gone,         // freed for good (banished, or released without a producer)
+  SwappingOut,  // hybrid policies: copy to the host in flight; still holds its block
+  SwappedOut,   // only the host copy exists (swapped in, not recomputed, when needed)
+  SwappingIn,   // copy back in flight into a new block
 };
 
 struct RematValue {
@@ -74,7 +77,8 @@ class RematGraph {
     const SimTime s = clock_ - values_[v].last_access;
     return s < SimTime{1} ? SimTime{1} : s;
   }
-  // Resident values by block address (address order is the scan order of per-tensor loops).
+  // Values holding a block (resident, or with a copy in flight) by block address (address
+  // order is the scan order of per-tensor loops).
   [[nodiscard]] const std::map<std::uint64_t, std::uint32_t>& resident_by_address() const { return by_addr_; }
   [[nodiscard]] std::optional<std::uint32_t> resident_at(std::uint64_t addr) const {
     auto it = by_addr_.find(addr);
@@ -114,6 +118,10 @@ class RematGraph {
   void evict(std::uint32_t v);                        // Resident -> Evicted (+ eq-class merge)
   void mark_evicted_without_memory(std::uint32_t v);  // Resident -> Evicted; block handed on
   void drop(std::uint32_t v);                         // -> Gone (block, if any, already freed)
+  void begin_swap_out(std::uint32_t v);               // Resident -> SwappingOut (keeps its block)
+  void finish_swap_out(std::uint32_t v);              // SwappingOut -> SwappedOut (block freed)
+  void begin_swap_in(std::uint32_t v, const Block& b);  // SwappedOut -> SwappingIn with block b
+  void finish_swap_in(std::uint32_t v);               // SwappingIn -> Resident
   void computed(std::uint32_t v);                     // eq-class update after (re)compute
   // v is gone for good: every resident value whose recomputation would need it (directly, or
   // through evicted values) becomes unevictable.

@@ -1,0 +1,46 @@
+// Caps on what one input may make coopsim read and hold (docs/limits.md): the bytes read from
+// one input file (counted after decompression), the number of tensors and of events a trace
+// may hold, and the tensors one op may list. They turn hostile or broken inputs (a gzip bomb,
+// 10^9 tiny tensors, an op reading 10^7 tensors) into one-line errors instead of exhausted
+// memory; the defaults sit far above every real recording. Config section "limits", e.g.
+// `--set limits.max_tensors=100000000`; an exceeded cap names the file, the line and the key.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "coopsim/params.hpp"
+
+namespace coopsim {
+
+struct SimConfig;
+
+struct Limits {
+  static constexpr std::uint64_t kDefaultMaxInputBytes = std::uint64_t{16} << 30;  // 16 GiB
+  static constexpr std::uint64_t kDefaultMaxTensors = 50'000'000;
+  static constexpr std::uint64_t kDefaultMaxEvents = 500'000'000;
+  static constexpr std::uint64_t kDefaultMaxOpFanIn = 65'536;
+
+  std::uint64_t max_input_bytes = kDefaultMaxInputBytes;  // decompressed bytes of one input file
+  std::uint64_t max_tensors = kDefaultMaxTensors;         // tensor definitions in one trace
+  std::uint64_t max_events = kDefaultMaxEvents;           // events in one trace
+  std::uint64_t max_op_fan_in = kDefaultMaxOpFanIn;       // entries of one op's inputs (likewise
+                                                          // outputs, mutates, views)
+};
+
+// The "limits" section's keys with their defaults and help (for `coopsim list` and checks).
+std::vector<ParamDoc> limit_param_docs();
+
+// Reads a "limits" section (null or absent: the defaults). Throws ConfigError
+// ("limits.max_tensors: problem") on unknown keys and on values that are not integers >= 1.
+Limits limits_from_json(const nlohmann::json& section);
+// The limits of a config: its "limits" section, keys prefixed with the config's file name.
+Limits config_limits(const SimConfig& cfg);
+
+// "more than 50000000 tensors (limits.max_tensors)": the problem text of an exceeded cap.
+std::string limit_problem(std::uint64_t cap, const std::string& what, const std::string& key);
+
+}  // namespace coopsim

@@ -1,0 +1,77 @@
+// `coopsim run --plan` (the plan export) and `coopsim replay-gpu` (the CUDA backend's command).
+// Without CUDA (COOPSIM_HAVE_CUDA = 0) replay-gpu exists and says how it was built.
+#include <fmt/format.h>
+
+#include <ostream>
+
+#include "coopsim/commands.hpp"
+#include "coopsim/error.hpp"
+#include "coopsim/gpu/plan.hpp"
+#include "coopsim/gpu/replay_report.hpp"
+#include "coopsim/link.hpp"
+#include "coopsim/simulation.hpp"
+#include "coopsim_config.h"
+#include "run_exports.hpp"
+
+namespace coopsim {
+
+void write_plan_export(const RunArgs& args, const Trace& trace, const RunLog& log, const Report& report) {
+  // The link model of the run: the same config file and overrides command_run applied.
+  SimConfig cfg;
+  if (!args.config.empty()) cfg = load_config(args.config);
+  for (const auto& s : args.sets) apply_override(cfg, s);
+  const Params link_params("link", cfg.doc.value("link", nlohmann::json::object()), link_param_docs());
+  const gpu::Plan plan = gpu::plan_from_runlog(trace, log, report, make_link(link_params));
+  gpu::check_plan(plan, args.plan_out);  // an export the checker rejects is a coopsim bug: fail loudly
+  write_file_atomic(args.plan_out, gpu::plan_to_text(plan));
+}
+
+int command_replay_gpu(const ReplayGpuArgs& args, std::ostream& out) {
+#if COOPSIM_HAVE_CUDA
+  if (args.iterations < 1) throw ConfigError("--iterations", "must be at least 1");
+  if (args.warmup < 0) throw ConfigError("--warmup", "must not be negative");
+  if (args.sample_stride < 1) throw ConfigError("--sample-stride", "must be at least 1");
+  const gpu::Plan plan = gpu::load_plan(args.plan, !args.skip_check);
+  std::string why;
+  if (gpu::cuda::device_count(why) <= args.device) {
+    throw Error(why.empty() ? fmt::format("replay-gpu: no CUDA device {}", args.device)
+                            : "replay-gpu: no CUDA device: " + why);
+  }
+  const gpu::DeviceInfo device = gpu::cuda::open_device(args.device);
+  gpu::ReplaySettings settings;
+  settings.iterations = args.iterations;
+  settings.warmup = args.warmup;
+  settings.graph = !args.no_graph;
+  settings.poison = args.poison;
+  settings.sample_stride = static_cast<std::uint32_t>(args.sample_stride);
+  const gpu::ReplayMeasurement m = gpu::cuda::replay(plan, settings);
+  const auto samples = gpu::cuda::measure_link(5);
+  const gpu::LinkFit d2h = gpu::fit_link(samples, true), h2d = gpu::fit_link(samples, false);
+  const auto report = gpu::replay_report_json(plan, args.plan, device, settings, m, d2h, h2d);
+  if (!args.output.empty()) write_file_atomic(args.output, report.dump(2) + "\n");
+  if (!args.calibrate_link.empty()) {
+    write_file_atomic(args.calibrate_link, gpu::link_preset_json(d2h, h2d, device.name).dump(2) + "\n");
+  }
+  const auto& it = report.at("iteration");
+  out << fmt::format("{}: {} steps on {} (driver {}, runtime {})\n", args.plan, plan.steps.size(), device.name,
+                     report.at("device").at("driver_version").get<std::string>(),
+                     report.at("device").at("runtime_version").get<std::string>());
+  out << fmt::format("  iteration: simulated {:.0f} ns, measured {} ns, error {}\n",
+                     it.at("simulated_ns").get<double>(), it.at("measured_ns").at("mean").dump(), it.at("error").dump());
+  out << fmt::format("  link: d2h {:.2f} GB/s + {:.1f} us, h2d {:.2f} GB/s + {:.1f} us\n", 1.0 / d2h.ns_per_byte,
+                     d2h.latency_ns / 1e3, 1.0 / h2d.ns_per_byte, h2d.latency_ns / 1e3);
+  if (m.first_failing_step != gpu::kNoStep) {
+    out << "  integrity: FAILED at " << gpu::describe_step(plan, m.first_failing_step) << "\n";
+    return 6;
+  }
+  out << "  integrity: ok\n";
+  return 0;
+#else
+  (void)args;
+  (void)out;
+  throw Error("replay-gpu: this coopsim was built without CUDA (reconfigure with meson setup -Dcuda=enabled on a "
+              "machine with nvcc and the CUDA runtime)");
+#endif
+}
+
+}  // namespace coopsim

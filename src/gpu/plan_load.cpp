@@ -1,0 +1,313 @@
+// Plan loader: every key and type of docs/plan-format.md checked, one-line errors
+// "file: key path: problem" (syntax errors "file:line: problem"), then the plan checker.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <initializer_list>
+#include <limits>
+#include <sstream>
+#include <vector>
+
+#include "coopsim/gpu/plan.hpp"
+
+namespace coopsim::gpu {
+
+namespace {
+
+// A JSON value and its key path, with typed getters that fail with the path.
+class Node {
+ public:
+  Node(const nlohmann::json& j, std::string path, const std::string& file) : j_(j), path_(std::move(path)), file_(file) {}
+
+  [[noreturn]] void fail(const std::string& problem) const { throw PlanError(file_, path_, problem); }
+
+  // An object holding exactly `keys` and `more`.
+  void expect_object(const std::vector<std::string_view>& keys, std::initializer_list<std::string_view> more = {}) const {
+    if (!j_.is_object()) fail("expected an object, got " + got());
+    std::vector<std::string_view> all = keys;
+    all.insert(all.end(), more.begin(), more.end());
+    for (const auto& k : all) {
+      if (!j_.contains(std::string(k))) fail(fmt::format("missing key '{}'", k));
+    }
+    for (const auto& [k, v] : j_.items()) {
+      if (std::find(all.begin(), all.end(), k) == all.end()) {
+        fail(fmt::format("unknown key '{}' (expected: {})", k, fmt::join(all, ", ")));
+      }
+    }
+  }
+  [[nodiscard]] bool has(std::string_view k) const { return j_.is_object() && j_.contains(std::string(k)); }
+  [[nodiscard]] Node key(std::string_view k) const {
+    return Node(j_.at(std::string(k)), path_.empty() ? std::string(k) : path_ + "." + std::string(k), file_);
+  }
+  [[nodiscard]] std::size_t size() const {
+    if (!j_.is_array()) fail("expected an array, got " + got());
+    return j_.size();
+  }
+  [[nodiscard]] Node at(std::size_t i) const { return Node(j_.at(i), fmt::format("{}[{}]", path_, i), file_); }
+
+  [[nodiscard]] std::uint64_t u64() const {
+    if (!j_.is_number_unsigned()) fail("expected an unsigned integer, got " + got());
+    return j_.get<std::uint64_t>();
+  }
+  [[nodiscard]] std::uint32_t u32() const {
+    const std::uint64_t v = u64();
+    if (v > std::numeric_limits<std::uint32_t>::max()) fail(fmt::format("{} does not fit 32 bits", v));
+    return static_cast<std::uint32_t>(v);
+  }
+  [[nodiscard]] SimTime ns() const {
+    const std::uint64_t v = u64();
+    if (v > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) fail(fmt::format("{} is too large", v));
+    return SimTime{static_cast<std::int64_t>(v)};
+  }
+  [[nodiscard]] double number() const {
+    if (!j_.is_number() || j_.get<double>() < 0) fail("expected a non-negative number, got " + got());
+    return j_.get<double>();
+  }
+  [[nodiscard]] bool boolean() const {
+    if (!j_.is_boolean()) fail("expected true or false, got " + got());
+    return j_.get<bool>();
+  }
+  [[nodiscard]] std::string str() const {
+    if (!j_.is_string()) fail("expected a string, got " + got());
+    return j_.get<std::string>();
+  }
+
+ private:
+  [[nodiscard]] std::string got() const {
+    if (j_.is_string()) return "a string";
+    if (j_.is_object()) return "an object";
+    if (j_.is_array()) return "an array";
+    return j_.dump();  // numbers, booleans, null: the value itself
+  }
+  const nlohmann::json& j_;
+  std::string path_;
+  const std::string& file_;
+};
+
+// Keys every step has.
+const std::vector<std::string_view> kCommon = {"id", "kind", "stream", "after", "start_ns", "end_ns"};
+
+class Loader {
+ public:
+  explicit Loader(const std::string& file) : file_(file) {}
+
+  Plan load(const nlohmann::json& doc) {
+    const Node root(doc, "", file_);
+    root.expect_object({"format", "version", "coopsim_version", "trace", "allocator", "policy", "budget",
+                        "arena_size", "address_base", "link", "simulated", "tensors", "ops", "steps"});
+    if (const std::string f = root.key("format").str(); f != kPlanFormat) {
+      root.key("format").fail(fmt::format("expected '{}', got '{}'", kPlanFormat, f));
+    }
+    if (const std::uint64_t v = root.key("version").u64(); v != kPlanVersion) {
+      root.key("version").fail(fmt::format("unsupported version {} (this coopsim reads version {})", v, kPlanVersion));
+    }
+    PlanHeader& h = plan_.header;
+    h.coopsim_version = root.key("coopsim_version").str();
+    read_trace(root.key("trace"));
+    h.allocator = root.key("allocator").str();
+    h.policy = root.key("policy").str();
+    h.budget = Bytes{root.key("budget").u64()};
+    h.arena_size = Bytes{root.key("arena_size").u64()};
+    h.address_base = root.key("address_base").u64();
+    read_link(root.key("link"));
+    const Node sim = root.key("simulated");
+    sim.expect_object({"time_ns", "stall_ns", "op_time_ns", "recompute_ns"});
+    h.simulated_time = sim.key("time_ns").ns();
+    h.stall_time = sim.key("stall_ns").ns();
+    h.op_time = sim.key("op_time_ns").ns();
+    h.recompute_time = sim.key("recompute_ns").ns();
+    read_tensors(root.key("tensors"));
+    read_ops(root.key("ops"));
+    const Node steps = root.key("steps");
+    const std::size_t n = steps.size();
+    plan_.steps.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) plan_.steps.push_back(read_step(steps.at(i), static_cast<std::uint32_t>(i)));
+    return std::move(plan_);
+  }
+
+ private:
+  void read_trace(const Node& t) {
+    t.expect_object({"path", "model", "hash", "iterations"});
+    PlanHeader& h = plan_.header;
+    h.trace_path = t.key("path").str();
+    h.model = t.key("model").str();
+    const std::string hash = t.key("hash").str();
+    if (hash.size() != 16 || hash.find_first_not_of("0123456789abcdef") != std::string::npos) {
+      t.key("hash").fail("expected 16 lowercase hexadecimal digits, got '" + hash + "'");
+    }
+    h.trace_hash = std::stoull(hash, nullptr, 16);
+    h.iterations = t.key("iterations").u32();
+  }
+
+  void read_link(const Node& l) {
+    l.expect_object({"name", "d2h_ns_per_byte", "d2h_latency_ns", "h2d_ns_per_byte", "h2d_latency_ns", "serial"});
+    PlanLink& k = plan_.header.link;
+    k.name = l.key("name").str();
+    k.d2h_ns_per_byte = l.key("d2h_ns_per_byte").number();
+    k.d2h_latency = l.key("d2h_latency_ns").ns();
+    k.h2d_ns_per_byte = l.key("h2d_ns_per_byte").number();
+    k.h2d_latency = l.key("h2d_latency_ns").ns();
+    k.serial = l.key("serial").boolean();
+  }
+
+  void read_tensors(const Node& list) {
+    for (std::size_t i = 0, n = list.size(); i < n; ++i) {
+      const Node t = list.at(i);
+      t.expect_object({"id", "file_id", "size", "name"});
+      PlanTensor x{t.key("id").u32(), t.key("file_id").u64(), Bytes{t.key("size").u64()}, t.key("name").str()};
+      if (!plan_.tensors.empty() && x.id <= plan_.tensors.back().id) {
+        t.key("id").fail(fmt::format("ids must increase: {} follows {}", x.id, plan_.tensors.back().id));
+      }
+      plan_.tensors.push_back(std::move(x));
+    }
+  }
+
+  void read_ops(const Node& list) {
+    for (std::size_t i = 0, n = list.size(); i < n; ++i) {
+      const Node o = list.at(i);
+      o.expect_object({"id", "file_id", "name", "duration_ns"});
+      PlanOp x{o.key("id").u32(), o.key("file_id").u64(), o.key("name").str(), o.key("duration_ns").ns()};
+      if (!plan_.ops.empty() && x.id <= plan_.ops.back().id) {
+        o.key("id").fail(fmt::format("ids must increase: {} follows {}", x.id, plan_.ops.back().id));
+      }
+      plan_.ops.push_back(std::move(x));
+    }
+  }
+
+  std::uint32_t tensor_id(const Node& n) const {
+    const std::uint32_t t = n.u32();
+    if (plan_.tensor(t) == nullptr) n.fail(fmt::format("tensor {} is not in the tensors list", t));
+    return t;
+  }
+
+  PlanRef read_ref(const Node& n, bool with_version) const {
+    PlanRef r;
+    r.tensor = tensor_id(n.key("tensor"));
+    if (with_version) r.version = n.key("version").u32();
+    r.offset = n.key("offset").u64();
+    r.size = Bytes{n.key("size").u64()};
+    return r;
+  }
+
+  std::vector<PlanRef> read_refs(const Node& list) const {
+    std::vector<PlanRef> out;
+    for (std::size_t i = 0, n = list.size(); i < n; ++i) {
+      const Node r = list.at(i);
+      r.expect_object({"tensor", "version", "offset", "size"});
+      out.push_back(read_ref(r, true));
+    }
+    return out;
+  }
+
+  PlanStep read_step(const Node& n, std::uint32_t index) const {
+    // The kind decides the other keys: read it first.
+    if (!n.has("kind")) n.expect_object({"id", "kind"});
+    const std::string kind_name = n.key("kind").str();
+    const auto kind = parse_step_kind(kind_name);
+    if (!kind) {
+      n.key("kind").fail("unknown step kind '" + kind_name +
+                         "' (expected: alloc, free, evict, op, recompute, access, swap_out, swap_in)");
+    }
+    switch (*kind) {
+      case StepKind::Alloc: n.expect_object(kCommon, {"tensor", "offset", "size", "fresh", "fill"}); break;
+      case StepKind::Free: n.expect_object(kCommon, {"tensor", "offset", "size"}); break;
+      case StepKind::Evict: n.expect_object(kCommon, {"tensor", "version", "offset", "size", "forced"}); break;
+      case StepKind::Access: n.expect_object(kCommon, {"tensor", "version", "offset", "size"}); break;
+      case StepKind::Op: n.expect_object(kCommon, {"op", "reads", "writes"}); break;
+      case StepKind::Recompute: n.expect_object(kCommon, {"op", "origin", "reads", "writes"}); break;
+      case StepKind::SwapOut:
+      case StepKind::SwapIn: n.expect_object(kCommon, {"tensor", "version", "offset", "size", "bytes"}); break;
+    }
+    PlanStep s;
+    s.kind = *kind;
+    if (const std::uint64_t id = n.key("id").u64(); id != index) {
+      n.key("id").fail(fmt::format("expected {} (steps are numbered in order)", index));
+    }
+    const std::string stream = n.key("stream").str();
+    const auto parsed = parse_stream(stream);
+    if (!parsed || *parsed != stream_of(s.kind)) {
+      n.key("stream").fail(fmt::format("a {} step runs on stream '{}', got '{}'", kind_name, to_string(stream_of(s.kind)), stream));
+    }
+    s.stream = *parsed;
+    const Node after = n.key("after");
+    for (std::size_t i = 0, k = after.size(); i < k; ++i) {
+      const std::uint32_t a = after.at(i).u32();
+      if (a >= index) after.at(i).fail(fmt::format("step {} is not an earlier step", a));
+      if (!s.after.empty() && a <= s.after.back()) after.at(i).fail("entries must increase");
+      s.after.push_back(a);
+    }
+    s.start = n.key("start_ns").ns();
+    s.end = n.key("end_ns").ns();
+    if (s.end < s.start) n.key("end_ns").fail(fmt::format("ends ({}) before it starts ({})", s.end.count(), s.start.count()));
+    switch (s.kind) {
+      case StepKind::Alloc:
+        s.block = read_ref(n, false);
+        s.fresh = n.key("fresh").boolean();
+        s.fill = n.key("fill").boolean();
+        if (s.fill && !s.fresh) n.key("fill").fail("only a fresh allocation starts with version 0");
+        break;
+      case StepKind::Free: s.block = read_ref(n, false); break;
+      case StepKind::Evict:
+        s.block = read_ref(n, true);
+        s.forced = n.key("forced").boolean();
+        break;
+      case StepKind::Access: s.block = read_ref(n, true); break;
+      case StepKind::Op:
+      case StepKind::Recompute: read_op_step(n, index, s); break;
+      case StepKind::SwapOut:
+      case StepKind::SwapIn:
+        s.block = read_ref(n, true);
+        s.bytes = Bytes{n.key("bytes").u64()};
+        if (s.bytes > s.block.size) n.key("bytes").fail(fmt::format("{} bytes do not fit the block of {}", s.bytes.value, s.block.size.value));
+        break;
+    }
+    return s;
+  }
+
+  void read_op_step(const Node& n, std::uint32_t index, PlanStep& s) const {
+    s.op = n.key("op").u32();
+    if (plan_.op(s.op) == nullptr) n.key("op").fail(fmt::format("op {} is not in the ops list", s.op));
+    if (s.kind == StepKind::Recompute) {
+      s.origin = n.key("origin").u32();
+      if (s.origin >= index || plan_.steps[s.origin].kind != StepKind::Op || plan_.steps[s.origin].op != s.op) {
+        n.key("origin").fail(fmt::format("expected an earlier op step of op {}", s.op));
+      }
+    }
+    s.reads = read_refs(n.key("reads"));
+    s.writes = read_refs(n.key("writes"));
+  }
+
+  const std::string& file_;
+  Plan plan_;
+};
+
+}  // namespace
+
+Plan parse_plan(const std::string& text, const std::string& file) {
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    const std::size_t at = std::min<std::size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
+    const auto line = 1 + static_cast<std::uint64_t>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n'));
+    std::string msg = e.what();
+    if (auto p = msg.find("syntax error"); p != std::string::npos) msg = msg.substr(p);
+    throw TraceError(file, line, "invalid JSON: " + msg);
+  }
+  return Loader(file).load(doc);
+}
+
+Plan load_plan(const std::string& path, bool check) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot open plan file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  Plan plan = parse_plan(ss.str(), path);
+  if (check) check_plan(plan, path);
+  return plan;
+}
+
+}  // namespace coopsim::gpu

@@ -1,0 +1,215 @@
+// A sweep directory's files (docs/sweep.md): the sweep.json manifest, results.csv rows,
+// results.json entries and the journal of an unfinished sweep, minbudget.csv; reading them back
+// for --resume and merge, and writing the sorted final form.
+#include <fmt/format.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "coopsim/commands.hpp"
+#include "coopsim/error.hpp"
+#include "coopsim/sweep.hpp"
+
+namespace coopsim::sweep {
+namespace {
+
+namespace fs = std::filesystem;
+using OJ = nlohmann::ordered_json;
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw Error(p.string() + ": cannot read");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Complete lines of a file being appended to: a last line without its newline was cut by an
+// interruption and is left out.
+std::vector<std::string> complete_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::size_t start = 0;
+  for (std::size_t nl = text.find('\n'); nl != std::string::npos; nl = text.find('\n', start)) {
+    lines.push_back(text.substr(start, nl - start));
+    start = nl + 1;
+  }
+  return lines;
+}
+
+std::size_t parse_index(const std::string& text, std::size_t limit, const fs::path& file, std::uint64_t line,
+                        const char* what) {
+  std::size_t used = 0;
+  unsigned long long v = 0;
+  try {
+    v = std::stoull(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || v >= limit) {
+    throw TraceError(file.string(), line, fmt::format("{} '{}' is not one of this sweep's {} {}s", what, text, limit, what));
+  }
+  return static_cast<std::size_t>(v);
+}
+
+// Rows of a CSV written by a sweep, keyed by their first column (run or search index).
+void read_rows(const fs::path& file, const std::string& header, std::size_t limit, const char* what,
+               std::map<std::size_t, std::string>& rows) {
+  if (!fs::exists(file)) return;
+  const auto lines = complete_lines(read_text(file));
+  if (lines.empty()) return;
+  if (lines[0] != header) throw TraceError(file.string(), 1, "the columns differ from this coopsim's " + file.filename().string());
+  const std::size_t columns = split_csv_line(header).size();
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    const auto fields = split_csv_line(lines[i]);
+    if (fields.size() != columns) {
+      throw TraceError(file.string(), i + 1, fmt::format("expected {} columns, found {}", columns, fields.size()));
+    }
+    rows.emplace(parse_index(fields[0], limit, file, i + 1, what), lines[i]);
+  }
+}
+
+void add_entry(const OJ& e, std::size_t limit, const fs::path& file, std::uint64_t line,
+               std::map<std::size_t, OJ>& entries) {
+  if (!e.is_object() || !e.contains("run") || !e.at("run").is_number_unsigned() || !e.contains("report")) {
+    throw TraceError(file.string(), line, "expected an object with \"run\" and \"report\"");
+  }
+  entries.emplace(parse_index(std::to_string(e.at("run").get<std::uint64_t>()), limit, file, line, "run"), e);
+}
+
+}  // namespace
+
+nlohmann::ordered_json manifest_json(const Manifest& m) {
+  OJ j;
+  j["coopsim_version"] = m.coopsim_version;
+  j["config_hash"] = fmt::format("{:016x}", m.config_hash);
+  j["runs"] = m.runs;
+  j["searches"] = m.searches;
+  j["shard"] = m.shard ? OJ(fmt::format("{}/{}", m.shard->index, m.shard->count)) : OJ(nullptr);
+  return j;
+}
+
+Manifest read_manifest(const fs::path& dir) {
+  const fs::path file = dir / "sweep.json";
+  if (!fs::exists(file)) throw Error(file.string() + ": missing: not a sweep output directory");
+  OJ j;
+  try {
+    j = OJ::parse(read_text(file));
+  } catch (const OJ::parse_error&) {
+    throw Error(file.string() + ": not a sweep manifest (invalid JSON)");
+  }
+  Manifest m;
+  try {
+    m.coopsim_version = j.at("coopsim_version").get<std::string>();
+    m.config_hash = std::stoull(j.at("config_hash").get<std::string>(), nullptr, 16);
+    m.runs = j.at("runs").get<std::size_t>();
+    m.searches = j.at("searches").get<std::size_t>();
+    if (!j.at("shard").is_null()) m.shard = parse_shard(j.at("shard").get<std::string>());
+  } catch (const std::exception&) {
+    throw Error(file.string() + ": not a sweep manifest (expected coopsim_version, config_hash, runs, searches, shard)");
+  }
+  return m;
+}
+
+std::string results_csv_header() { return "run,variant,budget_ratio," + csv_header(); }
+
+std::string results_csv_row(const SweepConfig& cfg, const PlannedRun& run, const Report& r) {
+  return fmt::format("{},{},{},{}", run.index, cfg.variants.at(run.variant).name,
+                     run.ratio ? fmt::format("{}", *run.ratio) : std::string(), csv_row(r));
+}
+
+nlohmann::ordered_json results_json_entry(const SweepConfig& cfg, const PlannedRun& run, const Report& r) {
+  OJ e;
+  e["run"] = run.index;
+  e["variant"] = cfg.variants.at(run.variant).name;
+  e["budget_ratio"] = run.ratio ? OJ(*run.ratio) : OJ(nullptr);
+  e["report"] = to_json(r);
+  return e;
+}
+
+void make_output_dir(const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir)) {
+    throw Error(dir.string() + ": cannot create the output directory" + (ec ? " (" + ec.message() + ")" : ""));
+  }
+}
+
+std::vector<std::string> split_csv_line(const std::string& line) {
+  std::vector<std::string> out(1);
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char ch = line[i];
+    if (quoted) {
+      if (ch == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+        out.back() += '"';
+        ++i;
+      } else if (ch == '"') {
+        quoted = false;
+      } else {
+        out.back() += ch;
+      }
+    } else if (ch == '"') {
+      quoted = true;
+    } else if (ch == ',') {
+      out.emplace_back();
+    } else {
+      out.back() += ch;
+    }
+  }
+  return out;
+}
+
+Finished read_finished(const fs::path& dir, const Manifest& m) {
+  Finished f;
+  read_rows(dir / "results.csv", results_csv_header(), m.runs, "run", f.rows);
+  read_rows(dir / "minbudget.csv", minbudget_csv_header(), m.searches, "search", f.search_rows);
+  const fs::path json = dir / "results.json";
+  if (fs::exists(json)) {
+    OJ doc;
+    try {
+      doc = OJ::parse(read_text(json));
+    } catch (const OJ::parse_error& e) {
+      throw Error(json.string() + ": invalid JSON (" + std::string(e.what()) + ")");
+    }
+    if (!doc.is_object() || !doc.contains("runs") || !doc.at("runs").is_array()) {
+      throw Error(json.string() + ": expected an object with a \"runs\" list");
+    }
+    for (const OJ& e : doc.at("runs")) add_entry(e, m.runs, json, 1, f.entries);
+  }
+  const fs::path journal = dir / kJournal;
+  if (fs::exists(journal)) {
+    const auto lines = complete_lines(read_text(journal));
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      OJ e;
+      try {
+        e = OJ::parse(lines[i]);
+      } catch (const OJ::parse_error&) {
+        throw TraceError(journal.string(), i + 1, "invalid JSON");
+      }
+      add_entry(e, m.runs, journal, i + 1, f.entries);
+    }
+  }
+  return f;
+}
+
+void write_results(const fs::path& dir, const Manifest& m, const Finished& f) {
+  std::string csv = results_csv_header() + "\n";
+  for (const auto& [i, row] : f.rows) csv += row + "\n";
+  write_file_atomic((dir / "results.csv").string(), csv);
+  if (m.searches > 0) {
+    std::string mb = minbudget_csv_header() + "\n";
+    for (const auto& [i, row] : f.search_rows) mb += row + "\n";
+    write_file_atomic((dir / "minbudget.csv").string(), mb);
+  }
+  OJ doc;
+  doc["coopsim_version"] = m.coopsim_version;
+  doc["config_hash"] = fmt::format("{:016x}", m.config_hash);
+  doc["runs"] = OJ::array();
+  for (const auto& [i, e] : f.entries) doc["runs"].push_back(e);
+  write_file_atomic((dir / "results.json").string(), doc.dump(2) + "\n");
+  write_file_atomic((dir / "sweep.json").string(), manifest_json(m).dump(2) + "\n");
+  std::error_code ec;
+  fs::remove(dir / kJournal, ec);
+}
+
+}  // namespace coopsim::sweep

@@ -1,0 +1,239 @@
+// `coopsim sweep` (docs/sweep.md): checks the config and loads every trace once, then runs the
+// shard's unfinished runs and minimum-budget searches on N threads. Each result is appended
+// (and flushed) to DIR as it finishes, so an interrupted sweep keeps it; at the end the files
+// are rewritten sorted by index, so the output does not depend on N, on resuming or on timing.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+#include "coopsim/commands.hpp"
+#include "coopsim/error.hpp"
+#include "coopsim/sweep.hpp"
+#include "coopsim_config.h"
+
+namespace coopsim {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace sweep;
+using Clock = std::chrono::steady_clock;
+
+// stderr progress: a redrawn bar with ETA on a terminal, else one line per finished task.
+class Progress {
+ public:
+  Progress(std::size_t total, std::size_t done) : total_(total), done_(done), tty_(isatty(STDERR_FILENO) != 0) {}
+
+  void finished(const std::string& what) {
+    ++done_;
+    ++fresh_;
+    if (!tty_) {
+      std::cerr << fmt::format("sweep: {}/{} {}\n", done_, total_, what) << std::flush;
+      return;
+    }
+    const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
+    const auto eta = static_cast<long long>(elapsed / static_cast<double>(fresh_) * static_cast<double>(total_ - done_));
+    constexpr std::size_t kWidth = 30;
+    const std::size_t filled = total_ == 0 ? kWidth : done_ * kWidth / total_;
+    std::cerr << fmt::format("\rsweep [{}{}] {}/{}  ETA {}m{:02}s ", std::string(filled, '#'),
+                             std::string(kWidth - filled, '.'), done_, total_, eta / 60, eta % 60)
+              << std::flush;
+    drawn_ = true;
+  }
+  void close() {
+    if (drawn_) std::cerr << "\n" << std::flush;
+    drawn_ = false;
+  }
+
+ private:
+  std::size_t total_, done_, fresh_ = 0;
+  bool tty_, drawn_ = false;
+  Clock::time_point start_ = Clock::now();
+};
+
+std::string budget_text(const PlannedRun& r) {
+  return r.ratio ? fmt::format("{} ({})", *r.ratio, format_bytes(r.budget)) : format_bytes(r.budget);
+}
+
+// Earlier output must come from this very sweep (and shard) and name the same runs.
+void check_earlier(const fs::path& dir, const Manifest& old, const Manifest& now, const SweepConfig& cfg,
+                   const Plan& plan, const Finished& f) {
+  const std::string manifest = (dir / "sweep.json").string();
+  if (old.coopsim_version != now.coopsim_version) {
+    throw Error(manifest + ": written by coopsim " + old.coopsim_version + ", this is " + now.coopsim_version +
+                ": use another -o");
+  }
+  if (old.config_hash != now.config_hash) {
+    throw Error(manifest + fmt::format(": the sweep config or its traces changed since this directory was written "
+                                       "(hash {:016x}, now {:016x}): use another -o",
+                                       old.config_hash, now.config_hash));
+  }
+  const Shard a = old.shard.value_or(Shard{}), b = now.shard.value_or(Shard{});
+  if (a.index != b.index || a.count != b.count) {
+    throw Error(manifest + fmt::format(": holds shard {}/{}, not {}/{}", a.index, a.count, b.index, b.count));
+  }
+  const std::string csv = (dir / "results.csv").string();
+  for (const auto& [i, row] : f.rows) {
+    const PlannedRun& r = plan.runs[i];
+    const auto x = split_csv_line(row);
+    const bool same = x[1] == cfg.variants[r.variant].name && x[3] == cfg.traces[r.trace] && x[6] == r.allocator &&
+                      x[7] == r.policy && x[8] == std::to_string(r.budget.value);
+    if (!same || !in_shard(i, b)) throw Error(csv + fmt::format(": run {} is not this sweep's run {}", i, i));
+  }
+  for (const auto& [i, row] : f.search_rows) {
+    const PlannedSearch& s = plan.searches[i];
+    const auto x = split_csv_line(row);
+    const bool same = x[1] == cfg.traces[s.trace] && x[2] == s.allocator && x[3] == s.policy &&
+                      x[4] == cfg.variants[s.variant].name;
+    if (!same || !in_shard(i, b)) {
+      throw Error((dir / "minbudget.csv").string() + fmt::format(": search {} is not this sweep's search {}", i, i));
+    }
+  }
+}
+
+struct Task {
+  bool search = false;
+  std::size_t index = 0;
+};
+
+}  // namespace
+
+int command_sweep(const SweepArgs& args, std::ostream& out) {
+  const SweepConfig cfg = load_sweep_config(args.config);
+  std::optional<Shard> shard;
+  if (!args.shard.empty()) shard = parse_shard(args.shard);
+  const Shard slice = shard.value_or(Shard{});
+  std::vector<Trace> traces;
+  for (std::size_t i = 0; i < cfg.traces.size(); ++i) {
+    traces.push_back(load_trace(resolve_trace_path(cfg, i)));
+    traces.back().path = cfg.traces[i];  // reports name the trace as the config does, wherever it runs
+  }
+  const Plan plan = make_plan(cfg, traces);
+  const Manifest manifest{COOPSIM_VERSION, plan.hash, plan.runs.size(), plan.searches.size(), shard};
+
+  const fs::path dir(args.output);
+  const bool earlier = fs::exists(dir / "sweep.json") || fs::exists(dir / "results.csv");
+  if (earlier && !args.resume) {
+    throw Error(args.output + ": holds a sweep's output: pass --resume to continue it, or choose another -o");
+  }
+  Finished done;
+  if (earlier) {
+    const Manifest old = read_manifest(dir);
+    done = read_finished(dir, old);
+    check_earlier(dir, old, manifest, cfg, plan, done);
+    // A run counts as finished when both its CSV row and its JSON entry were written.
+    std::erase_if(done.rows, [&](const auto& kv) { return !done.entries.contains(kv.first); });
+    std::erase_if(done.entries, [&](const auto& kv) { return !done.rows.contains(kv.first); });
+  }
+  std::vector<Task> tasks;  // searches first: they are the long ones
+  for (const auto& s : plan.searches) {
+    if (in_shard(s.index, slice) && !done.search_rows.contains(s.index)) tasks.push_back({true, s.index});
+  }
+  for (const auto& r : plan.runs) {
+    if (in_shard(r.index, slice) && !done.rows.contains(r.index)) tasks.push_back({false, r.index});
+  }
+  const std::size_t resumed_runs = done.rows.size(), resumed = resumed_runs + done.search_rows.size();
+
+  // Start the directory from what is kept: the manifest, then each file rewritten without cut lines.
+  make_output_dir(dir);
+  write_file_atomic((dir / "sweep.json").string(), manifest_json(manifest).dump(2) + "\n");
+  std::string csv = results_csv_header() + "\n", journal, mb = minbudget_csv_header() + "\n";
+  for (const auto& [i, row] : done.rows) csv += row + "\n";
+  for (const auto& [i, e] : done.entries) journal += e.dump() + "\n";
+  for (const auto& [i, row] : done.search_rows) mb += row + "\n";
+  write_file_atomic((dir / "results.csv").string(), csv);
+  write_file_atomic((dir / kJournal).string(), journal);
+  if (!plan.searches.empty()) write_file_atomic((dir / "minbudget.csv").string(), mb);
+  std::ofstream csv_out(dir / "results.csv", std::ios::app | std::ios::binary);
+  std::ofstream journal_out(dir / kJournal, std::ios::app | std::ios::binary);
+  std::ofstream mb_out;
+  if (!plan.searches.empty()) mb_out.open(dir / "minbudget.csv", std::ios::app | std::ios::binary);
+  if (!csv_out || !journal_out || (!plan.searches.empty() && !mb_out)) throw Error(args.output + ": cannot write");
+
+  Progress progress(shard_size(plan.runs.size(), slice) + shard_size(plan.searches.size(), slice), resumed);
+  std::mutex mu;
+  std::atomic<std::size_t> next{0};
+  std::atomic<bool> halt{false};
+  std::size_t recorded = 0;
+  std::exception_ptr failure;
+  auto count_recorded = [&] {  // called with `mu` held, right after a result was written
+    if (args.stop_after > 0 && ++recorded == args.stop_after) halt = true;
+  };
+  auto work = [&] {
+    while (!halt) {
+      const std::size_t t = next++;
+      if (t >= tasks.size()) return;
+      try {
+        const Task task = tasks[t];
+        if (task.search) {
+          const PlannedSearch& s = plan.searches[task.index];
+          const MinBudgetResult res = find_min_budget(run_config(cfg, s.variant, s.allocator, s.policy, std::nullopt),
+                                                      traces[s.trace], {cfg.minbudget.max_overhead});
+          const std::string row = minbudget_csv_row(cfg, s, res);
+          const std::lock_guard lock(mu);
+          if (halt) return;
+          mb_out << row << "\n" << std::flush;
+          if (!mb_out) throw Error((dir / "minbudget.csv").string() + ": write failed");
+          done.search_rows.emplace(s.index, row);
+          progress.finished(fmt::format("minbudget {} {} {} {}: {}", cfg.traces[s.trace], s.allocator, s.policy,
+                                        cfg.variants[s.variant].name, res.found ? format_bytes(res.budget) : "none"));
+          count_recorded();
+        } else {
+          const PlannedRun& r = plan.runs[task.index];
+          Report rep = run_simulation(run_config(cfg, r.variant, r.allocator, r.policy, r.budget), traces[r.trace]);
+          rep.memory_ratio_of_sweep_max = r.ratio_of_sweep_max;
+          const std::string row = results_csv_row(cfg, r, rep);
+          auto entry = results_json_entry(cfg, r, rep);
+          const std::string line = entry.dump();
+          const std::lock_guard lock(mu);
+          if (halt) return;
+          csv_out << row << "\n" << std::flush;
+          journal_out << line << "\n" << std::flush;
+          if (!csv_out || !journal_out) throw Error(args.output + ": write failed (results.csv or " + kJournal + ")");
+          done.rows.emplace(r.index, row);
+          done.entries.emplace(r.index, std::move(entry));
+          progress.finished(fmt::format("run {} {} {} {} {} {}: {}", r.index, cfg.traces[r.trace], r.allocator,
+                                        r.policy, cfg.variants[r.variant].name, budget_text(r), to_string(rep.status)));
+          count_recorded();
+        }
+      } catch (...) {
+        const std::lock_guard lock(mu);
+        if (!failure) failure = std::current_exception();
+        halt = true;
+      }
+    }
+  };
+  unsigned jobs = args.jobs > 0 ? args.jobs : std::max(1U, std::thread::hardware_concurrency());
+  jobs = static_cast<unsigned>(std::min<std::size_t>(jobs, std::max<std::size_t>(1, tasks.size())));
+  std::vector<std::thread> pool;
+  for (unsigned i = 0; i < jobs; ++i) pool.emplace_back(work);
+  for (auto& th : pool) th.join();
+  progress.close();
+  csv_out.close();
+  journal_out.close();
+  mb_out.close();
+  if (failure) std::rethrow_exception(failure);
+  if (halt) {
+    std::cerr << fmt::format("coopsim: sweep: stopped after {} results (--stop-after); --resume continues\n", recorded);
+    return 0;
+  }
+
+  write_results(dir, manifest, done);
+  std::map<std::string, std::size_t> statuses;
+  for (const auto& [i, row] : done.rows) ++statuses[split_csv_line(row)[9]];
+  std::string counts;
+  for (const auto& [s, n] : statuses) counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", s, n);
+  out << fmt::format("sweep: {} runs ({} from earlier output){}{}: {}\n", done.rows.size(), resumed_runs,
+                     plan.searches.empty() ? "" : fmt::format(", {} minimum-budget searches", done.search_rows.size()),
+                     shard ? fmt::format(" in shard {}/{}", slice.index, slice.count) : "", counts.empty() ? "none" : counts);
+  out << fmt::format("wrote {}: results.csv, results.json{}, sweep.json\n", args.output,
+                     plan.searches.empty() ? "" : ", minbudget.csv");
+  return 0;
+}
+
+}  // namespace coopsim

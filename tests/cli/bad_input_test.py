@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Bad-input catalogue of the command line for the importers and the input caps (issue 8 part 7),
+reported as TAP. Each case checks the exact one-line error, exit status 1, and that no output
+file (nor its .tmp) was left behind. Trace v1 errors are in tests/catalogue/, config and run
+errors in cli_test.py, plan errors in tests/unit/plan_format_test.cpp and plan_cli_test.py.
+
+Usage: bad_input_test.py PATH/TO/coopsim   (run from the project root)"""
+import gzip
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+
+COOPSIM = sys.argv[1]
+GOLDEN = "tests/data/golden/small_step.jsonl"
+MLP = "tests/data/dtr/mlp-4-2000.0-2021-3-17-12-0-0-default.log"
+results = []
+tmp = tempfile.mkdtemp(prefix="coopsim-bad-input-")
+
+
+def path(name):
+    return os.path.join(tmp, name)
+
+
+def write(name, data):
+    with open(path(name), "wb") as f:
+        f.write(data.encode() if isinstance(data, str) else data)
+    return path(name)
+
+
+def bad(name, args, expected, outputs):
+    p = subprocess.run([COOPSIM, *args], capture_output=True, text=True, timeout=120)
+    err = p.stderr.strip()
+    left = [o for o in outputs if os.path.exists(o) or os.path.exists(o + ".tmp")]
+    ok = p.returncode == 1 and err == "coopsim: error: " + expected and not left
+    results.append((name, ok, f"status {p.returncode}, stderr {err!r}, expected {expected!r}, left {left}"))
+
+
+out = path("out.jsonl")
+imp = lambda kind, src, *more: ["import", kind, src, "-o", out, *more]
+
+# --- DTR logs --------------------------------------------------------------------------------
+d1 = write("frob.log", '{"INSTRUCTION":"FROB"}\n')
+bad("dtr: unknown instruction", imp("dtr", d1),
+    f"{d1}:1: unknown INSTRUCTION 'FROB' (expected ANNOTATE, CONSTANT, MEMORY, CALL, ALIAS, COPY, RELEASE, MUTATE "
+    "or COPY_FROM)", [out])
+# Line 1 is 38 bytes with its newline.
+d2 = write("nostart.log", '{"INSTRUCTION":"CONSTANT","NAME":"p"}\n{"INSTRUCTION":"RELEASE","NAME":"q"}\n')
+bad("dtr: no ANNOTATE START", imp("dtr", d2), f"{d2}:3: no ANNOTATE START record: the measured iteration never starts",
+    [out])
+bad("dtr: --limit max_input_bytes (byte 39 opens line 2)", imp("dtr", d2, "--limit", "max_input_bytes=38"),
+    f"{d2}:2: more than 38 bytes of input (limits.max_input_bytes)", [out])
+bad("dtr: --limit max_tensors", imp("dtr", MLP, "--limit", "max_tensors=1"),
+    f"{MLP}: more than 1 tensors (limits.max_tensors)", [out])
+d3 = write("dup.log", '{"INSTRUCTION":"CONSTANT","NAME":"p","NAME":"q"}\n')
+bad("dtr: duplicate key", imp("dtr", d3), f"{d3}:1: duplicate key 'NAME'", [out])
+bad("dtr: missing file", imp("dtr", path("absent.log")),
+    f"{path('absent.log')}:0: cannot open DTR log: No such file or directory", [out])
+
+# --- Kineto traces -----------------------------------------------------------------------------
+# Line 1, '{"traceEvents": [', is 18 bytes with its newline.
+k1 = write("syntax.json", '{"traceEvents": [\n  {"ph":"X","name":"a","ts":1,"dur":1},\n  {"ph":"X" "name":"b"}\n]}\n')
+bad("kineto: malformed JSON", imp("kineto", k1),
+    f"{k1}:3: malformed JSON at column 18: syntax error while parsing object - unexpected string literal; "
+    "expected '}'", [out])
+bad("kineto: --limit max_input_bytes (byte 19 opens line 2)", imp("kineto", k1, "--limit", "max_input_bytes=18"),
+    f"{k1}:2: more than 18 bytes of input (limits.max_input_bytes)", [out])
+k2 = write("array.json", "[1,2,3]\n")
+bad("kineto: an event that is not an object", imp("kineto", k2),
+    f"{k2}:1: traceEvents[0]: an event must be a JSON object (got 1)", [out])
+k3 = write("bytes.json", '{"traceEvents": [{"ph":"i","name":"[memory]","ts":5,"pid":1,"tid":1,"args":{"Device Type":1,'
+                         '"Device Id":0,"Addr":100,"Bytes":"x"}}]}\n')
+bad("kineto: [memory] Bytes not an integer", imp("kineto", k3),
+    f"{k3}:1: traceEvents[0]: field 'args.Bytes' must be an integer (got 'x')", [out])
+bad("kineto: missing file", imp("kineto", path("absent.json")),
+    f"{path('absent.json')}:0: cannot open trace file: No such file or directory", [out])
+
+# --- PyTorch memory snapshots ------------------------------------------------------------------
+s1 = write("list.pickle", pickle.dumps([1, 2], protocol=2))
+bad("torch-snapshot: the top level is not a dict", imp("torch-snapshot", s1),
+    f"{s1}: top level: expected the snapshot dict (got a list)", [out])
+s2 = write("nodt.pickle", pickle.dumps({"segments": []}, protocol=4))
+bad("torch-snapshot: no device_traces", imp("torch-snapshot", s2), f"{s2}: top level: missing field 'device_traces'",
+    [out])
+s3 = write("frame.pickle", b"\x80\x04\x95\x05\x00\x00\x00\x00\x00\x00\x00}\x94.")
+bad("torch-snapshot: a frame longer than the input", imp("torch-snapshot", s3),
+    f"{s3}: byte 2: FRAME: frame of 5 bytes runs past the end of the input (3 left; truncated?)", [out])
+s4 = write("gz.pickle.gz", gzip.compress(pickle.dumps({"segments": []}, protocol=4))[:-6])
+bad("torch-snapshot: a truncated gzip stream", imp("torch-snapshot", s4),
+    f"{s4}: gzip stream is truncated (unexpected end of compressed data)", [out])
+bad("torch-snapshot: --limit max_input_bytes", imp("torch-snapshot", s1, "--limit", "max_input_bytes=10"),
+    f"{s1}: more than 10 bytes of input (limits.max_input_bytes)", [out])
+
+# --- import --limit itself ---------------------------------------------------------------------
+bad("import: unknown --limit key", imp("dtr", MLP, "--limit", "max_tensor=5"),
+    "limits.max_tensor: unknown parameter (valid for limits: max_input_bytes, max_tensors, max_events, "
+    "max_op_fan_in)", [out])
+bad("import: --limit without a value", imp("dtr", MLP, "--limit", "max_tensors"),
+    "--limit max_tensors: expected key=value", [out])
+bad("import: --limit of 0", imp("dtr", MLP, "--limit", "max_events=0"), "limits.max_events: must be at least 1, got 0",
+    [out])
+
+# --- run with the caps of the limits section (golden trace: tensors on lines 2-5, ops 6-9,
+# --- events from line 10, a 203-byte header line) ----------------------------------------------
+rep, csv = path("r.json"), path("r.csv")
+run = lambda *more: ["run", GOLDEN, "-o", rep, "--csv", csv, *more]
+bad("run: limits.max_tensors", run("--set", "limits.max_tensors=2"),
+    f"{GOLDEN}:4: more than 2 tensors (limits.max_tensors)", [rep, csv])
+bad("run: limits.max_events", run("--set", "limits.max_events=10"),
+    f"{GOLDEN}:20: more than 10 events (limits.max_events)", [rep, csv])
+bad("run: limits.max_op_fan_in", run("--set", "limits.max_op_fan_in=1"),
+    f"{GOLDEN}:8: op 12: field 'inputs': more than 1 tensors (limits.max_op_fan_in)", [rep, csv])
+bad("run: limits.max_input_bytes", run("--set", "limits.max_input_bytes=203"),
+    f"{GOLDEN}:2: more than 203 bytes of input (limits.max_input_bytes)", [rep, csv])
+bad("run: limits value not an integer", run("--set", "limits.max_tensors=many"),
+    'limits.max_tensors: expected an integer, got "many"', [rep, csv])
+cfg = write("limits.json", '{"limits": {"max_events": 0}}\n')
+bad("run: limits in a config file name the file", run("-c", cfg),
+    f"{cfg}: limits.max_events: must be at least 1, got 0", [rep, csv])
+
+print(f"1..{len(results)}")
+for i, (name, ok, detail) in enumerate(results, 1):
+    print(f"{'ok' if ok else 'not ok'} {i} - {name}")
+    if not ok:
+        print(f"# {detail}")
+sys.exit(0 if all(ok for _, ok, _ in results) else 1)

@@ -1,0 +1,123 @@
+// The plain-C++ side of replay-gpu: the least-squares link fit, the link written back as a
+// config that `coopsim run -c` accepts, and the report's comparison of measured and simulated
+// times, on hand-made measurements (no GPU involved).
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+#include "coopsim/error.hpp"
+#include "coopsim/gpu/replay_report.hpp"
+#include "coopsim/link.hpp"
+#include "coopsim/params.hpp"
+#include "coopsim/simulation.hpp"
+#include "plan_scenarios.hpp"
+#include "test_paths.hpp"
+
+using namespace coopsim;
+using namespace coopsim::gpu;
+
+namespace {
+
+std::vector<LinkSample> line_samples() {
+  // d2h: 5000 ns + 0.05 ns/B exactly; h2d: 2000 ns + 0.04 ns/B with +-100 ns around it.
+  std::vector<LinkSample> s;
+  for (const std::uint64_t b : {4096ULL, 65536ULL, 1048576ULL, 16777216ULL}) {
+    s.push_back({true, b, 5000.0 + 0.05 * static_cast<double>(b)});
+  }
+  s.push_back({false, 1000000, 2000.0 + 40000.0 + 100.0});
+  s.push_back({false, 1000000, 2000.0 + 40000.0 - 100.0});
+  s.push_back({false, 3000000, 2000.0 + 120000.0 + 100.0});
+  s.push_back({false, 3000000, 2000.0 + 120000.0 - 100.0});
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("link fit: least squares of copy time on size") {
+  const auto s = line_samples();
+  const LinkFit d2h = fit_link(s, true);
+  CHECK(d2h.ns_per_byte == Approx(0.05));
+  CHECK(d2h.latency_ns == Approx(5000.0));
+  CHECK(d2h.r2 == Approx(1.0));
+  CHECK(d2h.samples == 4);
+  const LinkFit h2d = fit_link(s, false);
+  CHECK(h2d.ns_per_byte == Approx(0.04));
+  CHECK(h2d.latency_ns == Approx(2000.0));
+  // Residuals +-100 ns around a line through the means: SSres = 4e4, SStot = 4 * 40000^2.
+  CHECK(h2d.r2 == Approx(1.0 - 4e4 / (4 * 4e4 * 4e4)));
+  CHECK_THROWS_WITH(fit_link({{true, 4096, 10.0}, {true, 4096, 12.0}}, true),
+                    "link fit: device-to-host copies of at least two sizes are needed");
+  CHECK_THROWS_WITH(fit_link({{false, 4096, 10.0}, {false, 8192, 5.0}}, false),
+                    "link fit: host-to-device copy time does not grow with size");
+}
+
+TEST_CASE("link fit: the written link is a config coopsim run accepts") {
+  const auto s = line_samples();
+  const auto doc = link_preset_json(fit_link(s, true), fit_link(s, false), "Test GPU");
+  const auto dir = test::scratch_dir("link-preset");
+  const std::string path = (dir / "link.json").string();
+  std::ofstream(path) << doc.dump(2);
+  const SimConfig cfg = load_config(path);
+  CHECK_NOTHROW(check_config(cfg));
+  const LinkModel m = make_link(Params("link", cfg.doc.at("link"), link_param_docs()));
+  CHECK(m.d2h.ns_per_byte == Approx(0.05));
+  CHECK(m.h2d.ns_per_byte == Approx(0.04));
+  CHECK(m.d2h.latency == SimTime{5000});
+  CHECK(m.h2d.latency == SimTime{2000});
+  CHECK(cfg.doc.at("description") == "host<->device link measured by coopsim replay-gpu on Test GPU");
+}
+
+TEST_CASE("replay report: measured against simulated, per op class and per transfer direction") {
+  const Plan plan = test::plan_of(test::swap_scenario());
+  DeviceInfo dev;
+  dev.name = "Test GPU";
+  dev.compute_major = 9;
+  dev.driver_version = 13000;
+  dev.runtime_version = 12080;
+  ReplaySettings settings;
+  settings.iterations = 2;
+  ReplayMeasurement m;
+  m.calibration = {1.98, 2500.0};
+  m.iteration_ns = {2100.0, 2300.0};     // simulated 2000: mean 2200, +10 %
+  m.all_streams_ns = {2150.0, 2350.0};
+  m.step_ns.assign(plan.steps.size(), 0.0);
+  m.step_ns[3] = 1100.0;  // f: simulated 1000
+  m.step_ns[6] = 450.0;   // g: 500
+  m.step_ns[12] = 330.0;  // h: 300
+  m.step_ns[7] = 300.0;   // swap-out: 200
+  m.step_ns[11] = 150.0;  // swap-in: 200
+  m.step_ns[0] = 40.0;    // fills of w and x
+  m.step_ns[1] = 60.0;
+  m.host_issue_ns = 900.0;
+  m.first_failing_step = 12;
+  m.fills = 2;
+  const auto s = line_samples();
+  const auto r = replay_report_json(plan, "swap.plan.json", dev, settings, m, fit_link(s, true), fit_link(s, false));
+  CHECK(r.at("device").at("driver_version") == "13.0");
+  CHECK(r.at("device").at("runtime_version") == "12.8");
+  CHECK(r.at("device").at("compute_capability") == "9.0");
+  CHECK(r.at("integrity").at("ok") == false);
+  CHECK(r.at("integrity").at("first_failing_step").at("step") == "steps[12] (op 2 'h')");
+  const auto& it = r.at("iteration");
+  CHECK(it.at("simulated_ns") == 2000);
+  CHECK(it.at("measured_ns").at("mean").get<double>() == Approx(2200.0));
+  CHECK(it.at("measured_ns").at("min").get<double>() == Approx(2100.0));
+  CHECK(it.at("error").get<double>() == Approx(0.1));
+  CHECK(it.at("host_bound") == false);
+  const auto& classes = r.at("op_classes");
+  REQUIRE(classes.size() == 4);
+  CHECK(classes[0].at("class") == "op f");  // largest simulated time first
+  CHECK(classes[0].at("error").get<double>() == Approx(0.1));
+  CHECK(classes[1].at("class") == "op g");
+  CHECK(classes[1].at("error").get<double>() == Approx(-0.1));
+  CHECK(classes[2].at("class") == "op h");
+  CHECK(classes[3].at("class") == "alloc fill");
+  CHECK(classes[3].at("steps") == 2);
+  CHECK(classes[3].at("measured_ns").get<double>() == Approx(100.0));
+  CHECK(classes[3].at("error").is_null());
+  const auto& d2h = r.at("transfers").at("d2h");
+  CHECK(d2h.at("bytes") == 1000);
+  CHECK(d2h.at("error").get<double>() == Approx(0.5));
+  CHECK(r.at("transfers").at("h2d").at("mean_abs_step_error").get<double>() == Approx(0.25));
+  CHECK(r.at("link").at("d2h").at("gbps").get<double>() == Approx(20.0));
+}

@@ -1,0 +1,71 @@
+// The plan checks on every bundled trace for keep and the policies that swap: autoswap, vdnn
+// (all and conv), and the pooch and capuchin hybrids (the recompute policies are in
+// remat_bundled_test.cpp), on every allocator at 30, 50, 70, 90 and 100 % of
+// the trace's no-eviction peak, with engine.plan_checks on (the engine's own checks plus the
+// independent validator over the run's event log: every read finds its tensor resident with
+// the right content version, swap-ins follow swap-outs, live blocks never overlap, the budget
+// holds). Runs end completed, out of memory or thrashing; a completed run executed every op.
+#include <catch2/catch.hpp>
+
+#include "coopsim/builtin.hpp"
+#include "coopsim/simulation.hpp"
+#include "bundled_traces.hpp"
+
+using namespace coopsim;
+
+TEST_CASE("keep, swap and hybrid policies pass the plan checks on every bundled trace", "[swap][bundled]") {
+  const auto traces = coopsim::test::bundled_traces();
+  REQUIRE(traces.size() >= 10);
+  const auto& c = builtin_components();
+  const std::vector<std::pair<std::string, nlohmann::json>> policies{
+      {"keep", nlohmann::json::object()},
+      {"autoswap", nlohmann::json::object()},
+      {"vdnn", {{"variant", "all"}}},
+      {"vdnn", {{"variant", "conv"}}},
+      {"pooch", nlohmann::json::object()},
+      {"capuchin", nlohmann::json::object()},
+  };
+  std::uint64_t runs = 0, swap_runs = 0, completed = 0, swapped = 0, recomputed = 0;
+  for (const auto& path : traces) {
+    const Trace trace = load_trace(path.string());
+    const TraceSummary summary = summarize(trace);
+    for (const auto& [policy, params] : policies) {
+      for (const auto& alloc : c.allocators.entries()) {
+        for (const int percent : {30, 50, 70, 90, 100}) {
+          const auto budget = summary.peak_live.value / 100 * static_cast<std::uint64_t>(percent);
+          SimConfig cfg;
+          cfg.doc = {{"allocator", alloc.name},
+                     {"policy", policy},
+                     {"budget", std::to_string(budget)},
+                     {"engine", {{"plan_checks", true}}},
+                     {"params", {{policy, params}}}};
+          INFO(path.string() << " " << policy << " " << params.dump() << " on " << alloc.name << " at " << percent
+                             << "%");
+          Report r;
+          REQUIRE_NOTHROW(r = run_simulation(cfg, trace));
+          ++runs;
+          CHECK(r.memory.peak_reserved.value <= budget);
+          if (policy != "keep") {
+            ++swap_runs;
+            if (r.time.swap_outs > 0) ++swapped;
+            if (r.time.recomputes > 0) ++recomputed;
+            if (r.status == RunStatus::Completed) ++completed;
+          } else {
+            CHECK(r.time.swap_outs == 0);
+          }
+          if (r.status == RunStatus::Completed) {
+            CHECK(r.counters.computes == summary.computes);
+            CHECK(r.counters.events == summary.events);
+            CHECK(r.time.swap_ins <= r.time.swap_outs);
+          } else {
+            CHECK((r.oom.has_value() || r.thrash.has_value()));
+          }
+        }
+      }
+    }
+  }
+  CHECK(runs == traces.size() * policies.size() * c.allocators.entries().size() * 5);
+  CHECK(completed > swap_runs / 2);
+  CHECK(swapped > swap_runs / 2);  // the policies do swap
+  CHECK(recomputed > 0);      // and the hybrids recompute
+}
