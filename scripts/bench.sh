@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
-# Benchmark: generates a large synthetic trace (>= 1M events), then measures on one core
-#  - parse rate of trace v1 (lines/s), plain and gzip;
-#  - replay rate under keep for every allocator (events/s).
-# Results: bench/results.csv and a printed summary. Targets: >= 1M lines/s, >= 10M events/s.
+# Benchmark (method and figures: docs/performance.md): generates a large synthetic trace
+# (>= 1M events), then measures
+#  - parse rate of trace v1 (lines/s), plain and gzip, one core;
+#  - replay rate under keep for every allocator (events/s), one core;
+#  - replay rate per allocator x policy at 60 % of the peak (recompute, swap, hybrid), one core;
+#  - sweep throughput (runs/s, two threads): 100 budgets x coop/dte/dtr on the largest bundled
+#    traces;
+#  - peak resident memory of each measurement.
+# Results: bench/results.csv and a printed summary. Targets: >= 1M lines/s, >= 10M events/s
+# under keep, a 100-budget x 3-policy sweep of the largest bundled trace in < 10 s on 2 cores.
 #   scripts/bench.sh [LAYERS] [ITERATIONS]
 set -eu
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
-coopsim_install_deps
+coopsim_install_deps time
 build="${BENCH_BUILD_DIR:-build-release}"
 [ -f "$build/build.ninja" ] || meson setup "$build" --buildtype=release -Dtests=disabled >/dev/null
 ninja -C "$build" src/coopsim >/dev/null
@@ -24,6 +30,27 @@ mkdir -p bench
       $1=="parse"  { printf "parse,%s,lines_per_s,%s,%s\n", f, $3, $5 }
       $1=="replay" && f ~ /jsonl$/ { printf "replay,%s,events_per_s,%s,%s\n", $2, $5, $7 }'
   done
+  # Policies at 60 % of the peak on a smaller synthetic trace (recompute policies do far more
+  # work per event than keep); events/s counts the events replayed before the run ended.
+  "$coopsim" generate -o bench/medium.jsonl --set layers=50 --set iterations=4 >/dev/null
+  for p in coop dtr autoswap vdnn pooch capuchin; do
+    taskset -c 0 "$coopsim" bench bench/medium.jsonl -a bestfit,pytorch -p "$p" -b 60% --repeat 1 | awk -F, '
+      $1=="replay" { printf "replay-policy,%s/%s,events_per_s,%s,%s\n", $2, $3, $5, $7 }'
+  done
+  # Sweep throughput: 300 runs per trace on two threads; peak RSS from GNU time.
+  for t in bert_large densenet121 bilstm; do
+    cfg=bench/sweep-$t.json
+    printf '{"traces": ["../traces/%s.jsonl.gz"], "allocators": ["bestfit"], "policies": ["coop", "dte", "dtr"],\n "budgets": {"ratios": {"from": 0.01, "to": 1.0, "step": 0.01}}}\n' "$t" >"$cfg"
+    rm -rf "bench/sweep-$t"
+    /usr/bin/time -f "%e %M" -o bench/time.txt "$coopsim" sweep "$cfg" -j 2 -o "bench/sweep-$t" >/dev/null 2>&1
+    read -r secs rss <bench/time.txt
+    runs=$(($(grep -c . "bench/sweep-$t/results.csv") - 1))
+    awk -v t="$t" -v s="$secs" -v n="$runs" -v r="$rss" 'BEGIN {
+      printf "sweep,%s,runs_per_s,%.1f,%s\n", t, n / s, s; printf "rss,sweep-%s,peak_kib,%s,%s\n", t, r, s }'
+  done
+  /usr/bin/time -f "%e %M" -o bench/time.txt "$coopsim" run bench/large.jsonl -q -a pytorch -b 80GiB
+  read -r secs rss <bench/time.txt
+  echo "rss,run-large-keep-pytorch,peak_kib,$rss,$secs"
 } >bench/results.csv
 echo "== bench/results.csv ($(grep -c . bench/large.jsonl) lines, machine: $(nproc) cores, one used)"
 column -s, -t bench/results.csv

@@ -60,7 +60,8 @@ int command_import(const ImportArgs& args, std::ostream& out);
 struct BenchArgs {
   std::string trace;
   std::vector<std::string> allocators;  // empty = all
-  std::string budget = "80GiB";
+  std::vector<std::string> policies;    // empty = keep
+  std::string budget = "80GiB";         // or N% of the trace's peak live bytes
   int repeat = 3;
 };
 int command_bench(const BenchArgs& args, std::ostream& out);

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "coopsim/link.hpp"
 #include "coopsim/units.hpp"
 
 namespace coopsim {
@@ -68,6 +69,7 @@ struct LogRecord {
 struct RunLog {
   Bytes budget;
   bool address_aware = true;  // false: the allocator's addresses are not a layout (fungible)
+  LinkModel link;             // the host<->device link the copies were timed with
   std::vector<LogRecord> records;
   std::vector<LogRef> refs;
 

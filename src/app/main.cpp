@@ -71,7 +71,8 @@ int main(int argc, char** argv) {
   auto* bench_cmd = app.add_subcommand("bench", "measure parse and replay rates (wall clock; for scripts/bench.sh)");
   bench_cmd->add_option("trace", bench.trace, "trace file")->required();
   bench_cmd->add_option("--allocator,-a", bench.allocators, "allocators (default: all)")->delimiter(',');
-  bench_cmd->add_option("--budget,-b", bench.budget, "memory budget");
+  bench_cmd->add_option("--policy,-p", bench.policies, "policies (default: keep)")->delimiter(',');
+  bench_cmd->add_option("--budget,-b", bench.budget, "memory budget, or N% of the trace's peak live bytes");
   bench_cmd->add_option("--repeat,-r", bench.repeat, "repetitions; the best is reported")->check(CLI::Range(1, 100));
 
   coopsim::PlanArgs plan;

@@ -1,4 +1,5 @@
-// `coopsim bench TRACE`: parse rate and replay rate per allocator under keep, on one core.
+// `coopsim bench TRACE`: parse rate and replay rate per allocator x policy (keep by default),
+// on one core.
 // Wall-clock figures: for scripts/bench.sh, never for tests.
 #include <fmt/format.h>
 
@@ -6,6 +7,7 @@
 #include <ostream>
 
 #include "coopsim/commands.hpp"
+#include "coopsim/error.hpp"
 #include "coopsim/simulation.hpp"
 
 namespace coopsim {
@@ -31,20 +33,36 @@ int command_bench(const BenchArgs& args, std::ostream& out) {
   if (allocators.empty()) {
     for (const auto& e : builtin_components().allocators.entries()) allocators.push_back(e.name);
   }
-  for (const auto& a : allocators) {
-    SimConfig cfg;
-    cfg.doc["allocator"] = a;
-    cfg.doc["policy"] = "keep";
-    cfg.doc["budget"] = args.budget;
-    double best = 1e300;
-    Report r;
-    for (int i = 0; i < args.repeat; ++i) {
-      const auto t0 = Clock::now();
-      r = run_simulation(cfg, trace);
-      best = std::min(best, seconds(Clock::now() - t0));
+  std::vector<std::string> policies = args.policies;
+  if (policies.empty()) policies.push_back("keep");
+  // "N%" budgets are of the trace's no-eviction peak of live bytes, as in `coopsim run`.
+  std::string budget = args.budget;
+  if (!budget.empty() && budget.back() == '%') {
+    double percent = 0;
+    try {
+      percent = std::stod(budget.substr(0, budget.size() - 1));
+    } catch (const std::exception&) {
+      percent = 0;
     }
-    out << fmt::format("replay,{},keep,events_per_s,{:.0f},seconds,{:.4f},status,{}\n", a,
-                       static_cast<double>(r.counters.events) / best, best, to_string(r.status));
+    if (!(percent > 0)) throw ConfigError("--budget", "'" + args.budget + "' is not a size or a percentage");
+    budget = std::to_string(static_cast<std::uint64_t>(percent / 100.0 * static_cast<double>(s.peak_live.value)));
+  }
+  for (const auto& p : policies) {
+    for (const auto& a : allocators) {
+      SimConfig cfg;
+      cfg.doc["allocator"] = a;
+      cfg.doc["policy"] = p;
+      cfg.doc["budget"] = budget;
+      double best = 1e300;
+      Report r;
+      for (int i = 0; i < args.repeat; ++i) {
+        const auto t0 = Clock::now();
+        r = run_simulation(cfg, trace);
+        best = std::min(best, seconds(Clock::now() - t0));
+      }
+      out << fmt::format("replay,{},{},events_per_s,{:.0f},seconds,{:.4f},status,{}\n", a, p,
+                         static_cast<double>(r.counters.events) / best, best, to_string(r.status));
+    }
   }
   return 0;
 }

@@ -16,12 +16,7 @@
 namespace coopsim {
 
 void write_plan_export(const RunArgs& args, const Trace& trace, const RunLog& log, const Report& report) {
-  // The link model of the run: the same config file and overrides command_run applied.
-  SimConfig cfg;
-  if (!args.config.empty()) cfg = load_config(args.config);
-  for (const auto& s : args.sets) apply_override(cfg, s);
-  const Params link_params("link", cfg.doc.value("link", nlohmann::json::object()), link_param_docs());
-  const gpu::Plan plan = gpu::plan_from_runlog(trace, log, report, make_link(link_params));
+  const gpu::Plan plan = gpu::plan_from_runlog(trace, log, report, log.link);
   gpu::check_plan(plan, args.plan_out);  // an export the checker rejects is a coopsim bug: fail loudly
   write_file_atomic(args.plan_out, gpu::plan_to_text(plan));
 }

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "coopsim/error.hpp"
+#include "coopsim/text.hpp"
 #include "coopsim/limits.hpp"
 #include "coopsim/link.hpp"
 #include "coopsim/simulation.hpp"
@@ -65,7 +66,7 @@ SimConfig load_config(const std::string& path) {
   } catch (const nlohmann::json::parse_error& e) {
     std::string msg = e.what();
     if (auto p = msg.find("syntax error"); p != std::string::npos) msg = msg.substr(p);
-    throw TraceError(path, line_of_offset(text, e.byte == 0 ? 0 : e.byte - 1), "invalid JSON: " + msg);
+    throw TraceError(path, line_of_offset(text, e.byte == 0 ? 0 : e.byte - 1), "invalid JSON: " + one_line(msg));
   }
   if (!cfg.doc.is_object()) throw ConfigError(path, "a config file must hold a JSON object");
   return cfg;

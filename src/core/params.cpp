@@ -55,6 +55,10 @@ nlohmann::json parse_override_value(const std::string& text) {
 
 namespace {
 
+// A value as JSON text for a message; a string that is not UTF-8 (only command-line text can
+// be) shows U+FFFD instead of making the JSON library throw.
+std::string shown(const nlohmann::json& v) { return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+
 std::string valid_keys(std::span<const ParamDoc> docs) {
   std::string out;
   for (const auto& d : docs) {
@@ -68,7 +72,7 @@ std::string valid_keys(std::span<const ParamDoc> docs) {
 // JSON form of its type; throws ConfigError naming `key`.
 nlohmann::json canonical(const ParamDoc& d, const nlohmann::json& v, const std::string& key) {
   auto bad = [&](const std::string& what) {
-    return ConfigError(key, "expected " + what + ", got " + v.dump());
+    return ConfigError(key, "expected " + what + ", got " + shown(v));
   };
   switch (d.type) {
     case ParamType::Bytes: {
@@ -150,7 +154,7 @@ Params::Params(std::string component, std::span<const ParamDoc> docs)
 Params::Params(std::string component, const nlohmann::json& object, std::span<const ParamDoc> docs)
     : component_(std::move(component)), given_(nlohmann::json::object()), docs_(docs.begin(), docs.end()) {
   if (!object.is_null() && !object.is_object()) {
-    throw ConfigError(component_, "expected an object of parameters, got " + object.dump());
+    throw ConfigError(component_, "expected an object of parameters, got " + shown(object));
   }
   if (object.is_null()) return;
   for (const auto& [k, v] : object.items()) {

@@ -183,6 +183,7 @@ void Engine::run() {
   if (logging()) {
     opt_.log->budget = opt_.budget;
     opt_.log->address_aware = alloc_.address_aware();
+    opt_.log->link = opt_.link;
   }
   remat_ = policy_.remat_options();
   if (remat_) remat_setup();

@@ -1,6 +1,7 @@
 // Plan basics: names of step kinds and streams, lookups, step descriptions and the JSON writer
 // (docs/plan-format.md): header keys one per line, one tensor, op or step per line.
 #include "coopsim/gpu/plan.hpp"
+#include "coopsim/text.hpp"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -129,7 +130,7 @@ PlanError::PlanError(const std::string& file, const std::string& path, const std
 std::string describe_step(const Plan& plan, std::uint32_t id) {
   const PlanStep& s = plan.steps[id];
   auto named = [](std::string_view what, std::uint32_t x, const std::string* name) {
-    return name == nullptr || name->empty() ? fmt::format("{} {}", what, x) : fmt::format("{} {} '{}'", what, x, *name);
+    return name == nullptr || name->empty() ? fmt::format("{} {}", what, x) : fmt::format("{} {} '{}'", what, x, one_line(*name));
   };
   std::string what;
   if (s.kind == StepKind::Op || s.kind == StepKind::Recompute) {

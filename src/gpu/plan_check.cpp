@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "coopsim/gpu/plan.hpp"
+#include "coopsim/text.hpp"
 #include "plan_order.hpp"
 
 namespace coopsim::gpu {
@@ -49,7 +50,7 @@ class Checker {
   }
   std::string tensor_name(std::uint32_t t) const {
     const PlanTensor* x = plan_.tensor(t);
-    return x == nullptr || x->name.empty() ? fmt::format("tensor {}", t) : fmt::format("tensor {} '{}'", t, x->name);
+    return x == nullptr || x->name.empty() ? fmt::format("tensor {}", t) : fmt::format("tensor {} '{}'", t, one_line(x->name));
   }
   static std::string range(const PlanRef& r) { return fmt::format("[{}, {})", r.offset, r.offset + r.size.value); }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "coopsim/gpu/plan.hpp"
+#include "coopsim/text.hpp"
 
 namespace coopsim::gpu {
 
@@ -34,7 +35,7 @@ class Node {
     }
     for (const auto& [k, v] : j_.items()) {
       if (std::find(all.begin(), all.end(), k) == all.end()) {
-        fail(fmt::format("unknown key '{}' (expected: {})", k, fmt::join(all, ", ")));
+        fail(fmt::format("unknown key '{}' (expected: {})", one_line(k), fmt::join(all, ", ")));
       }
     }
   }
@@ -99,7 +100,7 @@ class Loader {
     root.expect_object({"format", "version", "coopsim_version", "trace", "allocator", "policy", "budget",
                         "arena_size", "address_base", "link", "simulated", "tensors", "ops", "steps"});
     if (const std::string f = root.key("format").str(); f != kPlanFormat) {
-      root.key("format").fail(fmt::format("expected '{}', got '{}'", kPlanFormat, f));
+      root.key("format").fail(fmt::format("expected '{}', got '{}'", kPlanFormat, one_line(f)));
     }
     if (const std::uint64_t v = root.key("version").u64(); v != kPlanVersion) {
       root.key("version").fail(fmt::format("unsupported version {} (this coopsim reads version {})", v, kPlanVersion));
@@ -136,7 +137,7 @@ class Loader {
     h.model = t.key("model").str();
     const std::string hash = t.key("hash").str();
     if (hash.size() != 16 || hash.find_first_not_of("0123456789abcdef") != std::string::npos) {
-      t.key("hash").fail("expected 16 lowercase hexadecimal digits, got '" + hash + "'");
+      t.key("hash").fail("expected 16 lowercase hexadecimal digits, got '" + one_line(hash) + "'");
     }
     h.trace_hash = std::stoull(hash, nullptr, 16);
     h.iterations = t.key("iterations").u32();
@@ -208,7 +209,7 @@ class Loader {
     const std::string kind_name = n.key("kind").str();
     const auto kind = parse_step_kind(kind_name);
     if (!kind) {
-      n.key("kind").fail("unknown step kind '" + kind_name +
+      n.key("kind").fail("unknown step kind '" + one_line(kind_name) +
                          "' (expected: alloc, free, evict, op, recompute, access, swap_out, swap_in)");
     }
     switch (*kind) {
@@ -229,7 +230,7 @@ class Loader {
     const std::string stream = n.key("stream").str();
     const auto parsed = parse_stream(stream);
     if (!parsed || *parsed != stream_of(s.kind)) {
-      n.key("stream").fail(fmt::format("a {} step runs on stream '{}', got '{}'", kind_name, to_string(stream_of(s.kind)), stream));
+      n.key("stream").fail(fmt::format("a {} step runs on stream '{}', got '{}'", kind_name, to_string(stream_of(s.kind)), one_line(stream)));
     }
     s.stream = *parsed;
     const Node after = n.key("after");
@@ -295,7 +296,7 @@ Plan parse_plan(const std::string& text, const std::string& file) {
     const auto line = 1 + static_cast<std::uint64_t>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n'));
     std::string msg = e.what();
     if (auto p = msg.find("syntax error"); p != std::string::npos) msg = msg.substr(p);
-    throw TraceError(file, line, "invalid JSON: " + msg);
+    throw TraceError(file, line, "invalid JSON: " + one_line(msg));
   }
   return Loader(file).load(doc);
 }

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "coopsim/error.hpp"
+#include "coopsim/text.hpp"
 #include "coopsim/limits.hpp"
 
 namespace coopsim::dtr_detail {
@@ -207,9 +208,9 @@ class RecordParser {
 std::string parse_error_detail(const json::parse_error& e) {
   std::string_view what = e.what();
   const auto col = what.find("column ");
-  if (col != std::string_view::npos) return std::string(what.substr(col));
+  if (col != std::string_view::npos) return one_line(what.substr(col));
   const auto colon = what.find("] ");
-  return std::string(colon == std::string_view::npos ? what : what.substr(colon + 2));
+  return one_line(colon == std::string_view::npos ? what : what.substr(colon + 2));
 }
 
 }  // namespace

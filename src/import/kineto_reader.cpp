@@ -12,6 +12,7 @@
 #include <istream>
 
 #include "coopsim/error.hpp"
+#include "coopsim/text.hpp"
 #include "coopsim/limits.hpp"
 #include "kineto_detail.hpp"
 
@@ -110,20 +111,6 @@ class GzInput : public std::streambuf {
   std::string problem_;
   std::uint64_t problem_line_ = 0;
 };
-
-// Replaces control characters so that a message stays on one line.
-std::string one_line(std::string_view s) {
-  std::string out;
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c == 0x7F) {
-      out += fmt::format("\\x{:02x}", c);
-    } else {
-      out += ch;
-    }
-  }
-  return out;
-}
 
 // SAX handler: the top-level object (or array), traceEvents, and one DOM per event.
 class Sax {

@@ -13,12 +13,13 @@
 #include <vector>
 
 #include "coopsim/limits.hpp"
+#include "coopsim/text.hpp"
 #include "pickle_detail.hpp"
 
 namespace coopsim::pickle {
 
 PickleError::PickleError(const std::string& name, std::uint64_t offset, const std::string& problem)
-    : Error(fmt::format("{}: byte {}: {}", name, offset, problem)), offset_(offset), problem_(problem) {}
+    : Error(one_line(fmt::format("{}: byte {}: {}", name, offset, problem))), offset_(offset), problem_(problem) {}
 
 const Value* Value::get(std::string_view key) const {
   if (kind != Kind::Dict) return nullptr;

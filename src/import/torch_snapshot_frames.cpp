@@ -8,6 +8,7 @@
 
 #include <string_view>
 
+#include "coopsim/text.hpp"
 #include "torch_snapshot_detail.hpp"
 
 namespace coopsim::torch_snapshot::detail {
@@ -77,8 +78,9 @@ std::string name_from_frames(const pickle::Value* frames) {
     }
   }
   if (op.empty()) return where;
-  if (where.empty()) return std::string(op);
-  return fmt::format("{} in {}", op, where);
+  // Python strings may hold lone surrogates ("surrogatepass"): names must be UTF-8 in a trace.
+  if (where.empty()) return to_utf8(op);
+  return to_utf8(fmt::format("{} in {}", op, where));
 }
 
 }  // namespace coopsim::torch_snapshot::detail

@@ -4,9 +4,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <string_view>
 
 #include "coopsim/error.hpp"
+#include "coopsim/text.hpp"
 #include "torch_snapshot_detail.hpp"
 
 namespace coopsim::torch_snapshot::detail {
@@ -38,6 +40,24 @@ class Reader {
   std::uint64_t uint_field(const pickle::Value& dict, std::string_view name, const std::string& key) const {
     return uint(field(dict, name, key), key + "." + std::string(name));
   }
+  // A size in bytes: trace v1 holds at most 2^53 bytes per tensor (so do real GPUs per segment).
+  std::uint64_t bytes(const pickle::Value& v, const std::string& key) const {
+    const std::uint64_t b = uint(v, key);
+    if (b > kMaxBytes) fail(key, fmt::format("{} bytes is more than 2^53", b));
+    return b;
+  }
+  std::uint64_t bytes_field(const pickle::Value& dict, std::string_view name, const std::string& key) const {
+    return bytes(field(dict, name, key), key + "." + std::string(name));
+  }
+  // A wall-clock time in microseconds, small enough to be converted to int64 nanoseconds.
+  std::int64_t time_us(const pickle::Value& v, const std::string& key) const {
+    if (v.kind != Kind::Int || v.integer < 0 || v.integer > kMaxTimeUs) {
+      fail(key, fmt::format("expected a non-negative int of at most {} (got {})", kMaxTimeUs, describe(v)));
+    }
+    return v.integer;
+  }
+  static constexpr std::uint64_t kMaxBytes = std::uint64_t{1} << 53;
+  static constexpr std::int64_t kMaxTimeUs = std::numeric_limits<std::int64_t>::max() / 1000;
   const std::string& text_field(const pickle::Value& dict, std::string_view name, const std::string& key) const {
     const pickle::Value& v = field(dict, name, key);
     if (v.kind != Kind::String) fail(key + "." + std::string(name), fmt::format("expected a str (got {})", describe(v)));
@@ -46,7 +66,7 @@ class Reader {
   static std::string describe(const pickle::Value& v) {
     switch (v.kind) {
       case Kind::Int: return std::to_string(v.integer);
-      case Kind::String: return "'" + (v.text.size() > 40 ? v.text.substr(0, 40) + "..." : v.text) + "'";
+      case Kind::String: return quote_excerpt(v.text);  // escapes control characters: one line
       case Kind::Bool: return v.boolean ? "True" : "False";
       default: return "a " + kind_of(v);
     }
@@ -84,7 +104,7 @@ class Reader {
       if (dev != nullptr && uint(*dev, key + ".device") != static_cast<std::uint64_t>(device_)) continue;
       SnapSegment seg;
       seg.addr = uint_field(g, "address", key);
-      seg.size = uint_field(g, "total_size", key);
+      seg.size = bytes_field(g, "total_size", key);
       seg.stream = uint_field(g, "stream", key);
       const std::string& type = text_field(g, "segment_type", key);
       if (type == "small") {
@@ -92,13 +112,14 @@ class Reader {
       } else if (type == "large") {
         seg.pool = SegmentPool::Large;
       } else {
-        fail(key + ".segment_type", fmt::format("expected 'small' or 'large' (got '{}')", type));
+        fail(key + ".segment_type", fmt::format("expected 'small' or 'large' (got {})", quote_excerpt(type)));
       }
       if (const pickle::Value* e = g.get("is_expandable"); e != nullptr) {
         if (e->kind != Kind::Bool) fail(key + ".is_expandable", fmt::format("expected a bool (got {})", describe(*e)));
         seg.expandable = e->boolean;
       }
       if (seg.size == 0) fail(key + ".total_size", "a segment cannot be empty");
+      if (seg.addr > ~std::uint64_t{0} - seg.size) fail(key, "extends past the end of the 64-bit address space");
       const pickle::Value& blocks = list(field(g, "blocks", key), key + ".blocks");
       std::uint64_t at = seg.addr;
       for (std::size_t j = 0; j < blocks.items.size(); ++j) {
@@ -107,6 +128,9 @@ class Reader {
         if (b.addr != at) {
           fail(fmt::format("{}.blocks[{}]", key, j),
                fmt::format("starts at {:#x}, where the previous block ends at {:#x}", b.addr, at));
+        }
+        if (b.size > seg.addr + seg.size - at) {
+          fail(fmt::format("{}.blocks[{}]", key, j), fmt::format("runs past the end of its segment at {:#x}", seg.addr + seg.size));
         }
         at += b.size;
       }
@@ -129,7 +153,7 @@ class Reader {
     if (v.kind != Kind::Dict) fail(key, fmt::format("expected a dict (got {})", describe(v)));
     SnapBlock b;
     b.addr = uint_field(v, "address", key);
-    b.size = uint_field(v, "size", key);
+    b.size = bytes_field(v, "size", key);
     if (b.size == 0) fail(key + ".size", "a block cannot be empty");
     const std::string& state = text_field(v, "state", key);
     if (state == "active_allocated") {
@@ -139,11 +163,11 @@ class Reader {
     } else if (state == "inactive") {
       b.state = BlockState::Inactive;
     } else {
-      fail(key + ".state", fmt::format("expected 'active_allocated', 'active_awaiting_free' or 'inactive' (got '{}')", state));
+      fail(key + ".state", fmt::format("expected 'active_allocated', 'active_awaiting_free' or 'inactive' (got {})", quote_excerpt(state)));
     }
     // Files before torch 2.1 have no requested_size: the block size is the best one can say.
     const pickle::Value* req = v.get("requested_size");
-    b.requested = req != nullptr ? uint(*req, key + ".requested_size") : b.size;
+    b.requested = req != nullptr ? bytes(*req, key + ".requested_size") : b.size;
     if (b.active() && (b.requested == 0 || b.requested > b.size)) {
       fail(key + ".requested_size", fmt::format("{} does not fit its block of {} bytes", b.requested, b.size));
     }
@@ -174,21 +198,24 @@ class Reader {
       } else if (en.action != Action::Snapshot && en.action != Action::Annotate) {
         en.addr = uint_field(e, "addr", key);
       }
-      if (const pickle::Value* sz = e.get("size"); sz != nullptr) en.size = uint(*sz, key + ".size");
       const bool needs_size = en.action != Action::Snapshot && en.action != Action::Annotate && en.action != Action::Oom;
+      if (const pickle::Value* sz = e.get("size"); sz != nullptr) {
+        // An oom entry's size is the failed request, which may be any number.
+        en.size = needs_size ? bytes(*sz, key + ".size") : uint(*sz, key + ".size");
+      }
       if (needs_size && en.size == 0) fail(key + ".size", fmt::format("missing or 0 for a '{}' entry", action_name(en.action)));
+      if (needs_size && en.addr > ~std::uint64_t{0} - en.size) fail(key, "extends past the end of the 64-bit address space");
       if (const pickle::Value* st = e.get("stream"); st != nullptr) en.stream = uint(*st, key + ".stream");
       if (const pickle::Value* t = e.get("time_us"); t != nullptr) {
         // time_us is CPU wall-clock time in microseconds; int in every known version.
-        if (t->kind != Kind::Int || t->integer < 0) fail(key + ".time_us", fmt::format("expected a non-negative int (got {})", describe(*t)));
-        en.time_us = t->integer;
+        en.time_us = time_us(*t, key + ".time_us");
       } else {
         s.has_time = false;
       }
       if (en.action == Action::Alloc) {
         en.name = name_from_frames(e.get("frames"));
       } else if (en.action == Action::Annotate) {
-        if (const pickle::Value* m = e.get("user_metadata"); m != nullptr && m->kind == Kind::String) en.name = m->text;
+        if (const pickle::Value* m = e.get("user_metadata"); m != nullptr && m->kind == Kind::String) en.name = to_utf8(m->text);
       }
       s.entries.push_back(std::move(en));
     }
@@ -199,9 +226,9 @@ class Reader {
       if (name == a) return action;
     }
     fail(key + ".action",
-         fmt::format("unknown action '{}' (known: alloc, free_requested, free_completed, segment_alloc, segment_free, "
+         fmt::format("unknown action {} (known: alloc, free_requested, free_completed, segment_alloc, segment_free, "
                      "segment_map, segment_unmap, snapshot, oom, annotate)",
-                     a));
+                     quote_excerpt(a)));
   }
 
 
@@ -216,9 +243,10 @@ class Reader {
         continue;
       }
       Annotation an;
-      an.stage = text_field(a, "stage", key);
-      an.name = text_field(a, "name", key);
-      if (const pickle::Value* t = a.get("time_us"); t != nullptr) an.time_us = static_cast<std::int64_t>(uint(*t, key + ".time_us"));
+      // Labels of mark events: UTF-8 in a trace (a Python str may hold lone surrogates).
+      an.stage = to_utf8(text_field(a, "stage", key));
+      an.name = to_utf8(text_field(a, "name", key));
+      if (const pickle::Value* t = a.get("time_us"); t != nullptr) an.time_us = time_us(*t, key + ".time_us");
       s.annotations.push_back(std::move(an));
     }
   }
@@ -239,7 +267,7 @@ nlohmann::json to_json(const pickle::Value& v) {
     case Kind::Bool: return v.boolean;
     case Kind::Int: return v.integer;
     case Kind::Float: return v.real;
-    case Kind::String: return v.text;
+    case Kind::String: return to_utf8(v.text);  // JSON text must be UTF-8
     case Kind::Bytes: {
       // Not expected in allocator settings; kept readable as hex.
       std::string hex;
@@ -255,7 +283,7 @@ nlohmann::json to_json(const pickle::Value& v) {
     case Kind::Dict: {
       nlohmann::json out = nlohmann::json::object();
       for (const auto& [k, val] : v.entries) {
-        out[k->kind == Kind::String ? k->text : to_json(*k).dump()] = to_json(*val);
+        out[k->kind == Kind::String ? to_utf8(k->text) : to_json(*k).dump()] = to_json(*val);
       }
       return out;
     }

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <unordered_set>
 
+#include "coopsim/text.hpp"
+
 namespace coopsim::trace_detail {
 namespace {
 
@@ -288,27 +290,9 @@ bool JsonLine::parse_string_slow(const char* start, std::string_view& out) {
 }
 
 bool JsonLine::check_utf8() {
-  const auto c = static_cast<unsigned char>(p_[0]);
-  int n = 0;
-  if (c >= 0xC2 && c <= 0xDF) {
-    n = 1;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    n = 2;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    n = 3;
-  } else {
-    return fail("invalid UTF-8 in string");
-  }
-  if (end_ - p_ <= n) return fail("invalid UTF-8 in string");
-  for (int i = 1; i <= n; ++i) {
-    if ((static_cast<unsigned char>(p_[i]) & 0xC0) != 0x80) return fail("invalid UTF-8 in string");
-  }
-  const auto c1 = static_cast<unsigned char>(p_[1]);
-  if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F) || (c == 0xF0 && c1 < 0x90) ||
-      (c == 0xF4 && c1 > 0x8F)) {
-    return fail("invalid UTF-8 in string");
-  }
-  p_ += n + 1;
+  const std::size_t n = utf8_length(std::string_view(p_, static_cast<std::size_t>(end_ - p_)), 0);
+  if (n == 0) return fail("invalid UTF-8 in string");
+  p_ += n;
   return true;
 }
 

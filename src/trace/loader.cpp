@@ -5,6 +5,8 @@
 #include <cerrno>
 #include <limits>
 
+#include "coopsim/text.hpp"
+
 namespace coopsim {
 namespace trace_detail {
 
@@ -80,7 +82,7 @@ void Loader::on_header(std::string_view line) {
   try {
     j = nlohmann::json::parse(line);
   } catch (const nlohmann::json::exception& e) {
-    fail(fmt::format("malformed JSON: {}", e.what()));
+    fail(fmt::format("malformed JSON: {}", one_line(e.what())));
   }
   TraceHeader& h = trace_.header;
   const auto& format = j["format"];

@@ -10,6 +10,7 @@
 #include <system_error>
 
 #include "coopsim/error.hpp"
+#include "coopsim/text.hpp"
 #include "coopsim/trace.hpp"
 #include "trace_detail.hpp"
 
@@ -17,38 +18,6 @@ namespace coopsim {
 namespace {
 
 using Buffer = fmt::memory_buffer;
-
-bool valid_utf8(std::string_view s) {
-  std::size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    std::size_t n = 0;
-    if (c >= 0xC2 && c <= 0xDF) {
-      n = 1;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      n = 2;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      n = 3;
-    } else {
-      return false;
-    }
-    if (i + n >= s.size()) return false;
-    for (std::size_t k = 1; k <= n; ++k) {
-      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
-    }
-    const auto c1 = static_cast<unsigned char>(s[i + 1]);
-    if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F) || (c == 0xF0 && c1 < 0x90) ||
-        (c == 0xF4 && c1 > 0x8F)) {
-      return false;
-    }
-    i += n + 1;
-  }
-  return true;
-}
 
 class Writer {
  public:
@@ -96,12 +65,12 @@ class Writer {
   void check() const {
     const auto nt = trace_.tensors.size();
     for (const auto& t : trace_.tensors) {
-      if (!valid_utf8(t.name)) fail(fmt::format("tensor {}: name is not valid UTF-8", t.file_id));
+      if (!is_utf8(t.name)) fail(fmt::format("tensor {}: name is not valid UTF-8", t.file_id));
       if (t.size.value > trace_detail::kMaxTensorBytes) fail(fmt::format("tensor {}: size above 2^53", t.file_id));
       if (t.is_view() && t.view_of >= nt) fail(fmt::format("tensor {}: view_of out of range", t.file_id));
     }
     for (const auto& op : trace_.ops) {
-      if (!valid_utf8(op.name)) fail(fmt::format("op {}: name is not valid UTF-8", op.file_id));
+      if (!is_utf8(op.name)) fail(fmt::format("op {}: name is not valid UTF-8", op.file_id));
       if (op.duration.count() < 0) fail(fmt::format("op {}: negative duration", op.file_id));
       for (const auto* list : {&op.inputs, &op.outputs, &op.mutated}) {
         for (const TensorId t : *list) {
@@ -125,7 +94,7 @@ class Writer {
       if (a.size.value == 0 || a.stream > 65535) fail(fmt::format("segment address {}: size 0 or stream above 65535", a.addr));
     }
     for (const auto& l : trace_.labels) {
-      if (!valid_utf8(l)) fail("a mark label is not valid UTF-8");
+      if (!is_utf8(l)) fail("a mark label is not valid UTF-8");
     }
     for (const auto& e : trace_.events) {
       const bool tensor_target = e.kind == EventKind::Alloc || e.kind == EventKind::Free || e.kind == EventKind::Access;

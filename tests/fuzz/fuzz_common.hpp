@@ -9,12 +9,14 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "coopsim/error.hpp"
 #include "coopsim/trace.hpp"
@@ -41,10 +43,24 @@ inline void check_message(const std::exception& e) {
   }
 }
 
+// The temporary files of this process, removed when it exits normally (a crash leaves them).
+struct TempFiles {
+  std::vector<std::string> paths;
+  TempFiles() = default;
+  TempFiles(const TempFiles&) = delete;
+  TempFiles& operator=(const TempFiles&) = delete;
+  ~TempFiles() {
+    for (const auto& p : paths) std::remove(p.c_str());
+  }
+};
+
 // A file in the temporary directory, unique per process and name, rewritten per input.
 inline std::string temp_path(const std::string& name) {
+  static TempFiles files;
   const auto dir = std::filesystem::temp_directory_path();
-  return (dir / ("coopsim-fuzz-" + std::to_string(::getpid()) + "-" + name)).string();
+  std::string path = (dir / ("coopsim-fuzz-" + std::to_string(::getpid()) + "-" + name)).string();
+  if (std::find(files.paths.begin(), files.paths.end(), path) == files.paths.end()) files.paths.push_back(path);
+  return path;
 }
 
 inline std::string write_temp(const std::string& name, const std::uint8_t* data, std::size_t size) {

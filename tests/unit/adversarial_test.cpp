@@ -75,17 +75,22 @@ TEST_CASE("adversarial: a 2^60-byte tensor is refused; 2^53-byte ones replay wit
                                                "'1152921504606846976')");
 
   // The largest tensors v1 allows, 2^14 of them live at once: 2^67 bytes, far past 64 bits.
-  test::TraceBuilder b;
-  std::vector<std::uint32_t> ts;
-  for (int i = 0; i < (1 << 14); ++i) {
-    ts.push_back(b.tensor(std::uint64_t{1} << 53));
-    b.alloc(ts.back());
-  }
-  for (const auto x : ts) b.free(x);
-  const TraceSummary s = summarize(b.trace());
+  auto huge = [](int n) {
+    test::TraceBuilder b;
+    std::vector<std::uint32_t> ts;
+    for (int i = 0; i < n; ++i) {
+      ts.push_back(b.tensor(std::uint64_t{1} << 53));
+      b.alloc(ts.back());
+    }
+    for (const auto x : ts) b.free(x);
+    return b;
+  };
+  const TraceSummary s = summarize(huge(1 << 14).trace());
   CHECK(s.peak_live.value == std::numeric_limits<std::uint64_t>::max());  // saturated, not wrapped
   CHECK(s.total_allocated.value == std::numeric_limits<std::uint64_t>::max());
-  // A budget of 2^62 holds 2^9 of them: every allocator stops at the 513th with an exact OOM point.
+  // 513 of them (just over 2^62 bytes) at a budget of 2^62, which holds 512: every allocator
+  // stops at the 513th allocation (event 512) with the exact OOM point.
+  const auto b = huge(513);
   for (const auto& a : builtin_components().allocators.entries()) {
     INFO(a.name);
     const Report r = run(b.trace(), a.name, "keep", std::uint64_t{1} << 62);

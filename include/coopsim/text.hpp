@@ -1,0 +1,24 @@
+// Text helpers for what comes from inputs: error messages that quote input bytes, and strings
+// that must be UTF-8 before they reach JSON or a trace file.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace coopsim {
+
+// `s` with every control character (below 0x20, and 0x7F) written as \xNN, so that text taken
+// from an input (e.g. a JSON library's "last read" token) keeps an error message on one line.
+std::string one_line(std::string_view s);
+
+// Length (1 to 4) of the well-formed UTF-8 sequence that starts s[i], or 0 when none does.
+std::size_t utf8_length(std::string_view s, std::size_t i);
+// Whether `s` is well-formed UTF-8 (RFC 3629: no overlong forms, surrogates or code points
+// above U+10FFFF).
+bool is_utf8(std::string_view s);
+// `s` with every byte that does not begin a well-formed UTF-8 sequence replaced by U+FFFD, as
+// Python's errors="replace" decoder does per byte. Identity on well-formed input.
+std::string to_utf8(std::string_view s);
+
+}  // namespace coopsim

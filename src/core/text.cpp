@@ -1,0 +1,72 @@
+// Text helpers for input-derived strings (include/coopsim/text.hpp).
+#include "coopsim/text.hpp"
+
+#include <fmt/format.h>
+
+namespace coopsim {
+
+std::size_t utf8_length(std::string_view s, std::size_t i) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  if (c < 0x80) return 1;
+  std::size_t n = 0;
+  if (c >= 0xC2 && c <= 0xDF) {
+    n = 1;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 2;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 3;
+  } else {
+    return 0;
+  }
+  if (i + n >= s.size()) return 0;
+  for (std::size_t k = 1; k <= n; ++k) {
+    if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return 0;
+  }
+  const auto c1 = static_cast<unsigned char>(s[i + 1]);
+  if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F) || (c == 0xF0 && c1 < 0x90) || (c == 0xF4 && c1 > 0x8F)) {
+    return 0;
+  }
+  return n + 1;
+}
+
+std::string one_line(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7F) {
+      out += fmt::format("\\x{:02x}", c);
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+bool is_utf8(std::string_view s) {
+  for (std::size_t i = 0; i < s.size();) {
+    const std::size_t n = utf8_length(s, i);
+    if (n == 0) return false;
+    i += n;
+  }
+  return true;
+}
+
+std::string to_utf8(std::string_view s) {
+  if (is_utf8(s)) return std::string(s);
+  std::string out;
+  out.reserve(s.size() + 8);
+  for (std::size_t i = 0; i < s.size();) {
+    const std::size_t n = utf8_length(s, i);
+    if (n == 0) {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    } else {
+      out.append(s, i, n);
+      i += n;
+    }
+  }
+  return out;
+}
+
+}  // namespace coopsim
