@@ -5,7 +5,8 @@
 # Builds in build-fuzz/ (or $FUZZ_BUILD_DIR) with CXX=clang++ and -Dfuzz=true. The checked-in
 # seeds tests/fuzz/corpus/TARGET/ are read, never written: new inputs go to
 # $FUZZ_BUILD_DIR/corpus/TARGET/, findings to $FUZZ_BUILD_DIR/artifacts/TARGET/ (crash-*, leak-*,
-# timeout-*, oom-*). Re-run one with $FUZZ_BUILD_DIR/tests/fuzz/fuzz_TARGET FILE; keep it as a
+# timeout-*, oom-*). Runs at nice 19 unless FUZZ_NICE says otherwise.
+# Re-run one with $FUZZ_BUILD_DIR/tests/fuzz/fuzz_TARGET FILE; keep it as a
 # regression input by copying it into tests/fuzz/corpus/TARGET/ under a descriptive name.
 set -eu
 cd "$(dirname "$0")/.."
@@ -33,6 +34,6 @@ dict=()
 [ -f "tests/fuzz/$target.dict" ] && dict=("-dict=tests/fuzz/$target.dict")
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
-exec nice -n 19 "$build/tests/fuzz/fuzz_$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+exec nice -n "${FUZZ_NICE:-19}" "$build/tests/fuzz/fuzz_$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
   -workers=1 -print_final_stats=1 -artifact_prefix="$artifacts/" "${dict[@]}" "$@" \
   "$work" "tests/fuzz/corpus/$target"

@@ -4,6 +4,7 @@
 #include "coopsim/engine.hpp"
 #include "coopsim/error.hpp"
 #include "coopsim/import/torch_snapshot.hpp"
+#include "coopsim/limits.hpp"
 #include "coopsim/link.hpp"
 #include "coopsim/validate.hpp"
 #include "coopsim_config.h"
@@ -38,6 +39,7 @@ Report run_simulation(const SimConfig& cfg, const Trace& trace, const Components
   opt.plan_checks = engine_params.get_bool("plan_checks") || opt.paranoid;
   opt.measure_search_latency = engine_params.get_bool("measure_search_latency");
   opt.log = log;
+  opt.max_recompute_depth = config_limits(cfg).max_recompute_depth;
 
   auto allocator = alloc_entry.make(alloc_params, budget);
   auto policy = policy_entry.make(policy_params);

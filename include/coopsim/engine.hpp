@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "coopsim/allocator.hpp"
+#include "coopsim/limits.hpp"
 #include "coopsim/link.hpp"
 #include "coopsim/policy.hpp"
 #include "coopsim/report.hpp"
@@ -24,6 +25,9 @@ struct EngineOptions {
   bool plan_checks = false;             // recompute policies: resident blocks disjoint, in budget
   bool measure_search_latency = false;  // wall time in policy calls (breaks byte-identity)
   RunLog* log = nullptr;                // when set, every physical step is appended (runlog.hpp)
+  // limits.max_recompute_depth: a rematerialization needing a longer chain of nested
+  // recomputations ends the run with an Error naming the limit.
+  std::uint64_t max_recompute_depth = Limits::kDefaultMaxRecomputeDepth;
 };
 
 // Replays `trace` and fills the memory/time/counter parts of `report` and its status/oom.

@@ -1,6 +1,6 @@
 // Caps on what one input may make coopsim read and hold (docs/limits.md): the bytes read from
 // one input file (counted after decompression), the number of tensors and of events a trace
-// may hold, and the tensors one op may list. They turn hostile or broken inputs (a gzip bomb,
+// may hold, the tensors one op may list, and how deep one rematerialization may nest. They turn hostile or broken inputs (a gzip bomb,
 // 10^9 tiny tensors, an op reading 10^7 tensors) into one-line errors instead of exhausted
 // memory; the defaults sit far above every real recording. Config section "limits", e.g.
 // `--set limits.max_tensors=100000000`; an exceeded cap names the file, the line and the key.
@@ -23,12 +23,15 @@ struct Limits {
   static constexpr std::uint64_t kDefaultMaxTensors = 50'000'000;
   static constexpr std::uint64_t kDefaultMaxEvents = 500'000'000;
   static constexpr std::uint64_t kDefaultMaxOpFanIn = 65'536;
+  static constexpr std::uint64_t kDefaultMaxRecomputeDepth = 10'000'000;
 
   std::uint64_t max_input_bytes = kDefaultMaxInputBytes;  // decompressed bytes of one input file
   std::uint64_t max_tensors = kDefaultMaxTensors;         // tensor definitions in one trace
   std::uint64_t max_events = kDefaultMaxEvents;           // events in one trace
   std::uint64_t max_op_fan_in = kDefaultMaxOpFanIn;       // entries of one op's inputs (likewise
                                                           // outputs, mutates, views)
+  std::uint64_t max_recompute_depth = kDefaultMaxRecomputeDepth;  // recomputations one
+                                                                  // rematerialization may nest
 };
 
 // The "limits" section's keys with their defaults and help (for `coopsim list` and checks).

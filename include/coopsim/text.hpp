@@ -5,12 +5,19 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace coopsim {
 
 // `s` with every control character (below 0x20, and 0x7F) written as \xNN, so that text taken
 // from an input (e.g. a JSON library's "last read" token) keeps an error message on one line.
 std::string one_line(std::string_view s);
+
+// A JSON library's message about a number too large for a double ("[json.exception.out_of_range.
+// 406] number overflow parsing '1e999'"), which carries no position: the message without its
+// "[json.exception...] " prefix, and the offset in `text` where that literal first appears (0
+// when it cannot be found).
+std::pair<std::string, std::size_t> locate_json_overflow(std::string_view what, std::string_view text);
 
 // Length (1 to 4) of the well-formed UTF-8 sequence that starts s[i], or 0 when none does.
 std::size_t utf8_length(std::string_view s, std::size_t i);

@@ -20,6 +20,10 @@ std::vector<ParamDoc> limit_param_docs() {
        "most events (alloc, free, access, compute, iteration, mark) one trace may hold", {}},
       {"max_op_fan_in", ParamType::Int, std::to_string(Limits::kDefaultMaxOpFanIn),
        "most tensors one op may list as inputs (and likewise as outputs, mutates or views)", {}},
+      {"max_recompute_depth", ParamType::Int, std::to_string(Limits::kDefaultMaxRecomputeDepth),
+       "most recomputations one rematerialization may nest (an evicted value whose producer's inputs "
+       "are evicted, and so on)",
+       {}},
   };
 }
 
@@ -36,6 +40,7 @@ Limits limits_from_json(const nlohmann::json& section) {
   l.max_tensors = count("max_tensors");
   l.max_events = count("max_events");
   l.max_op_fan_in = count("max_op_fan_in");
+  l.max_recompute_depth = count("max_recompute_depth");
   return l;
 }
 

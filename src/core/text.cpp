@@ -43,6 +43,15 @@ std::string one_line(std::string_view s) {
   return out;
 }
 
+std::pair<std::string, std::size_t> locate_json_overflow(std::string_view what, std::string_view text) {
+  if (const auto p = what.find("] "); p != std::string_view::npos) what.remove_prefix(p + 2);
+  const auto open = what.find('\'');
+  const auto close = what.rfind('\'');
+  std::size_t at = std::string_view::npos;
+  if (open != std::string_view::npos && close > open + 1) at = text.find(what.substr(open + 1, close - open - 1));
+  return {std::string(what), at == std::string_view::npos ? 0 : at};
+}
+
 bool is_utf8(std::string_view s) {
   for (std::size_t i = 0; i < s.size();) {
     const std::size_t n = utf8_length(s, i);

@@ -2,7 +2,8 @@
 // §2.2) with Coop's in-place and pinning rules (§1.7, §1.8). The policy only chooses victims
 // (Evict actions); everything here is mechanism:
 //  * an op pins its inputs, rematerializes the evicted ones (parents first, with an explicit
-//    stack, so chains of any length cannot overflow the C++ stack), runs, and unpins them;
+//    stack, so long chains cannot overflow the C++ stack; limits.max_recompute_depth caps how
+//    deep one may nest), runs, and unpins them;
 //  * rematerializing a value re-runs its producer execution with the exact input values it
 //    once read; all outputs of that execution are produced (evicted siblings come back,
 //    resident or gone ones get a temporary block that is dropped at once, as simrd counts them);
@@ -18,6 +19,8 @@
 //    that is still needed depends on it (then it stays, locked);
 //  * the logical clock advances by every executed op's cost, recomputations included; the run
 //    stops as "thrash" once recompute time reaches (thrash_limit - 1) x the trace's op time.
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "engine_impl.hpp"
@@ -243,6 +246,12 @@ bool Engine::materialize(std::uint32_t target) {
         graph_.pin(u);  // kept while its siblings are rematerialized
         ++f.next_input;
       } else {
+        if (stack.size() >= opt_.max_recompute_depth) {
+          throw Error(fmt::format("{}: event {}: rematerializing tensor {} needs more than {} nested "
+                                  "recomputations (limits.max_recompute_depth)",
+                                  trace_.path, index_, trace_.tensors[graph_.value(target).storage].file_id,
+                                  opt_.max_recompute_depth));
+        }
         stack.push_back(frame_for(u));
       }
       continue;

@@ -205,7 +205,7 @@ class RecordParser {
 
 // "[json.exception.parse_error.101] parse error at line 1, column 7: syntax error ..." ->
 // "column 7: syntax error ..." (each line is parsed alone, so "line 1" says nothing).
-std::string parse_error_detail(const json::parse_error& e) {
+std::string parse_error_detail(const json::exception& e) {
   std::string_view what = e.what();
   const auto col = what.find("column ");
   if (col != std::string_view::npos) return one_line(what.substr(col));
@@ -340,7 +340,7 @@ bool DtrLogReader::next(DtrRecord& out) {
     json j;
     try {
       j = json::parse(text.begin(), text.end(), on_event);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
       fail("malformed JSON: " + parse_error_detail(e) +
            (no_newline ? " (last line has no newline: truncated file?)" : ""));
     }

@@ -70,7 +70,7 @@ void Reconstruction::walk_history() {
       }
       case Action::FreeRequested:
       case Action::FreeCompleted: {
-        touched_.insert(e.addr);
+        const bool seen = !touched_.insert(e.addr).second;
         const bool completed = e.action == Action::FreeCompleted;
         if (auto it = live.find(e.addr); it != live.end()) {
           const Tensor& t = trace_tensors_[it->second];
@@ -85,6 +85,12 @@ void Reconstruction::walk_history() {
         // No alloc before it: a block live when the recording began.
         auto p = pre_live_.find(e.addr);
         if (p == pre_live_.end()) {
+          // Only an address the history has not touched yet can hold such a block.
+          if (seen) {
+            throw Error(fmt::format("{}: {} at {:#x}, which is not allocated (the history freed it and did not "
+                                    "allocate it again)",
+                                    where, completed ? "free_completed" : "free_requested", e.addr));
+          }
           Preexisting b;
           b.addr = e.addr;
           b.requested = e.size;

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <string_view>
 
@@ -266,7 +267,7 @@ nlohmann::json to_json(const pickle::Value& v) {
     case Kind::None: return nullptr;
     case Kind::Bool: return v.boolean;
     case Kind::Int: return v.integer;
-    case Kind::Float: return v.real;
+    case Kind::Float: return std::isfinite(v.real) ? nlohmann::json(v.real) : nlohmann::json();  // JSON has no NaN/inf
     case Kind::String: return to_utf8(v.text);  // JSON text must be UTF-8
     case Kind::Bytes: {
       // Not expected in allocator settings; kept readable as hex.

@@ -175,6 +175,13 @@ void Reconstruction::build_initial_state() {
         orphan(order[k]);
         continue;
       }
+      if (b.requested > b.size) {
+        // An inconsistent file (the history frees more bytes than the end state's block, or the
+        // block was cut at its neighbour): a tensor cannot be larger than its block.
+        note(fmt::format("the pre-existing block at {:#x} has {} bytes, fewer than the {} requested of it",
+                         b.addr, b.size, b.requested));
+        b.requested = b.size;
+      }
       if (b.addr > at) out.blocks.push_back({Bytes{b.addr - at}, kNoIndex});
       b.tensor = new_initial_tensor(b);
       out.blocks.push_back({Bytes{b.size}, b.tensor});

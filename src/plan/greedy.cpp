@@ -13,14 +13,35 @@ namespace coopsim::plan {
 namespace detail {
 
 std::vector<std::vector<std::size_t>> build_conflicts(const Problem& problem) {
+  // A sweep over start times meets each overlapping pair once, from the buffer that starts
+  // first, by scanning the later starts that begin before it ends: O(n log n + pairs) instead
+  // of testing all n^2 / 2 pairs (the all-pairs test was 60 % of smartpool's planning, perf,
+  // docs/performance.md). Lists are sized by a counting pass, then sorted ascending.
   const auto& bs = problem.buffers;
-  std::vector<std::vector<std::size_t>> conflicts(bs.size());
-  for (std::size_t i = 0; i < bs.size(); ++i)
-    for (std::size_t j = i + 1; j < bs.size(); ++j)
-      if (lifetimes_overlap(bs[i], bs[j])) {
-        conflicts[i].push_back(j);
-        conflicts[j].push_back(i);
-      }
+  const std::size_t n = bs.size();
+  std::vector<std::size_t> by_lower(n);
+  std::iota(by_lower.begin(), by_lower.end(), std::size_t{0});
+  std::sort(by_lower.begin(), by_lower.end(), [&](std::size_t a, std::size_t b) {
+    return bs[a].lower != bs[b].lower ? bs[a].lower < bs[b].lower : a < b;
+  });
+  auto for_each_pair = [&](auto&& visit) {
+    for (std::size_t a = 0; a < n; ++a) {
+      const Buffer& x = bs[by_lower[a]];
+      for (std::size_t b = a + 1; b < n && bs[by_lower[b]].lower < x.upper; ++b)
+        if (lifetimes_overlap(x, bs[by_lower[b]])) visit(by_lower[a], by_lower[b]);
+    }
+  };
+  std::vector<std::size_t> degree(n, 0);
+  for_each_pair([&](std::size_t i, std::size_t j) {
+    ++degree[i];
+    ++degree[j];
+  });
+  std::vector<std::vector<std::size_t>> conflicts(n);
+  for (std::size_t i = 0; i < n; ++i) conflicts[i].reserve(degree[i]);
+  for_each_pair([&](std::size_t i, std::size_t j) {
+    conflicts[i].push_back(j);
+    conflicts[j].push_back(i);
+  });
   for (auto& c : conflicts) std::sort(c.begin(), c.end());
   return conflicts;
 }
@@ -95,11 +116,26 @@ std::uint64_t place_suffix(const Problem& problem, const std::vector<std::vector
 
 std::vector<std::int64_t> place_in_order(const Problem& problem, const std::vector<std::size_t>& order,
                                          Fit fit) {
-  const auto conflicts = detail::build_conflicts(problem);
-  std::vector<std::size_t> position(problem.buffers.size());
-  for (std::size_t t = 0; t < order.size(); ++t) position[order[t]] = t;
-  std::vector<std::int64_t> offsets(problem.buffers.size(), 0);
-  detail::place_suffix(problem, conflicts, order, position, 0, fit, offsets);
+  // One pass, no conflict lists: each buffer scans the ones placed before it. The lists of a
+  // training iteration are dense (most activations are alive together), so building them cost
+  // memory and time quadratic anyway; this keeps only what the scan reads, in placement order.
+  const auto& bs = problem.buffers;
+  std::vector<std::int64_t> offsets(bs.size(), 0);
+  struct Placed {
+    std::int64_t lower, upper, begin, end;
+  };
+  std::vector<Placed> placed;
+  placed.reserve(order.size());
+  std::vector<detail::Range> ranges;
+  for (const std::size_t i : order) {
+    const Buffer& x = bs[i];
+    ranges.clear();
+    for (const Placed& p : placed)
+      if (x.lower < p.upper && p.lower < x.upper) ranges.emplace_back(p.begin, p.end);  // lifetimes_overlap
+    detail::merge(ranges);
+    offsets[i] = detail::choose_offset(ranges, x.size, fit);
+    placed.push_back({x.lower, x.upper, offsets[i], offsets[i] + x.size});
+  }
   return offsets;
 }
 

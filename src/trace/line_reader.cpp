@@ -4,8 +4,10 @@
 #include <fmt/format.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <vector>
 
@@ -35,6 +37,23 @@ void check_gz(gzFile f, const std::string& path, std::uint64_t line) {
 }
 
 }  // namespace
+
+std::uint64_t LineReader::size_hint(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return 0;
+  const std::streamoff size = in.tellg();
+  if (size < 0) return 0;
+  const auto bytes = static_cast<std::uint64_t>(size);
+  unsigned char magic[2] = {0, 0};
+  in.seekg(0);
+  if (bytes < 18 || !in.read(reinterpret_cast<char*>(magic), 2) || magic[0] != 0x1f || magic[1] != 0x8b) return bytes;
+  unsigned char trailer[4];
+  in.seekg(size - 4);
+  if (!in.read(reinterpret_cast<char*>(trailer), 4)) return bytes;
+  const std::uint64_t isize = std::uint64_t{trailer[0]} | std::uint64_t{trailer[1]} << 8 |
+                              std::uint64_t{trailer[2]} << 16 | std::uint64_t{trailer[3]} << 24;
+  return std::max(isize, bytes);
+}
 
 std::uint64_t LineReader::run(LineSink& sink) {
   errno = 0;

@@ -30,6 +30,10 @@ class LineReader {
   // Feeds every line to `sink`; returns the number of lines read.
   std::uint64_t run(LineSink& sink);
   [[nodiscard]] std::uint64_t hash() const { return hash_; }
+  // The decompressed size of the file, as far as it can be known before reading it: its size,
+  // or for gzip the larger of its size and the trailer's ISIZE (the last member's length mod
+  // 2^32). 0 when the file cannot be read. Only a hint for reserving memory.
+  [[nodiscard]] static std::uint64_t size_hint(const std::string& path);
 
  private:
   std::string path_;

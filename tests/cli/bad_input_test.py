@@ -95,7 +95,7 @@ bad("torch-snapshot: --limit max_input_bytes", imp("torch-snapshot", s1, "--limi
 # --- import --limit itself ---------------------------------------------------------------------
 bad("import: unknown --limit key", imp("dtr", MLP, "--limit", "max_tensor=5"),
     "limits.max_tensor: unknown parameter (valid for limits: max_input_bytes, max_tensors, max_events, "
-    "max_op_fan_in)", [out])
+    "max_op_fan_in, max_recompute_depth)", [out])
 bad("import: --limit without a value", imp("dtr", MLP, "--limit", "max_tensors"),
     "--limit max_tensors: expected key=value", [out])
 bad("import: --limit of 0", imp("dtr", MLP, "--limit", "max_events=0"), "limits.max_events: must be at least 1, got 0",
@@ -113,6 +113,25 @@ bad("run: limits.max_op_fan_in", run("--set", "limits.max_op_fan_in=1"),
     f"{GOLDEN}:8: op 12: field 'inputs': more than 1 tensors (limits.max_op_fan_in)", [rep, csv])
 bad("run: limits.max_input_bytes", run("--set", "limits.max_input_bytes=203"),
     f"{GOLDEN}:2: more than 203 bytes of input (limits.max_input_bytes)", [rep, csv])
+# x0 -> f1 -> x1 -> f2 -> x2 -> f3 -> x3 (100 bytes each, x1 and x2 freed), z (200 bytes) evicts x3 at
+# a 300-byte budget, and "use" (event 12) reads x3 again: three nested recomputations.
+chain = ['{"format":"coopsim-trace","version":1}', '{"kind":"tensor","id":0,"bytes":100,"role":"input"}',
+         '{"kind":"alloc","tensor":0}']
+for i in range(1, 4):
+    chain += [f'{{"kind":"tensor","id":{i},"bytes":100}}',
+              f'{{"kind":"op","id":{i},"name":"f","duration":1,"inputs":[{i - 1}],"outputs":[{i}]}}',
+              f'{{"kind":"alloc","tensor":{i}}}', f'{{"kind":"compute","op":{i}}}']
+    if i >= 2:
+        chain.append(f'{{"kind":"free","tensor":{i - 1}}}')
+chain += ['{"kind":"tensor","id":4,"bytes":200}', '{"kind":"op","id":4,"name":"z","duration":1,"inputs":[0],"outputs":[4]}',
+          '{"kind":"alloc","tensor":4}', '{"kind":"compute","op":4}', '{"kind":"free","tensor":4}',
+          '{"kind":"op","id":5,"name":"use","duration":1,"inputs":[3]}', '{"kind":"compute","op":5}']
+chain_trace = write("chain.jsonl", "\n".join(chain) + "\n")
+bad("run: limits.max_recompute_depth",
+    ["run", chain_trace, "-p", "dtr", "-a", "fungible", "-b", "300", "-o", rep, "--csv", csv,
+     "--set", "limits.max_recompute_depth=2"],
+    f"{chain_trace}: event 12: rematerializing tensor 3 needs more than 2 nested recomputations "
+    "(limits.max_recompute_depth)", [rep, csv])
 bad("run: limits value not an integer", run("--set", "limits.max_tensors=many"),
     'limits.max_tensors: expected an integer, got "many"', [rep, csv])
 cfg = write("limits.json", '{"limits": {"max_events": 0}}\n')

@@ -129,6 +129,20 @@ TEST_CASE("adversarial: a 10^5-op recompute chain read from a file", "[adversari
   REQUIRE(r.status == RunStatus::Completed);
   CHECK(r.time.recomputes == n);
   CHECK(r.counters.forced_evictions == 1);
+
+  // limits.max_recompute_depth: the chain nests n recomputations; a cap of n passes, n - 1 is
+  // one short. The failing event is "use": 1 + 2 + 3 (n - 1) events for x_0..x_n, 3 for z.
+  for (const int cap : {n, n - 1}) {
+    SimConfig cfg;
+    cfg.doc = {{"allocator", "fungible"}, {"policy", "dtr"}, {"budget", "300"}, {"limits", {{"max_recompute_depth", cap}}}};
+    if (cap == n) {
+      CHECK(run_simulation(cfg, t).time.recomputes == n);
+    } else {
+      CHECK_THROWS_WITH(run_simulation(cfg, t),
+                        t.path + ": event " + std::to_string(1 + 2 + 3 * (n - 1) + 3) + ": rematerializing tensor " +
+                            std::to_string(n) + " needs more than 99999 nested recomputations (limits.max_recompute_depth)");
+    }
+  }
 }
 
 TEST_CASE("adversarial: lines with 2*10^5 keys and ops with 65536-entry lists stay linear", "[adversarial]") {

@@ -61,19 +61,23 @@ TEST_CASE("limits: the config section, its defaults and its errors", "[limits]")
   CHECK(d.max_tensors == 50'000'000);
   CHECK(d.max_events == 500'000'000);
   CHECK(d.max_op_fan_in == 65'536);
+  CHECK(d.max_recompute_depth == 10'000'000);
   const Limits l = limits_from_json({{"max_input_bytes", "1KiB"}, {"max_tensors", 3}, {"max_events", "7"}});
   CHECK(l.max_input_bytes == 1024);
   CHECK(l.max_tensors == 3);
   CHECK(l.max_events == 7);
   CHECK(l.max_op_fan_in == d.max_op_fan_in);
+  CHECK(limits_from_json({{"max_recompute_depth", 12}}).max_recompute_depth == 12);
 
   CHECK_THROWS_WITH(limits_from_json({{"max_tensors", 0}}), "limits.max_tensors: must be at least 1, got 0");
   CHECK_THROWS_WITH(limits_from_json({{"max_op_fan_in", -4}}), "limits.max_op_fan_in: must be at least 1, got -4");
+  CHECK_THROWS_WITH(limits_from_json({{"max_recompute_depth", 0}}),
+                    "limits.max_recompute_depth: must be at least 1, got 0");
   CHECK_THROWS_WITH(limits_from_json({{"max_input_bytes", 0}}), "limits.max_input_bytes: must be greater than 0");
   CHECK_THROWS_WITH(limits_from_json({{"max_events", "lots"}}), "limits.max_events: expected an integer, got \"lots\"");
   CHECK_THROWS_WITH(limits_from_json({{"max_tensor", 5}}),
                     "limits.max_tensor: unknown parameter (valid for limits: max_input_bytes, max_tensors, "
-                    "max_events, max_op_fan_in)");
+                    "max_events, max_op_fan_in, max_recompute_depth)");
   CHECK_THROWS_WITH(limits_from_json(5), "limits: expected an object of parameters, got 5");
 
   // In a config: checked by check_config, read by config_limits, both naming the file.

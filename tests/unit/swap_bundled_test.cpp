@@ -17,6 +17,7 @@ TEST_CASE("keep, swap and hybrid policies pass the plan checks on every bundled 
   const auto traces = coopsim::test::bundled_traces();
   REQUIRE(traces.size() >= 10);
   const auto& c = builtin_components();
+  const std::vector<int> percents = coopsim::test::bundled_percents({30, 50, 70, 90, 100});
   const std::vector<std::pair<std::string, nlohmann::json>> policies{
       {"keep", nlohmann::json::object()},
       {"autoswap", nlohmann::json::object()},
@@ -31,7 +32,7 @@ TEST_CASE("keep, swap and hybrid policies pass the plan checks on every bundled 
     const TraceSummary summary = summarize(trace);
     for (const auto& [policy, params] : policies) {
       for (const auto& alloc : c.allocators.entries()) {
-        for (const int percent : {30, 50, 70, 90, 100}) {
+        for (const int percent : percents) {
           const auto budget = summary.peak_live.value / 100 * static_cast<std::uint64_t>(percent);
           SimConfig cfg;
           cfg.doc = {{"allocator", alloc.name},
@@ -64,7 +65,7 @@ TEST_CASE("keep, swap and hybrid policies pass the plan checks on every bundled 
       }
     }
   }
-  CHECK(runs == traces.size() * policies.size() * c.allocators.entries().size() * 5);
+  CHECK(runs == traces.size() * policies.size() * c.allocators.entries().size() * percents.size());
   CHECK(completed > swap_runs / 2);
   CHECK(swapped > swap_runs / 2);  // the policies do swap
   CHECK(recomputed > 0);      // and the hybrids recompute
