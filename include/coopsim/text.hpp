@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -12,6 +13,12 @@ namespace coopsim {
 // `s` with every control character (below 0x20, and 0x7F) written as \xNN, so that text taken
 // from an input (e.g. a JSON library's "last read" token) keeps an error message on one line.
 std::string one_line(std::string_view s);
+
+// 1-based line of byte `offset` in `text` (offsets past the end count to the end).
+std::uint64_t line_of_offset(std::string_view text, std::size_t offset);
+
+// A JSON library's message without its "[json.exception.parse_error.101] " prefix.
+std::string_view json_message(std::string_view what);
 
 // A JSON library's message about a number too large for a double ("[json.exception.out_of_range.
 // 406] number overflow parsing '1e999'"), which carries no position: the message without its

@@ -19,12 +19,6 @@ std::string top_keys_list() {
   return s;
 }
 
-std::uint64_t line_of_offset(const std::string& text, std::size_t offset) {
-  std::uint64_t line = 1;
-  for (std::size_t i = 0; i < offset && i < text.size(); ++i) line += text[i] == '\n';
-  return line;
-}
-
 bool is_component(const std::string& name, const Components& c) {
   return c.allocators.find(name) != nullptr || c.policies.find(name) != nullptr;
 }

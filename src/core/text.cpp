@@ -43,8 +43,19 @@ std::string one_line(std::string_view s) {
   return out;
 }
 
-std::pair<std::string, std::size_t> locate_json_overflow(std::string_view what, std::string_view text) {
+std::uint64_t line_of_offset(std::string_view text, std::size_t offset) {
+  std::uint64_t line = 1;
+  for (std::size_t i = 0; i < offset && i < text.size(); ++i) line += text[i] == '\n';
+  return line;
+}
+
+std::string_view json_message(std::string_view what) {
   if (const auto p = what.find("] "); p != std::string_view::npos) what.remove_prefix(p + 2);
+  return what;
+}
+
+std::pair<std::string, std::size_t> locate_json_overflow(std::string_view what, std::string_view text) {
+  what = json_message(what);
   const auto open = what.find('\'');
   const auto close = what.rfind('\'');
   std::size_t at = std::string_view::npos;

@@ -16,6 +16,11 @@
 
 namespace coopsim::engine_detail {
 
+// Appends x unless v holds it already (op lists are short: a linear scan).
+inline void push_unique(std::vector<std::uint32_t>& v, std::uint32_t x) {
+  if (std::find(v.begin(), v.end(), x) == v.end()) v.push_back(x);
+}
+
 struct Completion {
   SimTime time;   // when the copy ends
   SimTime start;  // when it began on its stream

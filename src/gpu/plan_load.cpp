@@ -292,16 +292,14 @@ Plan parse_plan(const std::string& text, const std::string& file) {
   try {
     doc = nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
-    const std::size_t at = std::min<std::size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
-    const auto line = 1 + static_cast<std::uint64_t>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n'));
+    const auto line = line_of_offset(text, e.byte == 0 ? 0 : e.byte - 1);
     std::string msg = e.what();
     if (auto p = msg.find("syntax error"); p != std::string::npos) msg = msg.substr(p);
     throw TraceError(file, line, "invalid JSON: " + one_line(msg));
   } catch (const nlohmann::json::out_of_range& e) {
     // A number beyond double, e.g. 1e999: the line where that literal first appears.
     const auto [msg, at] = locate_json_overflow(e.what(), text);
-    const auto line = 1 + static_cast<std::uint64_t>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n'));
-    throw TraceError(file, line, "invalid JSON: " + one_line(msg));
+    throw TraceError(file, line_of_offset(text, at), "invalid JSON: " + one_line(msg));
   }
   return Loader(file).load(doc);
 }

@@ -13,35 +13,14 @@ namespace coopsim::plan {
 namespace detail {
 
 std::vector<std::vector<std::size_t>> build_conflicts(const Problem& problem) {
-  // A sweep over start times meets each overlapping pair once, from the buffer that starts
-  // first, by scanning the later starts that begin before it ends: O(n log n + pairs) instead
-  // of testing all n^2 / 2 pairs (the all-pairs test was 60 % of smartpool's planning, perf,
-  // docs/performance.md). Lists are sized by a counting pass, then sorted ascending.
   const auto& bs = problem.buffers;
-  const std::size_t n = bs.size();
-  std::vector<std::size_t> by_lower(n);
-  std::iota(by_lower.begin(), by_lower.end(), std::size_t{0});
-  std::sort(by_lower.begin(), by_lower.end(), [&](std::size_t a, std::size_t b) {
-    return bs[a].lower != bs[b].lower ? bs[a].lower < bs[b].lower : a < b;
-  });
-  auto for_each_pair = [&](auto&& visit) {
-    for (std::size_t a = 0; a < n; ++a) {
-      const Buffer& x = bs[by_lower[a]];
-      for (std::size_t b = a + 1; b < n && bs[by_lower[b]].lower < x.upper; ++b)
-        if (lifetimes_overlap(x, bs[by_lower[b]])) visit(by_lower[a], by_lower[b]);
-    }
-  };
-  std::vector<std::size_t> degree(n, 0);
-  for_each_pair([&](std::size_t i, std::size_t j) {
-    ++degree[i];
-    ++degree[j];
-  });
-  std::vector<std::vector<std::size_t>> conflicts(n);
-  for (std::size_t i = 0; i < n; ++i) conflicts[i].reserve(degree[i]);
-  for_each_pair([&](std::size_t i, std::size_t j) {
-    conflicts[i].push_back(j);
-    conflicts[j].push_back(i);
-  });
+  std::vector<std::vector<std::size_t>> conflicts(bs.size());
+  for (std::size_t i = 0; i < bs.size(); ++i)
+    for (std::size_t j = i + 1; j < bs.size(); ++j)
+      if (lifetimes_overlap(bs[i], bs[j])) {
+        conflicts[i].push_back(j);
+        conflicts[j].push_back(i);
+      }
   for (auto& c : conflicts) std::sort(c.begin(), c.end());
   return conflicts;
 }

@@ -117,9 +117,7 @@ void Loader::on_header(std::string_view line) {
   try {
     j = nlohmann::json::parse(line);
   } catch (const nlohmann::json::exception& e) {
-    std::string_view what = e.what();  // "[json.exception.out_of_range.406] number overflow ..."
-    if (const auto p = what.find("] "); p != std::string_view::npos) what.remove_prefix(p + 2);
-    fail(fmt::format("malformed JSON: {}", one_line(what)));
+    fail(fmt::format("malformed JSON: {}", one_line(json_message(e.what()))));
   }
   TraceHeader& h = trace_.header;
   const auto& format = j["format"];
