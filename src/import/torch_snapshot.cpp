@@ -83,6 +83,7 @@ class Builder {
   }
 
   std::int64_t origin_us() const { return origin_; }
+  const std::vector<std::size_t>& oom_events() const { return oom_events_; }
   std::uint64_t clamped() const { return clamped_; }
 
  private:
@@ -136,6 +137,16 @@ class Builder {
         case Action::Annotate:
           mark(en.name.empty() ? "annotate" : "annotate " + en.name, en.time_us);
           break;
+        case Action::Oom:
+          mark("oom", en.time_us);
+          if (tensor == ~std::uint32_t{0}) break;  // a 0-byte request: mark only
+          oom_events_.push_back(t_.events.size());
+          e.kind = EventKind::Alloc;  // no recorded address: the request failed
+          e.target = tensor;
+          push(e, en.time_us);
+          e.kind = EventKind::Free;
+          push(e, en.time_us);
+          break;
         default:
           mark(std::string(action_name(en.action)), en.time_us);
           break;
@@ -180,7 +191,34 @@ class Builder {
   std::int64_t origin_ = 0;
   std::int64_t last_ = 0;
   std::uint64_t clamped_ = 0;
+  std::vector<std::size_t> oom_events_;  // event index of each imported oom request
 };
+
+// Reserved bytes just before each oom entry: the initial state's segments (and mapped pages),
+// then segment_alloc / segment_map add and segment_free / segment_unmap subtract.
+std::vector<std::uint64_t> reserved_at_ooms(const Snapshot& snap, const History& h) {
+  std::uint64_t reserved = 0;
+  for (const InitialSegment& g : h.initial) reserved += g.size().value;
+  std::vector<std::uint64_t> out;
+  for (const Entry& e : snap.entries) {
+    switch (e.action) {
+      case Action::SegmentAlloc:
+      case Action::SegmentMap:
+        reserved += e.size;
+        break;
+      case Action::SegmentFree:
+      case Action::SegmentUnmap:
+        reserved = reserved >= e.size ? reserved - e.size : 0;
+        break;
+      case Action::Oom:
+        out.push_back(reserved);
+        break;
+      default:
+        break;
+    }
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -205,8 +243,17 @@ Trace import_value(const pickle::Value& root, const std::string& path, const Tor
   std::map<std::string, std::uint64_t> actions;
   for (const Entry& e : snap.entries) ++actions[std::string(action_name(e.action))];
   nlohmann::json ooms = nlohmann::json::array();
+  const std::vector<std::uint64_t> oom_reserved = reserved_at_ooms(snap, h);
+  std::size_t k = 0, ev = 0;
   for (const Entry& e : snap.entries) {
-    if (e.action == Action::Oom) ooms.push_back({{"entry", e.index}, {"size", e.size}, {"device_free", e.device_free}});
+    if (e.action != Action::Oom) continue;
+    const std::uint64_t reserved = oom_reserved[k++];
+    nlohmann::json o = {{"entry", e.index}, {"size", e.size}, {"device_free", e.device_free}, {"reserved", reserved}};
+    // The budget at which the replay fails here as the recording did: cudaMalloc of the
+    // allocation size failed with device_free bytes left next to `reserved`.
+    if (reserved <= ~std::uint64_t{0} - e.device_free) o["capacity"] = reserved + e.device_free;
+    if (e.size > 0 && ev < builder.oom_events().size()) o["event"] = builder.oom_events()[ev++];
+    ooms.push_back(std::move(o));
   }
   std::uint64_t final_reserved = 0;
   for (const SnapSegment& g : snap.segments) final_reserved += g.size;

@@ -135,8 +135,17 @@ void Reconstruction::walk_history() {
       case Action::SegmentUnmap:
         expandable_history_ = true;
         break;
+      case Action::Oom: {
+        // The failed request (its rounded size: malloc records params.size()) becomes a tensor
+        // the trace allocates and frees at once; at the recorded capacity the replay fails there.
+        if (e.size == 0) break;
+        const auto t = static_cast<std::uint32_t>(trace_tensors_.size());
+        trace_tensors_.push_back({e.size, e.name.empty() ? std::string("OOM request") : "OOM request: " + e.name});
+        trace_alloc_entry_.push_back(e.index);
+        h_.tensor_of_entry[e.index] = t;
+        break;
+      }
       case Action::Snapshot:
-      case Action::Oom:
       case Action::Annotate:
         break;
     }

@@ -213,7 +213,7 @@ class Reader {
       } else {
         s.has_time = false;
       }
-      if (en.action == Action::Alloc) {
+      if (en.action == Action::Alloc || en.action == Action::Oom) {
         en.name = name_from_frames(e.get("frames"));
       } else if (en.action == Action::Annotate) {
         if (const pickle::Value* m = e.get("user_metadata"); m != nullptr && m->kind == Kind::String) en.name = to_utf8(m->text);

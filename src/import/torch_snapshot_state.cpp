@@ -14,13 +14,20 @@
 //    address the history never touches (size and requested size from the end state).
 //  * Block size of a pre-existing block that the history frees: round_size(requested) under the
 //    recorded allocator settings, plus the unsplit remainder it may have absorbed when it was
-//    allocated (should_split: small pool never leaves one; large pool keeps remainders of at
-//    most kSmallSize, or below max_non_split_rounding_size for oversize requests). The remainder
-//    is only visible going forward: the free block behind the pre-existing one starts where the
-//    block really ends, and the first recorded allocation into that gap while the block is still
-//    live takes the low end of it (alloc_found_block), so its address is the block's end. With
-//    no such allocation the remainder cannot be told from free space by any later allocation of
-//    the recording, and none is assumed.
+//    allocated (should_split: small pool and expandable segments never leave one; large pool
+//    keeps remainders of at most kSmallSize, or below max_non_split_rounding_size for oversize
+//    requests). Two facts pin it:
+//    (a) every block of a cudaMalloc'd large-pool segment is larger than kSmallSize (requests
+//        there round to more than kSmallSize, split remainders are larger than kSmallSize, and a
+//        freed block only grows by merging), so a gap of at most kSmallSize between the rounded
+//        end of the block and the next live block (or the segment end) cannot be free: it is the
+//        block's remainder;
+//    (b) otherwise the remainder is visible going forward: the free block behind the block starts
+//        where the block really ends, and the first recorded allocation into the gap (or at the
+//        next block's address, after that block's free) while the block is still live takes the
+//        low end of a free block (alloc_found_block), so its address is the block's end.
+//    With neither, the remainder cannot be told from free space by any later allocation of the
+//    recording, and none is assumed.
 //  * Everything else in an initial segment is free (free neighbours are always merged).
 //  * Expandable segments (segment_map / segment_unmap) are not reconstructed: their pre-existing
 //    tensors are allocated at the start without an address, and the result is marked approximate.
@@ -127,13 +134,32 @@ void Reconstruction::size_preexisting_blocks() {
       continue;
     }
     b.size = rounded;
-    if (seg->pool == SegmentPool::Small) continue;  // small-pool remainders are always split
-    // The first allocation into the gap behind the block while the block is live.
+    // Small-pool remainders are always split, and so are all remainders with expandable segments.
+    if (seg->pool == SegmentPool::Small || opts_.expandable_segments) continue;
     const std::uint64_t end = b.addr + rounded;
+    const bool oversize = rounded >= opts_.max_split_size.value;
+    auto possible = [&](std::uint64_t remainder) {
+      return oversize ? remainder < opts_.max_non_split_rounding_size.value : remainder <= kSmallSize;
+    };
+    // (a) A gap of at most kSmallSize cannot be free space: every large-pool block is larger.
+    if (limit > end && limit - end <= kSmallSize) {
+      if (!possible(limit - end)) {
+        note(fmt::format("a free gap of {} bytes behind the pre-existing block at {:#x} can be neither free space "
+                         "nor its unsplit remainder",
+                         limit - end, b.addr));
+        continue;
+      }
+      b.size = limit - b.addr;
+      ++h_.absorbed_remainders;
+      continue;
+    }
+    // (b) The first allocation into the gap behind the block (the next block's address
+    // included: it can only be taken after that block's free) while the block is live.
+    const bool next_is_block = limit < seg->addr + seg->size;
     std::size_t first = kNone;
     std::uint64_t first_addr = 0;
     for (auto it = std::lower_bound(allocs_by_addr_.begin(), allocs_by_addr_.end(), std::make_pair(end, std::size_t{0}));
-         it != allocs_by_addr_.end() && it->first < limit; ++it) {
+         it != allocs_by_addr_.end() && (it->first < limit || (next_is_block && it->first == limit)); ++it) {
       if (it->second < b.free_entry && it->second < first) {
         first = it->second;
         first_addr = it->first;
@@ -141,9 +167,7 @@ void Reconstruction::size_preexisting_blocks() {
     }
     if (first == kNone || first_addr == end) continue;
     const std::uint64_t remainder = first_addr - end;
-    const bool oversize = rounded >= opts_.max_split_size.value;
-    const bool possible = oversize ? remainder < opts_.max_non_split_rounding_size.value : remainder <= kSmallSize;
-    if (!possible) {
+    if (!possible(remainder)) {
       note(fmt::format("entry {} allocates at {:#x}, {} bytes behind the end of the pre-existing block at {:#x}: "
                        "more than an unsplit remainder can be",
                        first, first_addr, remainder, b.addr));
