@@ -64,6 +64,9 @@ int main(int argc, char** argv) {
   import_cmd->add_option("--device", imp.device, "device index (torch-snapshot, kineto)");
   import_cmd->add_flag("--copy-on-write", imp.copy_on_write,
                        "dtr: model MUTATE as copy-on-write like DTR's simulator (default: in place)");
+  import_cmd->add_option("--compat", imp.compat,
+                         "dtr: rule profile, coopsim (default) or simrd (DTR's simulator: constants at their "
+                         "record, copy-on-write; run it with --set dtr.compat=simrd)");
   import_cmd->add_option("--limit", imp.limits,
                          "input cap KEY=VALUE of the limits config section, e.g. max_tensors=100000000 (repeatable)");
 

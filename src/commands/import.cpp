@@ -19,8 +19,14 @@ int command_import(const ImportArgs& args, std::ostream& out) {
   }
   const Limits limits = limits_from_json(section);
   Trace trace;
+  if (args.kind != "dtr" && args.compat != "coopsim") {
+    throw ConfigError("import --compat", "only dtr logs have a compatibility profile");
+  }
   if (args.kind == "dtr") {
-    trace = import_dtr_log(args.input, DtrOptions{args.copy_on_write}, limits);
+    if (args.compat != "coopsim" && args.compat != "simrd") {
+      throw ConfigError("import --compat", "unknown profile '" + args.compat + "' (valid: coopsim, simrd)");
+    }
+    trace = import_dtr_log(args.input, DtrOptions{args.copy_on_write, args.compat == "simrd"}, limits);
   } else if (args.kind == "torch-snapshot") {
     trace = import_torch_snapshot(args.input, TorchSnapshotOptions{args.device}, limits);
   } else if (args.kind == "kineto") {

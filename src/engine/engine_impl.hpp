@@ -100,6 +100,9 @@ class Engine final : public MemoryView {
   void seed_initial_state();
   // engine_remat.cpp
   void remat_setup();
+  // engine_simrd.cpp: dtr.compat=simrd hands the replay to simrd::replay
+  [[nodiscard]] bool simrd_profile() const;
+  void run_simrd_profile();
   void remat_process(const TraceEvent& e);
   void remat_alloc(const TraceEvent& e);
   void remat_free(std::uint32_t storage);
@@ -170,6 +173,7 @@ class Engine final : public MemoryView {
   std::vector<std::uint32_t> value_version_;  // content version of each value
   std::vector<std::uint32_t> exec_record_;    // log record of each execution's first run
   std::uint64_t logged_allocated_ = ~0ULL, logged_reserved_ = ~0ULL;
+  bool simrd_done_ = false;  // dtr.compat=simrd: the replay ran in remat_setup; events are skipped
 };
 
 template <class F>

@@ -54,9 +54,11 @@ void Engine::remat_setup() {
   if (remat_->thrash_limit > 0.0) {
     thrash_at_ = SimTime{static_cast<std::int64_t>((remat_->thrash_limit - 1.0) * static_cast<double>(total.count()))};
   }
+  if (simrd_profile()) run_simrd_profile();
 }
 
 void Engine::remat_process(const TraceEvent& e) {
+  if (simrd_done_) return;  // dtr.compat=simrd: already replayed by simrd::replay
   switch (e.kind) {
     case EventKind::Alloc:
       remat_alloc(e);

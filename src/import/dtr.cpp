@@ -44,7 +44,9 @@ using dtr_detail::quote;
 class DtrConverter {
  public:
   DtrConverter(const std::string& path, const DtrOptions& options, const Limits& limits)
-      : reader_(path, limits.max_input_bytes), options_(options), refs_(path) {}
+      : reader_(path, limits.max_input_bytes), options_(options), refs_(path) {
+    if (options_.simrd_compat) options_.copy_on_write = true;  // simrd always copies on write (parse.py)
+  }
 
   Trace run() {
     header();
@@ -73,6 +75,7 @@ class DtrConverter {
     trace_.header.source = {{"tool", "dtr-import"},
                             {"file", file},
                             {"mutate", options_.copy_on_write ? "copy-on-write" : "in-place"}};
+    if (options_.simrd_compat) trace_.header.source["compat"] = "simrd";
     if (const auto n = parse_log_name(file)) {
       trace_.header.model = n->model;
       trace_.header.source["batch"] = std::stoull(n->batch);
@@ -193,7 +196,9 @@ class DtrConverter {
     // Parameters and inputs look alike in the log; both exist before the iteration.
     const std::uint32_t t = new_tensor(r.name, TensorRole::Parameter, refs_.new_storage(m.memory));
     refs_.bind(r.name, t, r.line);
-    if (m.memory > 0) emit_to(prelude_, EventKind::Alloc, t);
+    // simrd profile: at the record, where simrd's parse_file computes the constant (parse/parse.py),
+    // which matters when a peak comes before a late constant.
+    if (m.memory > 0) emit_to(options_.simrd_compat ? body_ : prelude_, EventKind::Alloc, t);
   }
 
   void on_call(const DtrRecord& r) {

@@ -2,6 +2,7 @@
 #include "coopsim/policy/dtr.hpp"
 
 #include "coopsim/error.hpp"
+#include "coopsim/remat/simrd.hpp"
 
 namespace coopsim {
 
@@ -13,6 +14,12 @@ std::vector<ParamDoc> DtrPolicy::param_docs() {
                "neighbourhood, lru, largest, msps (Capuchin), random (seeded)",
                {"dtr", "dtr-eq", "dtr-local", "lru", "largest", "msps", "random"}},
       ParamDoc{"seed", ParamType::Int, "0", "seed of the random heuristic", {}},
+      ParamDoc{"compat", ParamType::String, "coopsim",
+               "runtime rules: coopsim = this engine (allocator, values, pins); simrd = DTR's "
+               "reference simulator RuntimeV2EagerOptimized, for traces from `import dtr --compat "
+               "simrd` (docs/import-dtr.md; heuristics dtr, dtr-eq, dtr-local, msps, lru, largest; "
+               "dealloc and inplace do not apply, thrash_limit is simrd's overhead cut)",
+               {"coopsim", "simrd"}},
   };
   for (auto& o : remat_option_docs(InPlaceMode::CopyOnWrite)) d.push_back(std::move(o));
   return d;
@@ -21,7 +28,14 @@ std::vector<ParamDoc> DtrPolicy::param_docs() {
 std::unique_ptr<Policy> DtrPolicy::create(const Params& p) {
   const auto score = parse_eviction_score(p.get_string("heuristic"));
   if (!score) throw ConfigError(p.component() + ".heuristic", "unknown heuristic");
-  return std::make_unique<DtrPolicy>(*score, static_cast<std::uint64_t>(p.get_int("seed")), parse_remat_options(p));
+  const bool simrd = p.get_string("compat") == "simrd";
+  if (simrd && !simrd::supported(*score)) {
+    throw ConfigError(p.component() + ".heuristic",
+                      "compat=simrd supports dtr, dtr-eq, dtr-local, msps, lru and largest (simrd's random "
+                      "heuristic draws from Python's generator and cannot be reproduced)");
+  }
+  return std::make_unique<DtrPolicy>(*score, static_cast<std::uint64_t>(p.get_int("seed")), parse_remat_options(p),
+                                     simrd);
 }
 
 std::vector<Action> DtrPolicy::on_alloc_failure(const AllocRequest&, const MemoryView& view) {

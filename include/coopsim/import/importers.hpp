@@ -17,6 +17,10 @@ struct DtrOptions {
   // true: copy-on-write as DTR's reference simulator simrd models it (a fresh storage per
   // mutated argument), which reproduces simrd's no-eviction peak.
   bool copy_on_write = false;
+  // The simrd compatibility profile (`--compat simrd`, docs/import-dtr.md): constants are
+  // allocated at their CONSTANT record rather than before iteration 0, as simrd's parse_file
+  // computes them; implies copy_on_write. Recorded in the header as source.compat.
+  bool simrd_compat = false;
 };
 Trace import_dtr_log(const std::string& path, const DtrOptions& options = {}, const Limits& limits = {});
 

@@ -5,6 +5,10 @@
 // retry, until the request fits or nothing is evictable (OOM). Default heuristic dtr-eq (the
 // union-find approximation the DTR prototype and Coop's DTR baseline use) with copy-on-write
 // in-place updates (Coop's baseline, §1.10).
+//
+// `compat=simrd` selects the simrd compatibility profile instead: the engine hands the whole
+// replay to coopsim::simrd::replay (include/coopsim/remat/simrd.hpp), which follows the rules of
+// DTR's reference simulator (RuntimeV2EagerOptimized) rather than coopsim's engine.
 #pragma once
 
 #include <memory>
@@ -25,8 +29,12 @@ class DtrPolicy final : public Policy {
   static std::vector<ParamDoc> param_docs();
   static std::unique_ptr<Policy> create(const Params& p);
 
-  DtrPolicy(EvictionScore score, std::uint64_t seed, RematOptions options)
-      : score_(score), draws_(seed), options_(options) {}
+  DtrPolicy(EvictionScore score, std::uint64_t seed, RematOptions options, bool simrd_compat = false)
+      : score_(score), draws_(seed), options_(options), simrd_compat_(simrd_compat) {}
+
+  // The simrd compatibility profile (dtr.compat=simrd): the engine runs simrd::replay.
+  [[nodiscard]] bool simrd_compat() const { return simrd_compat_; }
+  [[nodiscard]] EvictionScore score() const { return score_; }
 
   [[nodiscard]] std::vector<Action> on_alloc_failure(const AllocRequest& request, const MemoryView& view) override;
   [[nodiscard]] std::optional<RematOptions> remat_options() const override { return options_; }
@@ -35,6 +43,7 @@ class DtrPolicy final : public Policy {
   EvictionScore score_;
   SeededDraws draws_;
   RematOptions options_;
+  bool simrd_compat_ = false;
 };
 
 }  // namespace coopsim
