@@ -105,6 +105,10 @@ struct SegmentAddress {
   Bytes size;
   std::uint32_t stream = 0;
   SegmentPool pool = SegmentPool::Large;
+  // An expandable segment's virtual address reservation (PyTorch expandable_segments): `addr`
+  // is its base, `size` the extent the recording is known to have used; matched by stream and
+  // pool, not by order.
+  bool expandable = false;
   friend bool operator==(const SegmentAddress&, const SegmentAddress&) = default;
 };
 

@@ -96,6 +96,7 @@ struct InitialSegment {
   std::uint64_t addr = 0;
   std::uint16_t stream = 0;
   SegmentPool pool = SegmentPool::Large;
+  bool expandable = false;            // a mapped range of an expandable segment's reservation
   std::vector<InitialBlock> blocks;   // tile [addr, addr + size()) in address order
   [[nodiscard]] Bytes size() const {
     Bytes total;

@@ -135,23 +135,31 @@ std::uint64_t PyTorchCachingAllocator::ooms() const { return impl_->oom_count; }
 const PyTorchOptions& PyTorchCachingAllocator::options() const { return impl_->opts; }
 
 std::vector<Block> PyTorchCachingAllocator::seed(std::span<const SeedSegment> segments) {
-  std::vector<Block> out;
+  // cudaMalloc segments first, then the expandable reservations around their mapped ranges (so
+  // a reservation can be kept clear of the cudaMalloc segments); blocks come back in seed order.
+  std::vector<std::vector<Block>> per_seed(segments.size());
   std::vector<PyTorchSeedBlock> blocks;
-  for (const SeedSegment& seg : segments) {
+  bool any_expandable = false;
+  for (std::size_t i = 0; i < segments.size(); ++i) {
+    const SeedSegment& seg = segments[i];
     if (seg.expandable) {
-      throw ConfigError("pytorch.seed", fmt::format("segment {:#x}: expandable segments cannot be seeded", seg.addr));
+      any_expandable = true;
+      continue;
     }
     blocks.clear();
     for (const SeedBlock& b : seg.blocks) blocks.push_back({b.size, b.requested, b.allocated});
-    const auto placed = impl_->seed_segment(seg.addr, seg.stream, seg.pool == SegmentPool::Small, blocks);
-    out.insert(out.end(), placed.begin(), placed.end());
+    per_seed[i] = impl_->seed_segment(seg.addr, seg.stream, seg.pool == SegmentPool::Small, blocks);
   }
+  if (any_expandable) impl_->seed_expandable(segments, per_seed);
+  std::vector<Block> out;
+  for (const auto& v : per_seed) out.insert(out.end(), v.begin(), v.end());
   return out;
 }
 
 void PyTorchCachingAllocator::plan_segment_addresses(std::span<const SegmentAddress> planned) {
   impl_->planned.assign(planned.begin(), planned.end());
   impl_->next_planned = 0;
+  impl_->planned_used.assign(planned.size(), false);
 }
 
 std::optional<std::vector<SeedSegment>> PyTorchCachingAllocator::snapshot() const { return impl_->snapshot(); }
@@ -289,7 +297,9 @@ std::optional<std::uint64_t> PyTorchCachingAllocator::Impl::acquire_segment(std:
                                                                             std::uint32_t stream,
                                                                             bool small_pool,
                                                                             bool& from_device) {
-  // The recording's next cudaMalloc, when this one is the same request.
+  // The recording's next cudaMalloc, when this one is the same request (expandable reservations
+  // in the plan are matched by reserve_address_space instead).
+  while (next_planned < planned.size() && planned[next_planned].expandable) ++next_planned;
   if (next_planned < planned.size()) {
     const SegmentAddress& p = planned[next_planned];
     if (p.size.value == size && p.stream == stream && (p.pool == SegmentPool::Small) == small_pool) {
@@ -316,10 +326,12 @@ void PyTorchCachingAllocator::Impl::release_segment(const Segment& s) {
   if (s.from_device) device.free(s.addr, Bytes{s.size});
 }
 
-std::uint64_t PyTorchCachingAllocator::Impl::reserve_address_space(std::uint64_t size,
-                                                                   std::uint32_t /*stream*/,
-                                                                   bool /*small*/) {
-  // Downwards from the first cudaMalloc address, 2 MiB aligned; never reused.
+std::uint64_t PyTorchCachingAllocator::Impl::reserve_address_space(std::uint64_t& size,
+                                                                   std::uint32_t stream,
+                                                                   bool small_pool) {
+  // The recording's reservation for this stream and pool, when it is still unused and free here.
+  if (const auto planned_at = take_planned_reservation(stream, small_pool, size)) return *planned_at;
+  // Else downwards from the first cudaMalloc address, 2 MiB aligned; never reused.
   next_va_top = (next_va_top - size) & ~(kSmallBuffer - 1);
   if (overlaps_segment(next_va_top, size)) {
     throw InvariantError("pytorch: expandable address range overlaps a seeded segment");

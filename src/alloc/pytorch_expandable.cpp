@@ -7,8 +7,16 @@
 // small pool, 20 MiB in the large one) are mapped as allocations need them and counted in
 // reserved. Unmapped ranges are blocks with mapped == false, kept per pool in an address-ordered
 // set; they are always page aligned. Free mapped blocks never merge with unmapped ones.
+//
+// Replays of recordings (additions): a reservation's base comes from the recording when the plan
+// has one for the stream and pool (upstream's cuMemAddressReserve result, which the model cannot
+// predict), and seed() rebuilds reservations around the recorded mapped ranges.
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <map>
 #include <string>
+#include <utility>
 
 #include "coopsim/error.hpp"
 #include "src/alloc/pytorch_impl.hpp"
@@ -38,9 +46,7 @@ std::uint32_t Impl::find_expandable_block(Pool& pool, std::uint32_t stream, std:
   }
 
   const std::uint64_t page = pool.small ? kSmallBuffer : kLargeBuffer;
-  const std::uint64_t total = capacity.value + capacity.value / 8;  // 1 1/8 x device memory
-  const std::uint64_t pages = std::max<std::uint64_t>(1, (total + page - 1) / page);
-  const std::uint64_t va_size = pages * page;
+  std::uint64_t va_size = reservation_size(pool.small);
   const std::uint64_t addr = reserve_address_space(va_size, stream, pool.small);
   const std::uint32_t s = new_segment(addr, va_size, stream, pool.small, true, false);
   segs[s].page_size = page;
@@ -158,6 +164,134 @@ void Impl::release_expandable_segment(std::uint32_t n) {
   release_address_space(segs[s].addr, segs[s].size);
   delete_node(n);
   delete_segment(s);
+}
+
+std::uint64_t Impl::reservation_size(bool small_pool) const {
+  const std::uint64_t page = small_pool ? kSmallBuffer : kLargeBuffer;
+  const std::uint64_t total = capacity.value + capacity.value / 8;  // 1 1/8 x device memory
+  const std::uint64_t pages = std::max<std::uint64_t>(1, total / page + (total % page != 0 ? 1 : 0));
+  return pages * page;
+}
+
+std::optional<std::uint64_t> Impl::take_planned_reservation(std::uint32_t stream, bool small_pool,
+                                                            std::uint64_t& size, std::uint64_t below) {
+  const std::uint64_t page = small_pool ? kSmallBuffer : kLargeBuffer;
+  for (std::size_t i = 0; i < planned.size(); ++i) {
+    const SegmentAddress& p = planned[i];
+    if (!p.expandable || planned_used[i] || p.stream != stream || (p.pool == SegmentPool::Small) != small_pool ||
+        p.addr > below) {
+      continue;
+    }
+    planned_used[i] = true;
+    if (p.addr > ~std::uint64_t{0} - page || overlaps_segment(p.addr, page)) continue;  // diverged: not free here
+    std::uint64_t want = std::max(size, p.size.value / page * page + (p.size.value % page != 0 ? page : 0));
+    // Never over a segment above it, nor past the end of the address space.
+    if (const auto next = seg_by_addr.upper_bound(p.addr); next != seg_by_addr.end()) {
+      want = std::min(want, (next->first - p.addr) / page * page);
+    }
+    want = std::min(want, (~std::uint64_t{0} - p.addr) / page * page);
+    size = want;
+    return p.addr;
+  }
+  return std::nullopt;
+}
+
+void Impl::seed_expandable(std::span<const SeedSegment> seeds, std::vector<std::vector<Block>>& per_seed) {
+  const std::string key = "pytorch.seed";
+  // (stream, small) -> seed indices in address order.
+  std::map<std::pair<std::uint32_t, bool>, std::vector<std::size_t>> groups;
+  for (std::size_t i = 0; i < seeds.size(); ++i) {
+    if (!seeds[i].expandable) continue;
+    if (!opts.expandable_segments) {
+      throw ConfigError(key, fmt::format("segment {:#x} is a mapped range of an expandable segment: replay with "
+                                         "pytorch.expandable_segments=true",
+                                         seeds[i].addr));
+    }
+    groups[{seeds[i].stream, seeds[i].pool == SegmentPool::Small}].push_back(i);
+  }
+  for (auto& [group, idx] : groups) {
+    const auto [stream, small_pool] = group;
+    std::sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) { return seeds[a].addr < seeds[b].addr; });
+    const std::uint64_t page = small_pool ? kSmallBuffer : kLargeBuffer;
+    const std::uint64_t lo = seeds[idx.front()].addr;
+    const std::uint64_t hi = seeds[idx.back()].addr + seeds[idx.back()].size().value;
+    std::uint64_t size = reservation_size(small_pool);
+    std::uint64_t base = lo;
+    if (const auto at = take_planned_reservation(stream, small_pool, size, lo)) base = *at;
+    if (overlaps_segment(base, hi - base)) {
+      throw ConfigError(key, fmt::format("expandable segment {:#x}+{} overlaps an existing segment", base, hi - base));
+    }
+    size = std::max(size, round_up(hi - base, page));
+    if (const auto next = seg_by_addr.upper_bound(base); next != seg_by_addr.end()) {
+      size = std::min(size, (next->first - base) / page * page);
+    }
+    std::uint64_t mapped = 0;
+    std::uint64_t prev_end = base;
+    for (const std::size_t i : idx) {
+      const SeedSegment& g = seeds[i];
+      const std::uint64_t bytes = g.size().value;
+      if (g.addr < prev_end) throw ConfigError(key, fmt::format("expandable ranges overlap at {:#x}", g.addr));
+      if ((g.addr - base) % page != 0 || bytes % page != 0 || bytes == 0) {
+        throw ConfigError(key, fmt::format("expandable range {:#x}+{} is not whole {}-byte pages of the reservation "
+                                           "at {:#x}",
+                                           g.addr, bytes, page, base));
+      }
+      mapped += bytes;
+      prev_end = g.addr + bytes;
+    }
+    if (mapped > capacity.value || reserved > capacity.value - mapped) {
+      throw ConfigError(key, fmt::format("expandable segment {:#x}: {} mapped bytes exceed the capacity", base, mapped));
+    }
+    const std::uint32_t s = new_segment(base, size, stream, small_pool, true, false);
+    segs[s].page_size = page;
+    segs[s].mapped_bytes = mapped;
+    reserved += mapped;
+    std::uint32_t last = kNil;
+    auto append = [&](std::uint64_t addr, std::uint64_t bytes, bool is_mapped) {
+      const std::uint32_t n = new_node(s);
+      nodes[n].addr = addr;
+      nodes[n].size = bytes;
+      nodes[n].mapped = is_mapped;
+      if (last == kNil) {
+        segs[s].head = n;
+      } else {
+        link_after(n, last);
+      }
+      last = n;
+      return n;
+    };
+    std::uint64_t at = base;
+    for (const std::size_t i : idx) {
+      const SeedSegment& g = seeds[i];
+      if (g.addr > at) append(at, g.addr - at, false);
+      at = g.addr;
+      for (const SeedBlock& sb : g.blocks) {
+        if (!sb.allocated && last != kNil && nodes[last].mapped && !nodes[last].allocated) {
+          nodes[last].size += sb.size.value;  // free mapped neighbours are merged
+        } else {
+          const std::uint32_t n = append(at, sb.size.value, true);
+          if (sb.allocated) {
+            Node& b = nodes[n];
+            b.allocated = true;
+            b.requested = sb.requested.value;
+            live.insert(at, n);
+            allocated += b.size;
+            requested += b.requested;
+            per_seed[i].push_back(Block{at, sb.size, sb.requested, stream});
+          }
+        }
+        at += sb.size.value;
+      }
+    }
+    if (at < base + size) append(at, base + size - at, false);
+    for (std::uint32_t n = segs[s].head; n != kNil; n = nodes[n].next) {
+      if (!nodes[n].mapped) {
+        insert_unmapped(n);
+      } else if (!nodes[n].allocated) {
+        insert_into_blocks(n);
+      }
+    }
+  }
 }
 
 }  // namespace coopsim

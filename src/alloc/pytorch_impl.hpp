@@ -229,6 +229,16 @@ struct PyTorchCachingAllocator::Impl {
   std::uint32_t try_allocate_expandable_block(Pool& pool, std::uint32_t stream, std::uint64_t size);
   void unmap_block(std::uint32_t n);
   void release_expandable_segment(std::uint32_t n);
+  // 1 1/8 x capacity rounded up to whole pages of the pool (upstream: of totalGlobalMem).
+  std::uint64_t reservation_size(bool small_pool) const;
+  // The first unused recorded reservation (plan entry with expandable) of this stream and pool
+  // whose base is free in the model: marks it used, sets `size` (at least the recorded extent,
+  // at most up to the next segment) and returns its base.
+  std::optional<std::uint64_t> take_planned_reservation(std::uint32_t stream, bool small_pool, std::uint64_t& size,
+                                                        std::uint64_t below = ~std::uint64_t{0});
+  // seed() of the expandable SeedSegments (mapped ranges): one reservation per (stream, pool),
+  // at the recorded base when planned, else at the lowest range. Fills per_seed[i] for them.
+  void seed_expandable(std::span<const SeedSegment> seeds, std::vector<std::vector<Block>>& per_seed);
 
   // --- the device seam: every byte of segment memory comes and goes through these ---
   // cudaMalloc / cudaFree of a whole segment (capacity already checked by the caller).
@@ -237,7 +247,8 @@ struct PyTorchCachingAllocator::Impl {
                                                bool& from_device);
   void release_segment(const Segment& s);
   // cuMemAddressReserve / cuMemAddressFree of an expandable segment's virtual range.
-  std::uint64_t reserve_address_space(std::uint64_t size, std::uint32_t stream, bool small);
+  // `size` comes in as the model's reservation size and may be adjusted to a recorded one.
+  std::uint64_t reserve_address_space(std::uint64_t& size, std::uint32_t stream, bool small);
   void release_address_space(std::uint64_t addr, std::uint64_t size);
 
   // --- helpers ---
@@ -301,6 +312,7 @@ struct PyTorchCachingAllocator::Impl {
   std::uint64_t next_segment_id = 1;
   std::vector<SegmentAddress> planned;  // recorded segment addresses, used in order
   std::size_t next_planned = 0;
+  std::vector<bool> planned_used;       // expandable plan entries already given a reservation
   std::uint64_t next_va_top = DeviceMemory::kBaseAddress;
 };
 

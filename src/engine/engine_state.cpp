@@ -76,6 +76,7 @@ void Engine::seed_initial_state() {
     g.addr = s.addr;
     g.stream = s.stream;
     g.pool = s.pool;
+    g.expandable = s.expandable;
     for (const InitialBlock& b : s.blocks) {
       const bool allocated = !b.is_free();
       g.blocks.push_back({b.size, allocated ? trace_.tensors[b.tensor].size : Bytes{0}, allocated});

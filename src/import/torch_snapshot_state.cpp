@@ -29,8 +29,7 @@
 //    With neither, the remainder cannot be told from free space by any later allocation of the
 //    recording, and none is assumed.
 //  * Everything else in an initial segment is free (free neighbours are always merged).
-//  * Expandable segments (segment_map / segment_unmap) are not reconstructed: their pre-existing
-//    tensors are allocated at the start without an address, and the result is marked approximate.
+//  * Expandable segments: see find_expandable_segments (torch_snapshot_expandable.cpp).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -42,10 +41,7 @@ namespace coopsim::torch_snapshot::detail {
 
 void Reconstruction::find_initial_segments() {
   for (const SnapSegment& g : snap_.segments) {
-    if (g.expandable) {
-      expandable_end_ = true;
-      continue;
-    }
+    if (g.expandable) continue;  // find_expandable_segments
     const auto first = first_segment_event_.find(g.addr);
     if (first == first_segment_event_.end()) initial_.push_back({g.addr, g.size, g.stream, g.pool});
   }
@@ -56,16 +52,13 @@ void Reconstruction::find_initial_segments() {
     const SegmentPool pool = g != nullptr && g->addr == addr && g->size == ev.size ? g->pool : pool_by_size(ev.size);
     initial_.push_back({addr, ev.size, ev.stream, pool});
   }
+  find_expandable_segments();
   std::sort(initial_.begin(), initial_.end(), [](const InitialSeg& a, const InitialSeg& b) { return a.addr < b.addr; });
   for (std::size_t i = 1; i < initial_.size(); ++i) {
     if (initial_[i - 1].addr + initial_[i - 1].size > initial_[i].addr) {
       throw Error(fmt::format("{}: segments {:#x} and {:#x} of the initial state overlap", snap_.path,
                               initial_[i - 1].addr, initial_[i].addr));
     }
-  }
-  if (expandable_end_ || expandable_history_) {
-    note("expandable segments (segment_map / segment_unmap) are not reconstructed: tensors live in them "
-         "at the start are allocated before the first event without an address");
   }
 }
 
@@ -135,7 +128,7 @@ void Reconstruction::size_preexisting_blocks() {
     }
     b.size = rounded;
     // Small-pool remainders are always split, and so are all remainders with expandable segments.
-    if (seg->pool == SegmentPool::Small || opts_.expandable_segments) continue;
+    if (seg->pool == SegmentPool::Small || seg->expandable || opts_.expandable_segments) continue;
     const std::uint64_t end = b.addr + rounded;
     const bool oversize = rounded >= opts_.max_split_size.value;
     auto possible = [&](std::uint64_t remainder) {
@@ -189,6 +182,7 @@ void Reconstruction::build_initial_state() {
     out.addr = seg.addr;
     out.stream = dense_stream(h_, seg.stream);
     out.pool = seg.pool;
+    out.expandable = seg.expandable;
     std::uint64_t at = seg.addr;
     const std::uint64_t end = seg.addr + seg.size;
     for (; k < order.size() && pre_[order[k]].addr < seg.addr; ++k) orphan(order[k]);

@@ -35,6 +35,7 @@ struct Preexisting {
 struct InitialSeg {
   std::uint64_t addr = 0, size = 0, stream = 0;
   SegmentPool pool = SegmentPool::Large;
+  bool expandable = false;  // a mapped range of an expandable segment
 };
 
 class Reconstruction {
@@ -55,6 +56,7 @@ class Reconstruction {
   static SegmentPool pool_by_size(std::uint64_t size);
   void check_end_state();
   void number_tensors();
+  void find_expandable_segments();  // mapped ranges at the start and the reservations
 
   // torch_snapshot_state.cpp
   void find_initial_segments();

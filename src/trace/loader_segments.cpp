@@ -15,6 +15,13 @@ SegmentPool Loader::read_pool() const {
   bad(record_prefix(), kPool, "'small' or 'large'", *v);
 }
 
+bool Loader::read_expandable() const {
+  const JValue* v = slot_[kExpandable];
+  if (v == nullptr) return false;
+  if (v->type != JType::Bool) bad(record_prefix(), kExpandable, "true or false", *v);
+  return v->boolean;
+}
+
 void Loader::on_segment() {
   InitialSegment seg;
   seg.addr = req_u64(kAddr);
@@ -27,6 +34,7 @@ void Loader::on_segment() {
   if (seg.addr > ~std::uint64_t{0} - size) fail(prefix + ": extends past the end of the 64-bit address space");
   seg.stream = read_stream();
   seg.pool = read_pool();
+  seg.expandable = read_expandable();
   const JValue* blocks = slot_[kBlocks];
   if (blocks == nullptr) missing(prefix, kBlocks);
   if (blocks->type != JType::Array || blocks->count == 0) bad(prefix, kBlocks, "a non-empty array of blocks", *blocks);
@@ -116,6 +124,7 @@ void Loader::on_segment_address() {
   if (a.size.value == 0) bad(record_prefix(), kSize, "a positive integer", *slot_[kSize]);
   a.stream = read_stream();
   a.pool = read_pool();
+  a.expandable = read_expandable();
   trace_.segment_addresses.push_back(a);
 }
 

@@ -9,7 +9,8 @@ namespace coopsim::trace_detail {
 std::string_view key_name(Key k) {
   static constexpr std::array<std::string_view, kNumKeys> kNames{
       "kind",  "id",     "bytes", "role",   "name", "duration", "inputs", "outputs", "views", "mutates", "random",
-      "tensor", "t",     "stream", "addr",  "mode", "op",       "index",  "label",   "size",  "pool",    "blocks"};
+      "tensor", "t",     "stream", "addr",  "mode", "op",       "index",  "label",   "size",  "pool",    "blocks",
+      "expandable"};
   return kNames[k];
 }
 

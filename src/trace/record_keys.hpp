@@ -13,7 +13,7 @@ namespace coopsim::trace_detail {
 
 enum Key : std::uint8_t {
   kKind, kId, kBytes, kRole, kName, kDuration, kInputs, kOutputs, kViews, kMutates, kRandom,
-  kTensor, kT, kStream, kAddr, kMode, kOp, kIndex, kLabel, kSize, kPool, kBlocks,
+  kTensor, kT, kStream, kAddr, kMode, kOp, kIndex, kLabel, kSize, kPool, kBlocks, kExpandable,
   kNumKeys, kExtension, kUnknown,
 };
 static_assert(kNumKeys <= 32, "key masks are 32 bits");
@@ -64,6 +64,9 @@ inline Key classify(std::string_view k) {
     case 8:
       if (is(k, "duration")) return kDuration;
       break;
+    case 10:
+      if (is(k, "expandable")) return kExpandable;
+      break;
     default:
       break;
   }
@@ -95,8 +98,8 @@ inline constexpr std::array<std::uint32_t, kNumKinds> kAllowed{
     bit(kKind) | bit(kOp) | bit(kT) | bit(kStream),
     bit(kKind) | bit(kIndex) | bit(kT),
     bit(kKind) | bit(kLabel) | bit(kT),
-    bit(kKind) | bit(kAddr) | bit(kSize) | bit(kStream) | bit(kPool) | bit(kBlocks),
-    bit(kKind) | bit(kAddr) | bit(kSize) | bit(kStream) | bit(kPool),
+    bit(kKind) | bit(kAddr) | bit(kSize) | bit(kStream) | bit(kPool) | bit(kBlocks) | bit(kExpandable),
+    bit(kKind) | bit(kAddr) | bit(kSize) | bit(kStream) | bit(kPool) | bit(kExpandable),
 };
 
 // A JSON integer without sign, fraction or exponent that fits in 64 bits.

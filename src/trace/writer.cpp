@@ -220,7 +220,9 @@ class Writer {
   void segment(const InitialSegment& seg) {
     fmt::format_to(std::back_inserter(buf_), R"({{"kind":"segment","addr":{},"size":{})", seg.addr, seg.size().value);
     if (seg.stream != 0) fmt::format_to(std::back_inserter(buf_), R"(,"stream":{})", seg.stream);
-    fmt::format_to(std::back_inserter(buf_), R"(,"pool":"{}","blocks":[)", to_string(seg.pool));
+    fmt::format_to(std::back_inserter(buf_), R"(,"pool":"{}")", to_string(seg.pool));
+    if (seg.expandable) buf_.append(std::string_view(R"(,"expandable":true)"));
+    buf_.append(std::string_view(R"(,"blocks":[)"));
     for (std::size_t i = 0; i < seg.blocks.size(); ++i) {
       const InitialBlock& b = seg.blocks[i];
       if (i > 0) buf_.push_back(',');
@@ -240,6 +242,7 @@ class Writer {
                    a.size.value);
     if (a.stream != 0) fmt::format_to(std::back_inserter(buf_), R"(,"stream":{})", a.stream);
     fmt::format_to(std::back_inserter(buf_), R"(,"pool":"{}")", to_string(a.pool));
+    if (a.expandable) buf_.append(std::string_view(R"(,"expandable":true)"));
     end_line();
   }
 
