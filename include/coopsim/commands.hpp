@@ -54,6 +54,7 @@ struct ImportArgs {
   int device = 0;
   bool copy_on_write = false;  // dtr: MUTATE as copy-on-write (simrd) instead of in place
   std::string compat = "coopsim";  // dtr: rule profile, coopsim or simrd (docs/import-dtr.md)
+  std::string et;              // kineto: Execution Trace of the same run (dataflow)
   std::vector<std::string> limits;  // KEY=VALUE of the "limits" config section (docs/limits.md)
 };
 int command_import(const ImportArgs& args, std::ostream& out);

@@ -67,6 +67,8 @@ int main(int argc, char** argv) {
   import_cmd->add_option("--compat", imp.compat,
                          "dtr: rule profile, coopsim (default) or simrd (DTR's simulator: constants at their "
                          "record, copy-on-write; run it with --set dtr.compat=simrd)");
+  import_cmd->add_option("--et", imp.et,
+                         "kineto: PyTorch Execution Trace (.json[.gz]) of the same run, for the ops' inputs and outputs");
   import_cmd->add_option("--limit", imp.limits,
                          "input cap KEY=VALUE of the limits config section, e.g. max_tensors=100000000 (repeatable)");
 

@@ -30,7 +30,7 @@ int command_import(const ImportArgs& args, std::ostream& out) {
   } else if (args.kind == "torch-snapshot") {
     trace = import_torch_snapshot(args.input, TorchSnapshotOptions{args.device}, limits);
   } else if (args.kind == "kineto") {
-    trace = import_kineto(args.input, KinetoOptions{args.device}, limits);
+    trace = import_kineto(args.input, KinetoOptions{args.device, args.et}, limits);
   } else {
     throw ConfigError("import", "unknown trace kind '" + args.kind + "' (valid: dtr, torch-snapshot, kineto)");
   }

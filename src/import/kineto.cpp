@@ -32,6 +32,7 @@
 
 #include "coopsim/error.hpp"
 #include "coopsim/import/importers.hpp"
+#include "et_detail.hpp"
 #include "kineto_detail.hpp"
 
 namespace coopsim {
@@ -366,6 +367,11 @@ Trace import_kineto(const std::string& path, const KinetoOptions& options, const
     for (const std::int64_t d : c.devices_seen) seen += (seen.empty() ? "" : ", ") + std::to_string(d);
     throw Error(fmt::format("{}: device {} has no [memory] events or GPU activity in this trace (devices with events: {})",
                             path, options.device, seen));
+  }
+  if (!options.et.empty()) {
+    Trace linked = et_detail::build_linked_trace(path, options, std::move(top), c, limits);
+    check_limits(linked, limits, path);
+    return linked;
   }
   Trace t = Converter(path, options, std::move(top), c).run();
   check_limits(t, limits, path);

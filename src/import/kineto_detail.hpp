@@ -47,6 +47,18 @@ struct TopLevel {
 TopLevel read_kineto_json(const std::string& path, std::uint64_t max_bytes,
                           const std::function<void(RawEvent&)>& on_event);
 
+// The same streaming reader for any JSON object whose bulk is one array of objects (an
+// Execution Trace's "nodes"): `key` names the array, `what` the format and `element` one
+// element in messages; `bare_array` accepts a top-level array of elements (Chrome traces).
+struct ArrayFormat {
+  const char* key = "traceEvents";
+  const char* what = "a Kineto trace";
+  const char* element = "an event";
+  bool bare_array = true;
+};
+TopLevel read_json_array(const std::string& path, std::uint64_t max_bytes, const ArrayFormat& format,
+                         const std::function<void(RawEvent&)>& on_event);
+
 // Exact decimal conversion of a JSON number's text in microseconds to nanoseconds, rounding
 // digits beyond the nanosecond to nearest (halves away from zero). nullopt on overflow.
 std::optional<std::int64_t> micros_text_to_ns(std::string_view text);
@@ -69,6 +81,7 @@ struct OpRange {  // a CPU op (cat Operator / cpu_op), not an annotation or Prof
   std::uint32_t thread = 0;         // index into Collected::threads
   std::uint32_t name = 0;           // index into Collected::names
   std::size_t index = 0;            // in traceEvents
+  std::int64_t rf_id = -1;          // args["Record function id"] (newer traces), -1 = none
 };
 
 struct RuntimeCall {  // a CUDA runtime / driver call that may have launched GPU work
@@ -145,6 +158,8 @@ struct Nesting {
   std::vector<std::uint32_t> root;              // per op: its top-level op (itself if top-level)
   std::vector<std::uint32_t> memory_innermost;  // per memory event: innermost op or kNone
   std::vector<std::uint32_t> runtime_root;      // per runtime call: top-level op or kNone
+  std::vector<std::uint32_t> parent;            // per op: enclosing op or kNone
+  std::vector<std::uint32_t> runtime_innermost; // per runtime call: innermost op or kNone
 };
 Nesting nest_ops(const Collected& c);
 

@@ -251,6 +251,8 @@ void Collector::add_complete(const RawEvent& e) {
       op.thread = thread_of(e);
       op.name = intern(name);
       op.index = e.index;
+      // The ET links its nodes to these ops by this id (rf_id) when both traces carry it.
+      if (const auto rf = f.arg_int(f.args(false), "Record function id", false, true)) op.rf_id = *rf;
       out_.ops.push_back(op);
       return;
     }

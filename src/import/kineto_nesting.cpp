@@ -30,6 +30,8 @@ Nesting nest_ops(const Collected& c) {
   n.root.assign(c.ops.size(), kNone);
   n.memory_innermost.assign(c.memory.size(), kNone);
   n.runtime_root.assign(c.runtime.size(), kNone);
+  n.parent.assign(c.ops.size(), kNone);
+  n.runtime_innermost.assign(c.runtime.size(), kNone);
 
   std::vector<Item> items;
   items.reserve(c.ops.size() + c.memory.size() + c.runtime.size());
@@ -63,6 +65,7 @@ Nesting nest_ops(const Collected& c) {
         stack.pop_back();
       }
       n.root[it.index] = stack.empty() ? it.index : n.root[stack.front()];
+      if (!stack.empty()) n.parent[it.index] = stack.back();
       stack.push_back(it.index);
       continue;
     }
@@ -72,6 +75,7 @@ Nesting nest_ops(const Collected& c) {
       n.memory_innermost[it.index] = stack.back();
     } else {
       n.runtime_root[it.index] = n.root[stack.back()];
+      n.runtime_innermost[it.index] = stack.back();
     }
   }
   return n;

@@ -115,8 +115,8 @@ class GzInput : public std::streambuf {
 // SAX handler: the top-level object (or array), traceEvents, and one DOM per event.
 class Sax {
  public:
-  Sax(const std::string& path, GzInput& in, const std::function<void(RawEvent&)>& on_event)
-      : path_(path), in_(in), on_event_(on_event) {}
+  Sax(const std::string& path, GzInput& in, const ArrayFormat& f, const std::function<void(RawEvent&)>& on_event)
+      : path_(path), in_(in), f_(f), on_event_(on_event) {}
 
   TopLevel finish() { return std::move(top_); }
 
@@ -146,7 +146,7 @@ class Sax {
       return true;
     }
     // A key of the top-level object.
-    if (k == "traceEvents" ? saw_events_ : top_.fields.contains(k)) {
+    if (k == f_.key ? saw_events_ : top_.fields.contains(k)) {
       fail(in_.line(), fmt::format("duplicate top-level key {}", quote(k)));
     }
     top_key_ = std::move(k);
@@ -155,7 +155,7 @@ class Sax {
 
   bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& ex) {
     in_.check();  // a damaged gzip stream explains the JSON error
-    if (in_.bytes() == 0) fail(1, "empty file (expected a Kineto trace: a JSON object with 'traceEvents')");
+    if (in_.bytes() == 0) fail(1, fmt::format("empty file (expected {}: a JSON object with '{}')", f_.what, f_.key));
     // nlohmann: "[json.exception.parse_error.101] parse error at line L, column C: detail"
     std::string_view msg = ex.what();
     if (msg.rfind("[json.exception.", 0) == 0 && msg.find("] ") != std::string_view::npos) {
@@ -182,7 +182,7 @@ class Sax {
   [[noreturn]] void fail(std::uint64_t line, const std::string& problem) const { throw TraceError(path_, line, problem); }
 
   bool building() const { return !stack_.empty(); }
-  std::string where() const { return in_event_ ? fmt::format("traceEvents[{}]: ", event_.index) : ""; }
+  std::string where() const { return in_event_ ? fmt::format("{}[{}]: ", f_.key, event_.index) : ""; }
 
   // A new value in a container being built, or at a slot of the top-level structure.
   bool value(json v) {
@@ -190,9 +190,9 @@ class Sax {
       insert(std::move(v));
       return true;
     }
-    if (depth_ == 0) fail(in_.line(), fmt::format("not a Kineto trace: the top level must be a JSON object with 'traceEvents' (got {})", describe(v)));
-    if (in_events_) fail(in_.line(), fmt::format("traceEvents[{}]: an event must be a JSON object (got {})", top_.events, describe(v)));
-    if (top_key_ == "traceEvents") fail(in_.line(), fmt::format("field 'traceEvents' must be an array (got {})", describe(v)));
+    if (depth_ == 0) fail(in_.line(), fmt::format("not {}: the top level must be a JSON object with '{}' (got {})", f_.what, f_.key, describe(v)));
+    if (in_events_) fail(in_.line(), fmt::format("{}[{}]: {} must be a JSON object (got {})", f_.key, top_.events, f_.element, describe(v)));
+    if (top_key_ == f_.key) fail(in_.line(), fmt::format("field '{}' must be an array (got {})", f_.key, describe(v)));
     top_.fields[top_key_] = std::move(v);
     return true;
   }
@@ -213,13 +213,14 @@ class Sax {
     if (depth_ == 0) {  // the top level
       ++depth_;
       if (container.is_array()) {
+        if (!f_.bare_array) fail(in_.line(), fmt::format("not {}: the top level must be a JSON object with '{}' (got an array)", f_.what, f_.key));
         top_.array_form = true;
         saw_events_ = in_events_ = true;
       }
       return true;
     }
     if (in_events_) {
-      if (!container.is_object()) fail(in_.line(), fmt::format("traceEvents[{}]: an event must be a JSON object (got an array)", top_.events));
+      if (!container.is_object()) fail(in_.line(), fmt::format("{}[{}]: {} must be a JSON object (got an array)", f_.key, top_.events, f_.element));
       in_event_ = true;
       event_ = RawEvent{};
       event_.index = top_.events;
@@ -228,8 +229,8 @@ class Sax {
       stack_.push_back(&event_.value);
       return true;
     }
-    if (top_key_ == "traceEvents") {
-      if (!container.is_array()) fail(in_.line(), "field 'traceEvents' must be an array (got an object)");
+    if (top_key_ == f_.key) {
+      if (!container.is_array()) fail(in_.line(), fmt::format("field '{}' must be an array (got an object)", f_.key));
       ++depth_;
       saw_events_ = in_events_ = true;
       return true;
@@ -259,12 +260,13 @@ class Sax {
       in_events_ = false;
       return true;
     }
-    if (depth_ == 0 && !saw_events_) fail(in_.line(), "not a Kineto trace: the top-level object has no 'traceEvents' array");
+    if (depth_ == 0 && !saw_events_) fail(in_.line(), fmt::format("not {}: the top-level object has no '{}' array", f_.what, f_.key));
     return true;
   }
 
   const std::string& path_;
   GzInput& in_;
+  const ArrayFormat& f_;
   const std::function<void(RawEvent&)>& on_event_;
   TopLevel top_;
   int depth_ = 0;  // open containers of the top-level structure (object/array, traceEvents)
@@ -281,9 +283,14 @@ class Sax {
 // \xNN, shortened to about 40 bytes (the style of the trace loader's messages).
 TopLevel read_kineto_json(const std::string& path, std::uint64_t max_bytes,
                           const std::function<void(RawEvent&)>& on_event) {
+  return read_json_array(path, max_bytes, ArrayFormat{}, on_event);
+}
+
+TopLevel read_json_array(const std::string& path, std::uint64_t max_bytes, const ArrayFormat& format,
+                         const std::function<void(RawEvent&)>& on_event) {
   GzInput in(path, max_bytes);
   std::istream stream(&in);
-  Sax sax(path, in, on_event);
+  Sax sax(path, in, format, on_event);
   const bool ok = json::sax_parse(stream, &sax, json::input_format_t::json, true, false);
   in.check();
   if (!ok) throw TraceError(path, in.line(), "malformed JSON");

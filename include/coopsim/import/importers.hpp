@@ -34,6 +34,11 @@ Trace import_torch_snapshot(const std::string& path, const TorchSnapshotOptions&
 // Kineto / PyTorch profiler Chrome traces (.json or .json.gz) with [memory] events (§3).
 struct KinetoOptions {
   int device = 0;
+  // A PyTorch Execution Trace (ET / Chakra host trace JSON, optionally .gz) of the same run:
+  // when set, the ops, their input / output tensors and the tensor sizes come from the ET
+  // and the durations from the Kineto trace (docs/import-kineto.md, "Dataflow from an
+  // Execution Trace"); a pair that is not from one run is refused.
+  std::string et;
 };
 Trace import_kineto(const std::string& path, const KinetoOptions& options, const Limits& limits = {});
 
