@@ -140,12 +140,12 @@ def main():
         sys.exit('no logs matched in ' + a.logs)
 
     jobs = [(os.path.abspath(a.simrd), l, heuristics, ratios) for l in logs]
-    with multiprocessing.Pool(max(1, a.jobs)) as pool:
-        simrd_results = pool.map(simrd_log, jobs, chunksize=1)
-
     rows, agree, total, worst, peaks = [], 0, 0, [], []
-    with tempfile.TemporaryDirectory() as work:
-        for log, (s_mem, s_compute, s_points) in zip(logs, simrd_results):
+    print('| log | heuristic | ratio | simrd | simrd overhead | coopsim | coopsim overhead | diff | agree |')
+    print('|---|---|---|---|---|---|---|---|---|', flush=True)
+    # Logs stream in as simrd finishes them (smallest first), so a long run can be cut short.
+    with multiprocessing.Pool(max(1, a.jobs)) as pool, tempfile.TemporaryDirectory() as work:
+        for log, (s_mem, s_compute, s_points) in zip(logs, pool.imap(simrd_log, jobs, chunksize=1)):
             c_peak, c_points = coopsim_log(a.coopsim, log, heuristics, ratios, work)
             name = os.path.basename(log).split('-')[0]
             peaks.append((name, s_mem, c_peak))
@@ -159,14 +159,12 @@ def main():
                     diff = (co - so) / so if sv == cv == 'completed' else float('nan')
                     if sv == cv == 'completed':
                         worst.append((abs(diff), name, h, r, so, co))
-                    rows.append((name, h, r, sv, so, cv, co, diff, same))
+                    row = (name, h, r, sv, so, cv, co, diff, same)
+                    rows.append(row)
+                    d = '' if math.isnan(diff) else '{:+.2%}'.format(diff)
+                    print('| {} | {} | {} | {} | {:.4f} | {} | {:.4f} | {} | {} |'.format(
+                        name, h, r, sv, so, cv, co, d, 'yes' if same else '**no**'), flush=True)
 
-    print('| log | heuristic | ratio | simrd | simrd overhead | coopsim | coopsim overhead | diff | agree |')
-    print('|---|---|---|---|---|---|---|---|---|')
-    for name, h, r, sv, so, cv, co, diff, same in rows:
-        d = '' if math.isnan(diff) else '{:+.2%}'.format(diff)
-        print('| {} | {} | {} | {} | {:.4f} | {} | {:.4f} | {} | {} |'.format(
-            name, h, r, sv, so, cv, co, d, 'yes' if same else '**no**'))
     print()
     print('## Summary')
     print()
