@@ -21,6 +21,22 @@ bool validate_from_environment() {
   return v != nullptr && std::string_view(v) == "1";
 }
 
+// Policies that evict, swap or recompute decide from which tensors ops read. A trace whose ops
+// read nothing (allocator-only snapshots, profiler traces without an execution trace) would let
+// them evict for free and report a plausible but meaningless overhead: refuse instead.
+void require_dataflow(const Trace& trace, const std::string& policy) {
+  std::size_t reads = 0;
+  for (const OpInfo& op : trace.ops) reads += op.inputs.size();
+  for (const TraceEvent& e : trace.events) reads += e.kind == EventKind::Access ? 1 : 0;
+  if (reads > 0) return;
+  const std::string what = trace.ops.empty() ? "it has no ops"
+                                             : "none of its " + std::to_string(trace.ops.size()) + " ops reads a tensor";
+  throw ConfigError("policy", trace.path + ": policy " + policy + " needs the trace's dataflow, but " + what +
+                                  " and no event accesses one (an allocator-only snapshot, or a profiler trace "
+                                  "imported without --et): evictions would cost nothing. Use -p keep, or force "
+                                  "it with --set engine.allow_no_dataflow=true");
+}
+
 }  // namespace
 
 Report run_simulation(const SimConfig& cfg, const Trace& trace, const Components& c, RunLog* log) {
@@ -55,6 +71,9 @@ Report run_simulation(const SimConfig& cfg, const Trace& trace, const Components
 
   auto allocator = alloc_entry.make(alloc_params, budget);
   auto policy = policy_entry.make(policy_params);
+  if (policy->needs_dataflow() && !engine_params.get_bool("allow_no_dataflow")) {
+    require_dataflow(trace, policy_name);
+  }
 
   Report r;
   r.coopsim_version = COOPSIM_VERSION;

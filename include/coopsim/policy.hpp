@@ -116,6 +116,10 @@ class Policy {
     (void)storage;
     return false;
   }
+  // Whether the policy's decisions depend on which tensors ops read (every policy that evicts,
+  // swaps or recomputes). On a trace with no dataflow such a policy would evict for free, so
+  // run_simulation refuses it unless engine.allow_no_dataflow is set.
+  [[nodiscard]] virtual bool needs_dataflow() const { return true; }
 };
 
 }  // namespace coopsim

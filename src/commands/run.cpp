@@ -177,6 +177,11 @@ int command_validate(const std::string& path, std::ostream& out) {
                      s.accesses, s.computes, s.iterations);
   out << fmt::format("  peak live {} ({} bytes), op compute time {}\n", format_bytes(s.peak_live),
                      s.peak_live.value, format_time(s.compute_time));
+  std::uint64_t op_inputs = 0;
+  for (const OpInfo& op : trace.ops) op_inputs += op.inputs.size();
+  // Policies other than keep need to know what ops read (run_simulation refuses them otherwise).
+  out << fmt::format("  dataflow: {} op inputs{}\n", op_inputs,
+                     op_inputs + s.accesses == 0 ? " (none: only -p keep runs without engine.allow_no_dataflow)" : "");
   if (s.initial_segments > 0) {
     out << fmt::format("  initial state: {} segments ({}), {} live tensors ({})\n", s.initial_segments,
                        format_bytes(s.initial_reserved), s.initial_tensors, format_bytes(s.initial_live));

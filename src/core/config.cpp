@@ -1,4 +1,5 @@
 // Config loading, overrides and validation. All checking happens before any simulation runs.
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -19,6 +20,15 @@ std::string top_keys_list() {
   return s;
 }
 
+bool is_top_key(const std::string& k) {
+  return std::any_of(std::begin(kTopKeys), std::end(kTopKeys), [&](const char* t) { return k == t; });
+}
+
+// Top-level keys that hold one value, not a section.
+bool is_scalar_key(const std::string& k) {
+  return k == "allocator" || k == "policy" || k == "budget" || k == "description";
+}
+
 bool is_component(const std::string& name, const Components& c) {
   return c.allocators.find(name) != nullptr || c.policies.find(name) != nullptr;
 }
@@ -36,6 +46,11 @@ std::vector<ParamDoc> engine_param_docs() {
        {}},
       {"measure_search_latency", ParamType::Bool, "false",
        "measure wall time inside policy decisions (reports then differ run to run)", {}},
+      {"allow_no_dataflow", ParamType::Bool, "false",
+       "run policies other than keep on a trace whose ops read no tensor (an allocator-only snapshot, a "
+       "profiler trace imported without --et): they are refused by default, since evicting a tensor "
+       "nothing reads costs nothing",
+       {}},
   };
 }
 
@@ -84,7 +99,19 @@ void apply_override(SimConfig& cfg, const std::string& assignment, const Compone
     if (part.empty()) throw ConfigError("--set " + key, "empty key component");
     path.push_back(part);
   }
-  if (is_component(path.front(), c)) path.insert(path.begin(), "params");
+  if (is_component(path.front(), c)) {
+    path.insert(path.begin(), "params");
+  } else if (path.size() > 1 && is_scalar_key(path.front())) {
+    // e.g. policy.heuristic: 'policy' holds a name, and a later -p would silently replace it.
+    throw ConfigError("--set " + key, "'" + path.front() + "' is a value, not a section: set it with --set " +
+                                          path.front() + "=VALUE, and a component's parameter with --set "
+                                          "COMPONENT.PARAMETER (sections: link, engine, limits, params; components: " +
+                                          c.allocators.names() + ", " + c.policies.names() + ")");
+  } else if (!is_top_key(path.front())) {
+    throw ConfigError("--set " + key, "unknown key '" + path.front() + "' (valid: " + top_keys_list() +
+                                          ", or COMPONENT.PARAMETER with a component among " + c.allocators.names() +
+                                          ", " + c.policies.names() + ")");
+  }
   nlohmann::json* node = &cfg.doc;
   for (std::size_t i = 0; i + 1 < path.size(); ++i) {
     nlohmann::json& next = (*node)[path[i]];

@@ -95,9 +95,19 @@ void Engine::seed_initial_state() {
   }
   if (placed.size() != owners.size()) throw std::logic_error("allocator seed() returned the wrong number of blocks");
   for (std::size_t i = 0; i < owners.size(); ++i) {
-    blocks_[owners[i]] = placed[i];
-    residency_[owners[i]] = Residency::Resident;
-    log_alloc(owners[i], placed[i], /*fresh=*/true);
+    const std::uint32_t s = owners[i];
+    blocks_[s] = placed[i];
+    residency_[s] = Residency::Resident;
+    if (remat_) {
+      // Under recompute policies every live storage has a value in the remat graph (the trace's
+      // free releases it). A block live before the recording has no producer: it can never be
+      // recomputed, so it is unevictable and freed for good on release.
+      const std::uint32_t v = graph_.add_value(s, trace_.tensors[s].size, /*unevictable=*/true);
+      value_version_.resize(graph_.value_count(), 0);
+      current_[s] = v;
+      graph_.place(v, placed[i]);
+    }
+    log_alloc(s, placed[i], /*fresh=*/true);
   }
 }
 

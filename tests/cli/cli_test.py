@@ -165,8 +165,22 @@ bad("a thrash limit of 1 is refused", ["run", GOLDEN, "-p", "dtr", "--set", "dtr
     "coopsim: error: dtr.thrash_limit: must be 0 (no limit) or greater than 1", outs)
 bad("unknown parameter", ["run", GOLDEN, "--set", "pytorch.max_split=1", "-o", rep3],
     "coopsim: error: pytorch.max_split: unknown parameter (valid for pytorch: ", outs, prefix=True)
+COMPONENTS = "pytorch, cnmem, bestfit, fungible, smartpool, keep, coop, dte, dtr, autoswap, vdnn, pooch, capuchin"
 bad("unknown top-level key", ["run", GOLDEN, "--set", "budgett=1GiB", "-o", rep3],
-    "coopsim: error: budgett: unknown key (valid: allocator, policy, budget, link, engine, params, limits, description)", outs)
+    "coopsim: error: --set budgett: unknown key 'budgett' (valid: allocator, policy, budget, link, engine, params, "
+    f"limits, description, or COMPONENT.PARAMETER with a component among {COMPONENTS})", outs)
+# A key under a top-level value (issue 14: these were accepted and silently replaced by -p/-a/-b).
+for scalar in ["policy", "allocator", "budget"]:
+    bad(f"--set {scalar}.KEY is refused", ["run", GOLDEN, "-p", "dtr", "-a", "bestfit", "-b", "1GiB", "--set",
+                                           f"{scalar}.heuristic=dtr", "-o", rep3],
+        f"coopsim: error: --set {scalar}.heuristic: '{scalar}' is a value, not a section: set it with --set "
+        f"{scalar}=VALUE, and a component's parameter with --set COMPONENT.PARAMETER (sections: link, engine, limits, "
+        f"params; components: {COMPONENTS})", outs)
+for section in ["engine", "link", "limits"]:
+    bad(f"unknown {section} key", ["run", GOLDEN, "--set", f"{section}.bogus=1", "-o", rep3],
+        f"coopsim: error: {section}.bogus: unknown parameter (valid for {section}: ", outs, prefix=True)
+bad("unknown policy parameter", ["run", GOLDEN, "-p", "dtr", "--set", "dtr.bogus=1", "-o", rep3],
+    "coopsim: error: dtr.bogus: unknown parameter (valid for dtr: ", outs, prefix=True)
 bad("malformed --set", ["run", GOLDEN, "--set", "budget", "-o", rep3],
     "coopsim: error: --set budget: expected key=value", outs)
 bad("bad link preset", ["run", GOLDEN, "--set", "link.preset=pcie9", "-o", rep3],
@@ -188,6 +202,35 @@ bad("generate rejects a bad option", ["generate", "-o", path("g2.jsonl"), "--set
     "coopsim: error: generate.layers", (path("g2.jsonl"),), prefix=True)
 bad("generate rejects an unknown option", ["generate", "-o", path("g3.jsonl"), "--set", "depth=3"],
     "coopsim: error: generate.depth: unknown parameter", (path("g3.jsonl"),), prefix=True)
+# --- traces that start from a recorded state, and traces without dataflow (issue 14) ---------------
+# The minimal shape of the release crash: a segment whose block owns tensor 0, then the trace frees it.
+seeded = write("seeded.jsonl", "\n".join([
+    '{"format":"coopsim-trace","version":1,"model":"seeded","time_unit":"ns","iterations":1}',
+    '{"kind":"tensor","id":0,"bytes":1000,"role":"activation"}',
+    '{"kind":"tensor","id":1,"bytes":512,"role":"activation"}',
+    '{"kind":"segment","addr":0,"size":2097152,"pool":"large","blocks":[{"size":1024,"tensor":0},'
+    '{"size":2096128,"free":true}]}',
+    '{"kind":"iteration","index":0}',
+    '{"kind":"free","tensor":0}',
+    '{"kind":"alloc","tensor":1}',
+    '{"kind":"free","tensor":1}', ""]))
+for policy in ["dtr", "dte", "coop", "pooch", "capuchin", "autoswap", "vdnn"]:
+    bad(f"{policy} refuses a trace without dataflow, naming the reason", ["run", seeded, "-p", policy, "-o", rep3],
+        f"coopsim: error: policy: {seeded}: policy {policy} needs the trace's dataflow, but it has no ops and no "
+        "event accesses one (an allocator-only snapshot, or a profiler trace imported without --et): evictions "
+        "would cost nothing. Use -p keep, or force it with --set engine.allow_no_dataflow=true", outs)
+    code, out, err = run("run", seeded, "-p", policy, "-a", "pytorch", "-b", "2MiB", "--validate", "--json",
+                         "--set", "engine.allow_no_dataflow=true")
+    rep = json.loads(out) if code == 0 else {}
+    case(f"{policy} forced on a seeded trace frees the recorded block (no crash)",
+         code == 0 and rep.get("status") == "completed" and rep["memory"]["final_allocated_bytes"] == 0,
+         f"status {code}, stderr {err!r}")
+code, out, err = run("validate", seeded)
+case("validate says a trace has no dataflow",
+     code == 0 and "dataflow: 0 op inputs (none: only -p keep runs without engine.allow_no_dataflow)" in out, out)
+code, out, err = run("run", seeded, "-p", "keep", "-b", "2MiB")
+case("keep runs a trace without dataflow", code == 0, err)
+
 code, _, err = run("frobnicate")
 case("unknown subcommand is a usage error", code != 0 and err.strip() != "")
 code, _, err = run("run")

@@ -21,6 +21,7 @@ class KeepPolicy final : public Policy {
   [[nodiscard]] std::vector<Action> on_alloc_failure(const AllocRequest&, const MemoryView&) override {
     return {};
   }
+  [[nodiscard]] bool needs_dataflow() const override { return false; }
 };
 
 }  // namespace coopsim
