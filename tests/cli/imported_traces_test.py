@@ -68,8 +68,14 @@ def sources():
     out += [(f"kineto {f}", ["kineto", os.path.join(kineto, f)])
             for f in sorted(os.listdir(kineto))]  # the memory-timeline export too: refused in one line
     chakra = os.path.join(SHARED, "chakra_et")
-    out += [(f"kineto {f}", ["kineto", os.path.join(chakra, f)])
-            for f in sorted(os.listdir(chakra)) if f.endswith("_kineto.json.gz")]
+    for f in sorted(os.listdir(chakra)):
+        if not f.endswith("_kineto.json.gz"):
+            continue
+        out.append((f"kineto {f}", ["kineto", os.path.join(chakra, f)]))
+        et = f.replace("_kineto.json.gz", "_et.json.gz")
+        if os.path.exists(os.path.join(chakra, et)):
+            # Linked with its execution trace for dataflow (the resnet pair is not one run: refused).
+            out.append((f"kineto {f} --et {et}", ["kineto", os.path.join(chakra, f), "--et", os.path.join(chakra, et)]))
     return out
 
 
