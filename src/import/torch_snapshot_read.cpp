@@ -182,7 +182,15 @@ class Reader {
     s.devices = traces.items.size();
     if (static_cast<std::size_t>(device_) >= s.devices) {
       if (s.devices == 0 && device_ == 0) return;  // a state-only snapshot
-      fail("device_traces", fmt::format("the snapshot records {} device(s); device {} is not one of them", s.devices, device_));
+      std::string listing;
+      for (std::size_t d = 0; d < s.devices; ++d) {
+        const pickle::Value& tr = *traces.items[d];
+        listing += fmt::format("{}{}: {} entries", d == 0 ? "" : ", ", d,
+                               tr.kind == Kind::List ? tr.items.size() : std::size_t{0});
+      }
+      fail("device_traces", fmt::format("the snapshot records {} device(s) ({}); device {} is not one of them "
+                                        "(--device N picks one)",
+                                        s.devices, listing, device_));
     }
     const std::string base = fmt::format("device_traces[{}]", device_);
     const pickle::Value& entries = list(*traces.items[static_cast<std::size_t>(device_)], base);

@@ -289,7 +289,8 @@ TEST_CASE("torch snapshot: one device of several", "[torch_snapshot]") {
   CHECK(t0.events.size() == 1);
   CHECK(t0.initial_segments[0].addr == A);
   CHECK(import_error(s.build(), 2) ==
-        "snap.pickle: device_traces: the snapshot records 2 device(s); device 2 is not one of them");
+        "snap.pickle: device_traces: the snapshot records 2 device(s) (0: 1 entries, 1: 2 entries); device 2 is "
+        "not one of them (--device N picks one)");
 }
 
 TEST_CASE("torch snapshot: segments freed by the history existed at the start", "[torch_snapshot]") {
