@@ -33,6 +33,7 @@ class NodeReader {
     if (e.index >= limits_.max_events) fail(limit_problem(limits_.max_events, "ET nodes", "max_events"));
     const json& v = e.value;
     written_.clear();
+    id_.reset();
     EtNode n;
     n.index = e.index;
     n.line = e.line;
