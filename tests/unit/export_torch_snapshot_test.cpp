@@ -149,6 +149,14 @@ TEST_CASE("torch snapshot: address-blind runs get consecutive addresses; OOM run
   r.oom->requested = Bytes{4096};
   r.oom->reserved = Bytes{1024};
   const Trace t = round_trip(l.log(), r);
-  CHECK(alloc_free_sequence(t) == std::vector<Step>{{"alloc", kBase, 400}, {"alloc", kBase + 400, 400}, {"free", kBase, 400}});
-  CHECK(t.header.source.at("ooms") == nlohmann::json::parse(R"([{"entry": 5, "size": 4096, "device_free": 1047552}])"));
+  // The oom entry reads back as the failed request: an alloc without an address, freed at once.
+  CHECK(alloc_free_sequence(t) == std::vector<Step>{{"alloc", kBase, 400},
+                                                    {"alloc", kBase + 400, 400},
+                                                    {"free", kBase, 400},
+                                                    {"alloc", 0, 4096},
+                                                    {"free", 0, 4096}});
+  // reserved: the importer's sum of the exported segments (800 bytes) at the oom entry.
+  CHECK(t.header.source.at("ooms") == nlohmann::json::parse(
+                                          R"([{"entry": 5, "size": 4096, "device_free": 1047552, "reserved": 800,
+                                               "capacity": 1048352, "event": 5}])"));
 }

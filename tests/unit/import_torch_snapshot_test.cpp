@@ -47,12 +47,12 @@ struct Replay {
 };
 
 // Keep policy, the recorded allocator settings, paranoid invariant checks after every event.
-Replay replay(const Trace& t) {
-  PyTorchCachingAllocator alloc(Bytes{80 * GiB}, torch_snapshot::allocator_options(t.header.extra.value(
-                                                     "allocator_settings", nlohmann::json())));
+Replay replay(const Trace& t, Bytes budget = Bytes{80 * GiB}) {
+  PyTorchCachingAllocator alloc(budget, torch_snapshot::allocator_options(t.header.extra.value(
+                                            "allocator_settings", nlohmann::json())));
   KeepPolicy keep;
   EngineOptions opt;
-  opt.budget = Bytes{80 * GiB};
+  opt.budget = budget;
   opt.paranoid = true;
   Replay r;
   run_engine(t, alloc, keep, opt, r.report);
@@ -103,14 +103,16 @@ TEST_CASE("torch snapshot: a hand-worked history converts and replays exactly", 
   // 512; large pool, and nothing is allocated behind it, so no remainder is visible).
   const Trace t = import(worked_example());
 
-  // Tensors: the initial-state ones in address order (K at A, P1 at A + 4 MiB), then X, Y, Z.
-  REQUIRE(t.tensors.size() == 5);
-  const std::vector<std::uint64_t> sizes{4 * MiB - 100, 3 * MiB, 2 * MiB + 1, 1000, 18 * MiB - 100};
+  // Tensors: the initial-state ones in address order (K at A, P1 at A + 4 MiB), then X, Y, Z and
+  // the failed 1 GiB request of the oom entry.
+  REQUIRE(t.tensors.size() == 6);
+  const std::vector<std::uint64_t> sizes{4 * MiB - 100, 3 * MiB, 2 * MiB + 1, 1000, 18 * MiB - 100, GiB};
   for (std::size_t i = 0; i < sizes.size(); ++i) CHECK(t.tensors[i].size.value == sizes[i]);
   CHECK(t.tensors[0].name == "empty_strided");                       // only a factory frame
   CHECK(t.tensors[2].name == "zeros_like in forward (model.py:54)");  // factory skipped, torch-free .py
   CHECK(t.tensors[3].name == "forward (model.py:12)");                // Python-only stack
   CHECK(t.tensors[4].name.empty());
+  CHECK(t.tensors[5].name == "OOM request");
   CHECK(t.ops.empty());
 
   // Initial state: A = [K 4 MiB][P1 3 MiB][13 MiB free], SA = [2 MiB free] on dense stream 1;
@@ -141,7 +143,8 @@ TEST_CASE("torch snapshot: a hand-worked history converts and replays exactly", 
       {EventKind::Alloc, 3, 30, SA, 1},       {EventKind::Mark, 0, 35, 0, 0},
       {EventKind::Mark, 1, 40, 0, 0},         {EventKind::Mark, 2, 50, 0, 0},
       {EventKind::Mark, 3, 60, 0, 0},         {EventKind::Alloc, 4, 70, NA, 0},
-      {EventKind::Mark, 4, 80, 0, 0},         {EventKind::Mark, 5, 95, 0, 0},
+      {EventKind::Mark, 4, 80, 0, 0},         {EventKind::Alloc, 5, 80, 0, 0},
+      {EventKind::Free, 5, 80, 0, 0},         {EventKind::Mark, 5, 95, 0, 0},
       {EventKind::Free, 3, 100, 0, 1},        {EventKind::Free, 2, 120, 0, 0},
   };
   REQUIRE(t.events.size() == want.size());
@@ -169,7 +172,13 @@ TEST_CASE("torch snapshot: a hand-worked history converts and replays exactly", 
   CHECK(src["preexisting_blocks_kept"] == 1);
   CHECK(src["actions"] == nlohmann::json{{"alloc", 3}, {"annotate", 1}, {"free_completed", 3}, {"free_requested", 3},
                                          {"oom", 1}, {"segment_alloc", 1}, {"snapshot", 1}});
-  CHECK(src["ooms"] == nlohmann::json::array({{{"device_free", 123}, {"entry", 8}, {"size", GiB}}}));
+  // Reserved at the oom: A + SA (22 MiB) + NA (18 MiB); capacity = reserved + device_free.
+  CHECK(src["ooms"] == nlohmann::json::array({{{"device_free", 123},
+                                               {"entry", 8},
+                                               {"size", GiB},
+                                               {"reserved", 40 * MiB},
+                                               {"capacity", 40 * MiB + 123},
+                                               {"event", 9}}}));
   CHECK(t.header.extra["device"] == 0);
   CHECK(t.header.extra["truncated"] == false);
   CHECK(t.header.extra["final_reserved"] == 40 * MiB);
@@ -181,20 +190,41 @@ TEST_CASE("torch snapshot: a hand-worked history converts and replays exactly", 
   CHECK(sum.initial_tensors == 2);
   CHECK(sum.initial_live.value == 7 * MiB - 100);
   CHECK(sum.initial_reserved.value == 22 * MiB);
-  CHECK(sum.peak_live.value == 24 * MiB + 801);
-  CHECK(sum.allocs == 3);
-  CHECK(sum.frees == 3);
+  CHECK(sum.peak_live.value == 24 * MiB + 801 + GiB);  // with the failed request
+  CHECK(sum.allocs == 4);
+  CHECK(sum.frees == 4);
 
   // Replay: X (2 MiB + 512 rounded) splits the 16 MiB block freed by P1 at A + 4 MiB; Y takes SA
   // on stream 1; Z (18 MiB) fits no cached block, so the model takes an 18 MiB segment, which
-  // the plan places at NA. The end state is the recorded one.
-  const Replay r = replay(t);
+  // the plan places at NA. At the recorded capacity (40 MiB reserved + 123 free) the 1 GiB
+  // request fails where the recording's did (event 9).
+  const Replay at = replay(t, Bytes{40 * MiB + 123});
+  CHECK(at.report.status == RunStatus::OutOfMemory);
+  REQUIRE(at.report.oom.has_value());
+  CHECK(at.report.oom->event_index == 9);
+  CHECK(at.report.oom->requested.value == GiB);
+  CHECK(at.report.addresses.checked == 3);
+  CHECK(at.report.addresses.mismatches == 0);
+  // With 80 GiB the request succeeds: a 1 GiB segment is taken and, freed at once, stays cached,
+  // so the end state has that segment more than the recording.
+  const Replay big = replay(t);
+  CHECK(big.report.status == RunStatus::Completed);
+  CHECK(big.report.addresses.checked == 3);
+  CHECK(big.report.addresses.mismatches == 0);
+  CHECK(big.stats.device_mallocs == 2);
+  CHECK(big.stats.reserved.value == 40 * MiB + GiB);
+  CHECK_FALSE(torch_snapshot::compare_end_state(*torch_snapshot::final_segments(t), big.end).segments_match);
+  // Without the oom entry the end state is the recorded one.
+  Snap no_oom = worked_example();
+  no_oom.traces[0].erase(no_oom.traces[0].begin() + 8);
+  const Trace t2 = import(no_oom);
+  const Replay r = replay(t2);
   CHECK(r.report.status == RunStatus::Completed);
   CHECK(r.report.addresses.checked == 3);
   CHECK(r.report.addresses.mismatches == 0);
   CHECK(r.stats.device_mallocs == 1);
   CHECK(r.stats.reserved.value == 40 * MiB);
-  const auto cmp = torch_snapshot::compare_end_state(*torch_snapshot::final_segments(t), r.end);
+  const auto cmp = torch_snapshot::compare_end_state(*torch_snapshot::final_segments(t2), r.end);
   CHECK(cmp.first_difference == "");
   CHECK(cmp.segments_match);
   CHECK(cmp.reserved_match);
@@ -309,19 +339,23 @@ TEST_CASE("torch snapshot: segments freed by the history existed at the start", 
   CHECK(t.labels == std::vector<std::string>{"segment_free"});
 }
 
-TEST_CASE("torch snapshot: expandable segments give an approximate initial state", "[torch_snapshot]") {
+TEST_CASE("torch snapshot: expandable segments are rebuilt from the end state and the map entries", "[torch_snapshot]") {
+  // End state: the reservation at A (large pool) maps [A, A + 40 MiB): a 20 MiB block (20 MiB - 4
+  // requested) live throughout, a 4 MiB block, 16 MiB free. The history maps [A + 20 MiB, +20
+  // MiB) and allocates the 4 MiB block there. Undoing the map: only [A, A + 20 MiB) was mapped at
+  // the start, all of it the live block. (The settings say expandable_segments: the importer
+  // takes the segments as they are; the replay needs the setting, see snapshot_cases_test.cpp.)
   Snap s;
   s.segment(A, 0, "large", {{20 * MiB, 20 * MiB - 4}, {4 * MiB, 4 * MiB}, {16 * MiB, 0}}, 0, true);
   s.entry("segment_map", A + 20 * MiB, 20 * MiB).entry("alloc", A + 20 * MiB, 4 * MiB);
   const Trace t = import(s);
-  CHECK(t.header.source["initial_state"] == "approximate");
-  CHECK(t.header.source["notes"].size() == 1);
-  CHECK(t.initial_segments.empty());
-  // The block live from the start is allocated before the first event, without an address.
-  REQUIRE(t.events.size() == 3);
-  CHECK(t.events[0].kind == EventKind::Alloc);
-  CHECK(t.events[0].target == 0);
-  CHECK(t.events[0].addr == 0);
+  CHECK(t.header.source["initial_state"] == "exact");
+  REQUIRE(t.initial_segments.size() == 1);
+  CHECK(t.initial_segments[0].expandable);
+  CHECK(layout(t.initial_segments[0]) == std::vector<std::pair<std::uint64_t, std::uint32_t>>{{20 * MiB, 0}});
+  REQUIRE(t.segment_addresses.size() == 1);
+  CHECK(t.segment_addresses[0] == SegmentAddress{A, Bytes{40 * MiB}, 0, SegmentPool::Large, true});
+  REQUIRE(t.events.size() == 2);
   CHECK(t.labels == std::vector<std::string>{"segment_map"});
   CHECK(t.header.extra["final_segments"][0]["expandable"] == true);
 }
@@ -452,5 +486,9 @@ TEST_CASE("torch snapshot: files, gzip, and the written trace reads back", "[tor
   CHECK(back.header == t.header);
   const Replay r = replay(back);
   CHECK(r.report.addresses.mismatches == 0);
-  CHECK(torch_snapshot::compare_end_state(*torch_snapshot::final_segments(back), r.end).segments_match);
+  // The recorded oom's 1 GiB request succeeds at 80 GiB and leaves its segment cached (see the
+  // hand-worked test): the end state has one segment more than the recording's three.
+  const auto cmp = torch_snapshot::compare_end_state(*torch_snapshot::final_segments(back), r.end);
+  CHECK(cmp.recorded_segments == 3);
+  CHECK(cmp.model_segments == 4);
 }
