@@ -9,8 +9,10 @@
 //    id, and a storage id reappearing as the output of an op that does not read it is a new
 //    allocation at a reused address: the old lifetime ends at its last use before it.
 //    Size: the largest (offset + numel) x element bytes seen in the lifetime (checked).
-//  * An output with the same tensor id as an input is written in place (mutated); an output
-//    sharing an input's storage under a new tensor id is a view (no storage of its own).
+//  * In-place writes (mutated): inputs whose schema argument carries a '!' alias annotation
+//    ("Tensor(a!) self", "Tensor(a!)[] self"); for a node without op_schema, an output that is
+//    an input tensor itself. Any other output sharing an input's storage is a view or alias
+//    (no storage of its own).
 //  * Storages first seen as inputs exist before the trace: allocated at the start, never freed
 //    (unless their address is reused); role parameter when some op writes them in place,
 //    otherwise input. Storages created by an op are allocated just before it and freed right
@@ -213,7 +215,9 @@ class Builder {
         const bool read = it != current.end() && std::find(p.inputs.begin(), p.inputs.end(), it->second) != p.inputs.end();
         const bool made_here = it != current.end() && lives_[it->second].born == k;
         if (read || made_here) {
-          const bool same_tensor = std::any_of(n.inputs.begin(), n.inputs.end(), [&](const EtTensor& x) {
+          // Without a schema, returning an input tensor itself is taken as an in-place write;
+          // with one, only '!' arguments are written (aten::to returns self unchanged).
+          const bool same_tensor = !n.has_schema && std::any_of(n.inputs.begin(), n.inputs.end(), [&](const EtTensor& x) {
             return x.tensor_id == t.tensor_id && x.storage_id == t.storage_id;
           });
           if (read && same_tensor) {

@@ -39,6 +39,7 @@ struct EtNode {
   std::int64_t rf_id = -1;   // -1 = not recorded
   std::int64_t tid = 0;
   std::int64_t scope = 0;    // RecordScope; 7 = USER_SCOPE (record_function ranges)
+  bool has_schema = false;   // a non-empty op_schema: its '!' annotations say what is written
   std::uint32_t name = 0;    // index into EtTrace::names
   std::vector<EtTensor> inputs, outputs;
   std::size_t index = 0;     // position in "nodes"

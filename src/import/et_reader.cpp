@@ -60,7 +60,10 @@ class NodeReader {
           if (key == "scope") n.scope = integer(a, "value", where + ".value", true).value();
           if (key == "op_schema") {
             const json* s = find(a, "value");
-            if (s != nullptr && s->is_string()) written_ = written_arguments(s->get<std::string>());
+            if (s != nullptr && s->is_string()) {
+              written_ = written_arguments(s->get<std::string>());
+              n.has_schema = !s->get_ref<const std::string&>().empty();
+            }
           }
         }
       }
@@ -72,7 +75,10 @@ class NodeReader {
       n.rf_id = integer(v, "rf_id", "rf_id", false).value_or(-1);
       n.tid = integer(v, "tid", "tid", false).value_or(0);
       n.scope = integer(v, "scope", "scope", false).value_or(0);
-      if (const json* s = find(v, "op_schema"); s != nullptr && s->is_string()) written_ = written_arguments(s->get<std::string>());
+      if (const json* s = find(v, "op_schema"); s != nullptr && s->is_string()) {
+        written_ = written_arguments(s->get<std::string>());
+        n.has_schema = !s->get_ref<const std::string&>().empty();
+      }
       tensors(v, "inputs", false, n.inputs);
       tensors(v, "outputs", false, n.outputs);
     }

@@ -29,6 +29,7 @@
 #include "coopsim/report.hpp"
 #include "coopsim/simulation.hpp"
 #include "coopsim/trace.hpp"
+#include "src/import/et_detail.hpp"
 #include "test_paths.hpp"
 
 namespace fs = std::filesystem;
@@ -232,6 +233,26 @@ TEST_CASE("et: the linked trace is a valid trace v1 (written, loaded back, repla
   // dtr runs it too (its engine gives relu_'s in-place write of t2 a fresh 32 B version).
   cfg.doc = {{"allocator", "fungible"}, {"policy", "dtr"}, {"budget", "136"}};
   CHECK(run_simulation(cfg, back).status == RunStatus::Completed);
+}
+
+TEST_CASE("et: in-place writes come from the schema's '!' annotations", "[kineto][et]") {
+  using et_detail::written_arguments;
+  CHECK(written_arguments("aten::add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)") ==
+        std::vector<bool>{true, false, false});
+  CHECK(written_arguments("aten::_foreach_add_.List(Tensor(a!)[] self, Tensor[] other, *, Scalar alpha=1) -> ()") ==
+        std::vector<bool>{true, false, false});
+  CHECK(written_arguments("aten::to.dtype(Tensor(a) self, ScalarType dtype, bool non_blocking=False) -> Tensor(a)") ==
+        std::vector<bool>{false, false, false});
+  CHECK(written_arguments("").empty());
+  CHECK(written_arguments("aten::broken(Tensor self").empty());
+  const std::string flat = slurp(kFlat);
+  const std::string relu = "\"aten::relu_(Tensor(a!) self) -> Tensor(a!)\"";
+  // An alias return (same tensor id, no '!'), like aten::to returning self, is no write.
+  const Trace alias = linked(kKineto, put("alias.json", replace(flat, relu, "\"aten::relu_(Tensor(a) self) -> Tensor(a)\"")));
+  CHECK(alias.ops[1].mutated.empty());
+  // Without a schema, returning the input tensor itself counts as an in-place write.
+  const Trace bare = linked(kKineto, put("bare.json", replace(flat, relu, "\"\"")));
+  CHECK(ids(bare.ops[1].mutated) == std::vector<std::uint32_t>{2});
 }
 
 // ---- the public pairs in ../shared/traces/chakra_et --------------------------------------
