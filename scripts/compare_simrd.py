@@ -85,7 +85,7 @@ def simrd_log(args):
                     verdict = 'oom'
                 except RematExceededError:
                     verdict = 'thrash'
-                points[(h, r)] = (verdict, rt.clock / base_compute)
+                points[(h, r)] = (verdict, rt.clock / base_compute, rt.clock - 1)
         return base_mem, base_compute, points
     return with_big_stack(run)
 
@@ -113,7 +113,7 @@ def coopsim_log(coopsim, log, heuristics, ratios, workdir):
         for r, row in zip(ratios, rows):
             verdict = {'completed': 'completed', 'oom': 'oom', 'thrash': 'thrash',
                        'thrashed': 'thrash'}.get(row['status'], row['status'])
-            points[(h, r)] = (verdict, float(row['compute_overhead']))
+            points[(h, r)] = (verdict, float(row['compute_overhead']), int(row['simulated_ns']))
     return peak, points
 
 
@@ -140,7 +140,7 @@ def main():
         sys.exit('no logs matched in ' + a.logs)
 
     jobs = [(os.path.abspath(a.simrd), l, heuristics, ratios) for l in logs]
-    rows, agree, total, worst, peaks = [], 0, 0, [], []
+    rows, agree, total, worst, peaks, identical = [], 0, 0, [], [], 0
     print('| log | heuristic | ratio | simrd | simrd overhead | coopsim | coopsim overhead | diff | agree |')
     print('|---|---|---|---|---|---|---|---|---|', flush=True)
     # Logs stream in as simrd finishes them (smallest first), so a long run can be cut short.
@@ -151,8 +151,9 @@ def main():
             peaks.append((name, s_mem, c_peak))
             for h in heuristics:
                 for r in ratios:
-                    sv, so = s_points[(h, r)]
-                    cv, co = c_points[(h, r)]
+                    sv, so, sclock = s_points[(h, r)]
+                    cv, co, cclock = c_points[(h, r)]
+                    identical += sv == cv and sclock == cclock
                     same = sv == cv and (sv != 'completed' or abs(co - so) <= a.tolerance * so)
                     total += 1
                     agree += same
@@ -170,9 +171,8 @@ def main():
     print()
     print('- points: {}; same verdict and overhead within {:.0%}: {}'.format(total, a.tolerance, agree))
     mism = sum(1 for row in rows if row[3] != row[5])
-    exact = sum(1 for row in rows if row[3] == row[5] and abs(row[6] - row[4]) <= 1e-9 * row[4])
-    print('- identical (same verdict, overheads equal to 1e-9, i.e. the same clock up to the 1 ns '
-          'simrd starts from): {}'.format(exact))
+    print('- identical (same verdict and the same clock: simrd clock - 1 = coopsim simulated_ns, '
+          'where the run stopped included): {}'.format(identical))
     print('- verdict differs: {}'.format(mism))
     worst.sort(reverse=True)
     for w in worst[:5]:

@@ -27,6 +27,7 @@
 
 #include "coopsim/error.hpp"
 #include "coopsim/import/importers.hpp"
+#include "dtr_simrd.hpp"
 #include "dtr_records.hpp"
 #include "dtr_refs.hpp"
 
@@ -58,7 +59,9 @@ class DtrConverter {
     iteration.kind = EventKind::Iteration;
     iteration.target = 0;
     trace_.events.push_back(iteration);
+    const std::size_t body_offset = trace_.events.size();
     trace_.events.insert(trace_.events.end(), body_.begin(), body_.end());
+    if (options_.simrd_compat && !simrd_.empty()) trace_.header.extra["simrd"] = simrd_.json(body_offset);
     return std::move(trace_);
   }
 
@@ -171,6 +174,8 @@ class DtrConverter {
       t.size = Bytes{refs_.bytes_of(index)};
     } else if (has_memory(index)) {
       t.view_of = refs_.root_of(index);  // what the loader derives from the op's "views"
+    } else if (options_.simrd_compat) {
+      simrd_.note_root(index, refs_.root_of(index));
     }
     trace_.tensors.push_back(std::move(t));
     return index;
@@ -185,6 +190,9 @@ class DtrConverter {
   void drop_reference(std::uint32_t tensor, const std::string& where, const std::string& name, std::uint64_t line) {
     const std::uint32_t dead_root = refs_.drop_reference(tensor, where, name, line);
     if (dead_root != DtrRefs::kNone && has_memory(dead_root)) emit(EventKind::Free, dead_root);
+    if (dead_root != DtrRefs::kNone && !has_memory(dead_root) && options_.simrd_compat) {
+      simrd_.note_free(body_.size(), dead_root);
+    }
   }
 
   // ---- instructions ---------------------------------------------------------------------
@@ -233,7 +241,7 @@ class DtrConverter {
       if (has_memory(a)) op.inputs.push_back(TensorId{a});
     }
     const TensorRole role = in_backward_ ? TensorRole::Gradient : TensorRole::Activation;
-    std::vector<std::uint32_t> fresh;
+    std::vector<std::uint32_t> fresh, results;
     for (std::size_t i = 0; i < r.result.size(); ++i) {
       std::uint32_t t = 0;
       if (alias[i].alias < 0) {
@@ -246,8 +254,10 @@ class DtrConverter {
       }
       refs_.bind(r.result[i], t, r.line);
       if (has_memory(t)) op.outputs.push_back(TensorId{t});
+      results.push_back(t);
     }
     for (const auto t : fresh) emit(EventKind::Alloc, t);
+    note_simrd_op(op, args, results);
     compute(std::move(op));
   }
 
@@ -295,6 +305,7 @@ class DtrConverter {
         emit(EventKind::Alloc, t);
       }
     }
+    note_simrd_op(op, args, versions);
     compute(std::move(op));
     for (std::size_t k = 0; k < r.mutate.size(); ++k) {
       const std::string& name = r.args[r.mutate[k]];
@@ -343,6 +354,14 @@ class DtrConverter {
     return op;
   }
 
+  // simrd profile: an op that lost zero-byte tensors keeps its full lists in the header.
+  void note_simrd_op(const OpInfo& op, const std::vector<std::uint32_t>& inputs,
+                     const std::vector<std::uint32_t>& outputs) {
+    if (!options_.simrd_compat) return;
+    if (op.inputs.size() == inputs.size() && op.outputs.size() == outputs.size()) return;
+    simrd_.note_op(index_of(op.id), inputs, outputs);
+  }
+
   void compute(OpInfo op) {
     const std::uint32_t index = index_of(op.id);
     trace_.ops.push_back(std::move(op));
@@ -363,6 +382,7 @@ class DtrConverter {
   std::vector<TraceEvent> prelude_;  // allocations of the constants, before iteration 0
   std::vector<TraceEvent> body_;
   DtrRefs refs_;  // its tensor indices are the v1 tensor indices
+  dtr_detail::SimrdExtra simrd_;  // --compat simrd: zero-byte tensors (dtr_simrd.hpp)
   bool in_backward_ = false;
 };
 

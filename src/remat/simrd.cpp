@@ -57,10 +57,35 @@ namespace detail {
 
 State::State(const Trace& trace, const Config& config)
     : trace_(trace), config_(config), tensors_(trace.tensors.size()), storages_(trace.tensors.size()),
-      producer_(trace.tensors.size(), kNone) {
+      producer_(trace.tensors.size(), kNone), full_inputs_(trace.ops.size()), full_outputs_(trace.ops.size()),
+      has_full_(trace.ops.size(), 0), root_(trace.tensors.size(), kNone), released_(trace.tensors.size(), 0) {
   for (std::uint32_t i = 0; i < trace.ops.size(); ++i) {
     for (TensorId o : trace.ops[i].outputs) producer_[index_of(o)] = i;
   }
+  read_zero_byte_tensors();
+}
+
+void State::read_zero_byte_tensors() {
+  const auto it = trace_.header.extra.find("simrd");
+  if (it == trace_.header.extra.end()) return;
+  const auto n_tensors = static_cast<std::uint64_t>(trace_.tensors.size());
+  auto tensor = [&](const nlohmann::json& v) {
+    const auto t = v.get<std::uint64_t>();
+    if (t >= n_tensors) throw std::invalid_argument("simrd profile: header simrd: tensor " + std::to_string(t) + " out of range");
+    return static_cast<std::uint32_t>(t);
+  };
+  for (const auto& [key, lists] : it->at("ops").items()) {
+    const std::uint64_t op = std::stoull(key);
+    if (op >= trace_.ops.size()) throw std::invalid_argument("simrd profile: header simrd.ops: op " + key + " out of range");
+    has_full_[op] = 1;
+    for (const auto& t : lists.at("inputs")) full_inputs_[op].push_back(tensor(t));
+    for (const auto& t : lists.at("outputs")) {
+      full_outputs_[op].push_back(tensor(t));
+      producer_[full_outputs_[op].back()] = static_cast<std::uint32_t>(op);
+    }
+  }
+  for (const auto& r : it->at("roots")) root_[tensor(r.at(0))] = tensor(r.at(1));
+  for (const auto& f : it->at("frees")) zero_frees_.emplace_back(f.at(0).get<std::size_t>(), tensor(f.at(1)));
 }
 
 Result State::run() {
@@ -70,26 +95,33 @@ Result State::run() {
   if (config_.overhead_limit > 0.0) {
     remat_limit_ = static_cast<double>(result_.baseline) * (config_.overhead_limit - 1.0);
   }
-  std::vector<std::uint32_t> order;      // storages in creation order (R9)
-  std::vector<std::uint8_t> released(storages_.size(), 0);
+  std::size_t next_zero_free = 0;
+  auto zero_frees_until = [&](std::size_t event) {
+    for (; next_zero_free < zero_frees_.size() && zero_frees_[next_zero_free].first <= event; ++next_zero_free) {
+      released_[zero_frees_[next_zero_free].second] = 1;
+      on_release(zero_frees_[next_zero_free].second);
+    }
+  };
   try {
     for (event_ = 0; event_ < trace_.events.size(); ++event_) {
+      zero_frees_until(event_);
       const TraceEvent& e = trace_.events[event_];
       switch (e.kind) {
         case EventKind::Alloc:
-          order.push_back(e.target);
           if (producer_[e.target] == kNone) on_constant(e.target);
           break;
         case EventKind::Free:
-          released[e.target] = 1;
+          released_[e.target] = 1;
           on_release(e.target);
           break;
         case EventKind::Compute: on_compute(e.target); break;
         default: break;  // accesses (simrd's get), iterations and marks change nothing
       }
     }
-    for (std::uint32_t s : order) {
-      if (released[s] != 0 || !storages_[s].created || storages_[s].pinned) continue;
+    zero_frees_until(trace_.events.size());
+    for (std::size_t i = 0; i < order_.size(); ++i) {  // order_ may not grow here: no new ops
+      const std::uint32_t s = order_[i];
+      if (released_[s] != 0 || storages_[s].pinned) continue;
       const std::uint32_t root = storages_[s].tensors.front();
       if (!tensors_[root].defined) materialize(root, /*remat=*/true);
       pin(s);
@@ -116,12 +148,13 @@ std::uint32_t State::new_op(std::int64_t compute, std::vector<std::uint32_t> inp
   for (std::uint32_t o : outputs) {
     STensor& t = tensors_[o];
     t.op = id;
-    t.storage = trace_.storage_of(o);
+    t.storage = storage_of(o);
     t.size = static_cast<std::int64_t>(trace_.tensors[o].size.value);
     op.total_size += t.size;
     SStorage& s = storages_[t.storage];
     if (!s.created) {
       s.created = true;
+      order_.push_back(t.storage);
       s.size = t.size;
       s.ecn = static_cast<std::uint32_t>(uf_parent_.size());  // a fresh eq-class node of value 0
       uf_parent_.push_back(s.ecn);
@@ -148,12 +181,21 @@ void State::on_constant(std::uint32_t s) {
 void State::on_compute(std::uint32_t op_index) {
   const OpInfo& info = trace_.ops[op_index];
   std::vector<std::uint32_t> inputs, outputs;
-  for (TensorId t : info.inputs) inputs.push_back(index_of(t));
-  for (TensorId t : info.outputs) outputs.push_back(index_of(t));
+  if (has_full_[op_index] != 0) {
+    inputs = full_inputs_[op_index];
+    outputs = full_outputs_[op_index];
+  } else {
+    for (TensorId t : info.inputs) inputs.push_back(index_of(t));
+    for (TensorId t : info.outputs) outputs.push_back(index_of(t));
+  }
   for (std::uint32_t p : inputs) {
-    if (tensors_[p].op == kNone) {
+    if (tensors_[p].op != kNone) continue;
+    // A zero-byte constant (v1 allocates nothing for it): simrd computed and pinned it at its
+    // record; a pinned 0-byte storage changes nothing until here, so it is created now.
+    if (trace_.tensors[p].size.value != 0 || storage_of(p) != p || producer_[p] != kNone) {
       throw std::logic_error("simrd profile: op '" + info.name + "' reads a tensor that was never computed");
     }
+    on_constant(p);
   }
   const std::uint32_t id = new_op(info.duration.count(), inputs, outputs);
   if (outputs.empty()) {

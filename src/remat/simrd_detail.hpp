@@ -80,6 +80,10 @@ class State {
   void evict(std::uint32_t s);
   std::uint32_t new_op(std::int64_t compute, std::vector<std::uint32_t> inputs,
                        const std::vector<std::uint32_t>& outputs);
+  void read_zero_byte_tensors();  // the importer's header key "simrd" (src/import/dtr_simrd.hpp)
+  [[nodiscard]] std::uint32_t storage_of(std::uint32_t t) const {
+    return root_[t] != kNone ? root_[t] : trace_.storage_of(t);
+  }
   // simrd_graph.cpp: heuristic state and costs
   void rebuild(std::uint32_t base, bool reverse);
   void absorb(std::uint32_t base, bool reverse, std::uint32_t evicted);
@@ -99,6 +103,14 @@ class State {
   std::vector<SStorage> storages_;  // indexed by the storage root's trace tensor index
   std::list<std::uint32_t> pool_;   // storage_pool: in the order storages became evictable
   std::vector<std::uint32_t> producer_;  // trace tensor -> trace op producing it (kNone: constant)
+  // Zero-byte tensors the trace's ops leave out: the ops' full lists, the storage roots of views
+  // of zero-byte storages, and when those storages die (event index, root).
+  std::vector<std::vector<std::uint32_t>> full_inputs_, full_outputs_;
+  std::vector<std::uint8_t> has_full_;
+  std::vector<std::uint32_t> root_;
+  std::vector<std::pair<std::size_t, std::uint32_t>> zero_frees_;
+  std::vector<std::uint32_t> order_;      // storages in creation order (R9)
+  std::vector<std::uint8_t> released_;
   mutable std::vector<std::uint32_t> uf_parent_;  // eq-class nodes (optimization/eqclass.py)
   std::vector<std::int64_t> uf_value_;
   std::int64_t clock_ = 1;  // RuntimeBase: clock starts at 1

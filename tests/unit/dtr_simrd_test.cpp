@@ -256,6 +256,28 @@ TEST_CASE("simrd profile: neighbourhood costs count dead evicted parents", "[dtr
   CHECK(local.clock == 59);
 }
 
+// Zero-byte storages (MEMORY "0", ALIAS -1): v1 leaves them out of the ops, the profile's importer
+// keeps them in the header key "simrd" and the replay treats them as simrd does: 0-byte storages
+// in the pool that LRU can choose (freeing nothing) and that are recomputed as parents.
+// Log: f() -> z 0 B (10); g() -> a 100 (1); h(z) -> b 100 (1); k() -> c 100 (1); m(z) -> d 1 (1).
+// lru, budget 200. Stamps: z 10, a 11, b 12; h stamps z at its start (11): pool [a, b, z].
+// k: 300 > 200: a 11, b 12, z 11 -> z (the last of 11) is evicted, freeing nothing; still 300:
+// a evicted -> 200. m: z was evicted: f runs again (10 ns, 0 B); d: 201 > 200, pool [b, c]:
+// b (12) evicted. 3 choices, 1 recompute, t = 24, peak 200. (Without the zero-byte tensors:
+// 2 choices, no recomputation, t = 14.)
+TEST_CASE("simrd profile: zero-byte storages are pooled, evicted and recomputed", "[dtr][simrd]") {
+  const Trace t = load("simrd_zero_bytes.log");
+  REQUIRE(t.header.extra.contains("simrd"));
+  CHECK(t.ops[2].inputs.empty());  // v1 itself still leaves z out
+  const simrd::Result r = simrd::replay(t, simrd::Config{Bytes{200}, EvictionScore::Lru, 2.0});
+  CHECK(r.outcome == simrd::Outcome::Completed);
+  CHECK(r.evictions == 3);
+  CHECK(r.recomputes == 1);
+  CHECK(r.remat_compute == 10);
+  CHECK(r.clock == 24);
+  CHECK(r.peak == Bytes{200});
+}
+
 // The profile through the engine: `--set dtr.compat=simrd` fills the report from the replay
 // (the figures of "the overhead cut" above: 205 / 104 ns, 3 evictions).
 TEST_CASE("simrd profile: dtr.compat=simrd through run_simulation", "[dtr][simrd]") {
