@@ -6,6 +6,7 @@
 #include "coopsim/commands.hpp"
 #include "coopsim/error.hpp"
 #include "coopsim/import/importers.hpp"
+#include "coopsim/import/torch_snapshot.hpp"
 #include "coopsim/limits.hpp"
 
 namespace coopsim {
@@ -38,6 +39,9 @@ int command_import(const ImportArgs& args, std::ostream& out) {
   const TraceSummary s = summarize(trace);
   out << fmt::format("{} -> {}: {} tensors, {} ops, {} events, peak live {} ({} bytes)\n", args.input, args.output,
                      s.tensors, s.ops, s.events, format_bytes(s.peak_live), s.peak_live.value);
+  if (args.kind == "torch-snapshot") {
+    for (const std::string& line : torch_snapshot::replay_hints(trace, args.output)) out << "  " << line << "\n";
+  }
   return 0;
 }
 

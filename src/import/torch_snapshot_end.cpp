@@ -2,7 +2,9 @@
 // imported snapshot and its comparison with a model's.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <bit>
+#include <functional>
 #include <charconv>
 
 #include "coopsim/error.hpp"
@@ -160,6 +162,50 @@ EndStateComparison compare_end_state(const std::vector<SeedSegment>& recorded, c
   }
   c.segments_match = c.first_difference.empty();
   return c;
+}
+
+std::vector<std::string> replay_hints(const Trace& trace, const std::string& output) {
+  std::vector<std::string> out;
+  const nlohmann::json& extra = trace.header.extra;
+  const nlohmann::json& source = trace.header.source;
+  std::string flags;
+  if (extra.is_object() && extra.contains("allocator_settings")) {
+    const PyTorchOptions o = allocator_options(extra["allocator_settings"]);
+    const PyTorchOptions d;
+    if (o.max_split_size != d.max_split_size) flags += fmt::format(" --set pytorch.max_split_size={}", o.max_split_size.value);
+    if (o.max_non_split_rounding_size != d.max_non_split_rounding_size) {
+      flags += fmt::format(" --set pytorch.max_non_split_rounding_size={}", o.max_non_split_rounding_size.value);
+    }
+    if (o.garbage_collection_threshold != d.garbage_collection_threshold) {
+      flags += fmt::format(" --set pytorch.garbage_collection_threshold={}", o.garbage_collection_threshold);
+    }
+    if (o.expandable_segments) flags += " --set pytorch.expandable_segments=true";
+    const auto& div = o.roundup_power2_divisions;
+    if (std::adjacent_find(div.begin(), div.end(), std::not_equal_to<>()) != div.end()) {
+      out.push_back("note: the recorded roundup_power2_divisions differ per interval; --set takes one value for all "
+                    "(library users: torch_snapshot::allocator_options)");
+    } else if (div[0] > 1) {
+      flags += fmt::format(" --set pytorch.roundup_power2_divisions={}", div[0]);
+    }
+  } else if (!trace.initial_segments.empty() && trace.initial_segments.front().expandable) {
+    flags += " --set pytorch.expandable_segments=true";
+  }
+  out.insert(out.begin(), fmt::format("replay: coopsim run {} --allocator pytorch --check-addresses{}", output, flags));
+  if (source.is_object() && source.contains("ooms")) {
+    for (const auto& o : source["ooms"]) {
+      if (!o.contains("event") || !o.contains("capacity")) continue;
+      out.push_back(fmt::format("recorded OOM (entry {}, {} bytes): recurs at event {} with --budget {} "
+                                "(reserved {} + device_free {})",
+                                o["entry"].get<std::uint64_t>(), o["size"].get<std::uint64_t>(),
+                                o["event"].get<std::uint64_t>(), o["capacity"].get<std::uint64_t>(),
+                                o["reserved"].get<std::uint64_t>(), o["device_free"].get<std::uint64_t>()));
+    }
+  }
+  if (source.is_object() && source.value("devices", 0) > 1) {
+    out.push_back(fmt::format("the snapshot records {} devices; this is device {} (--device N imports another)",
+                              source["devices"].get<std::uint64_t>(), source.value("device", 0)));
+  }
+  return out;
 }
 
 }  // namespace coopsim::torch_snapshot

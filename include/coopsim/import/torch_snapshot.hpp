@@ -46,4 +46,10 @@ struct EndStateComparison {
 };
 EndStateComparison compare_end_state(const std::vector<SeedSegment>& recorded, const std::vector<SeedSegment>& model);
 
+// What `coopsim import torch-snapshot` prints after writing `output`: the `coopsim run` line that
+// replays it with the recorded allocator settings (`--set pytorch.…` for every non-default one;
+// run does not read them from the header), the budget at which each recorded OOM recurs, and the
+// other devices of a multi-device snapshot.
+std::vector<std::string> replay_hints(const Trace& trace, const std::string& output);
+
 }  // namespace coopsim::torch_snapshot
