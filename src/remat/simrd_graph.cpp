@@ -12,7 +12,7 @@
 //       lru        last access                                                  LRU
 //       largest    1 / m                                                        LargestStorage
 //     a denominator <= 0 (m s = 0) gives +infinity. Costs are doubles rounded from the exact
-//     integer quotient, as Python's int / int.
+//     integer quotient, as Python's int / int (exactly so below 2^53, see quotient()).
 //  C3 regions (optimization/region.py Region, RuntimeV2Optimized): rebuilt from scratch for the
 //     storages an op makes material and for the material storages on their frontiers; on an
 //     eviction, the regions that had the storage on their frontier absorb its region (as kept
@@ -33,13 +33,23 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
+// Python's int / int, correctly rounded: exact when both fit in a double's 53 bits (IEEE division
+// of exact operands); otherwise through long double (64 bits), which can differ in the last bit.
+double quotient(std::int64_t c, __int128 d) {
+  constexpr __int128 kExact = __int128{1} << 53;
+  if (d < kExact && c < (std::int64_t{1} << 53) && c > -(std::int64_t{1} << 53)) {
+    return static_cast<double>(c) / static_cast<double>(static_cast<std::int64_t>(d));
+  }
+  return static_cast<double>(static_cast<long double>(c) / static_cast<long double>(d));
+}
+
 // Python's `c / (m * s) if m * s > 0 else inf` over integers (s may be -inf before a first use).
 double ratio(std::int64_t c, std::int64_t m, double last_access, std::int64_t clock) {
   if (std::isinf(last_access)) return m > 0 ? 0.0 : kInf;  // c / inf = 0; 0 * inf = nan, not > 0
   const auto stale = static_cast<__int128>(clock - static_cast<std::int64_t>(last_access));
   const __int128 denom = static_cast<__int128>(m) * stale;
   if (denom <= 0) return kInf;
-  return static_cast<double>(static_cast<long double>(c) / static_cast<long double>(denom));
+  return quotient(c, denom);
 }
 
 }  // namespace
@@ -191,9 +201,7 @@ double State::cost(std::uint32_t s) const {
     }
     case EvictionScore::DtrLocal: return ratio(st.compute, st.size, st.last_access, clock_);
     case EvictionScore::Msps:
-      return st.size > 0 ? static_cast<double>(static_cast<long double>(st.compute + st.rev.compute) /
-                                               static_cast<long double>(st.size))
-                         : kInf;
+      return st.size > 0 ? quotient(st.compute + st.rev.compute, st.size) : kInf;
     case EvictionScore::Lru: return st.last_access;
     case EvictionScore::Largest: return st.size > 0 ? 1.0 / static_cast<double>(st.size) : kInf;
     default: throw std::logic_error("simrd profile: unsupported heuristic");
