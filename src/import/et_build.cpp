@@ -195,48 +195,46 @@ class Builder {
 
   void plan_node(std::uint32_t k, const EtNode& n, std::unordered_map<std::uint64_t, std::uint32_t>& current) {
     OpPlan& p = plans_[k];
-    {
-      for (const EtTensor& t : n.inputs) {
-        if (!on_device(t)) continue;
-        auto [it, fresh] = current.try_emplace(t.storage_id, static_cast<std::uint32_t>(lives_.size()));
-        if (fresh) lives_.push_back(Lifetime{t.storage_id});
+    for (const EtTensor& t : n.inputs) {
+      if (!on_device(t)) continue;
+      auto [it, fresh] = current.try_emplace(t.storage_id, static_cast<std::uint32_t>(lives_.size()));
+      if (fresh) lives_.push_back(Lifetime{t.storage_id});
+      use(it->second, k, tuple_bytes(n, t));
+      if (lives_[it->second].born != k) {
+        push_unique(p.inputs, it->second);
+        if (t.written) {
+          push_unique(p.mutated, it->second);
+          lives_[it->second].written = true;
+        }
+      }
+    }
+    for (const EtTensor& t : n.outputs) {
+      if (!on_device(t)) continue;
+      const auto it = current.find(t.storage_id);
+      const bool read = it != current.end() && std::find(p.inputs.begin(), p.inputs.end(), it->second) != p.inputs.end();
+      const bool made_here = it != current.end() && lives_[it->second].born == k;
+      if (read || made_here) {
+        // Without a schema, returning an input tensor itself is taken as an in-place write;
+        // with one, only '!' arguments are written (aten::to returns self unchanged).
+        const bool same_tensor = !n.has_schema && std::any_of(n.inputs.begin(), n.inputs.end(), [&](const EtTensor& x) {
+          return x.tensor_id == t.tensor_id && x.storage_id == t.storage_id;
+        });
+        if (read && same_tensor) {
+          push_unique(p.mutated, it->second);
+          lives_[it->second].written = true;
+        }
         use(it->second, k, tuple_bytes(n, t));
-        if (lives_[it->second].born != k) {
-          push_unique(p.inputs, it->second);
-          if (t.written) {
-            push_unique(p.mutated, it->second);
-            lives_[it->second].written = true;
-          }
-        }
+        continue;
       }
-      for (const EtTensor& t : n.outputs) {
-        if (!on_device(t)) continue;
-        const auto it = current.find(t.storage_id);
-        const bool read = it != current.end() && std::find(p.inputs.begin(), p.inputs.end(), it->second) != p.inputs.end();
-        const bool made_here = it != current.end() && lives_[it->second].born == k;
-        if (read || made_here) {
-          // Without a schema, returning an input tensor itself is taken as an in-place write;
-          // with one, only '!' arguments are written (aten::to returns self unchanged).
-          const bool same_tensor = !n.has_schema && std::any_of(n.inputs.begin(), n.inputs.end(), [&](const EtTensor& x) {
-            return x.tensor_id == t.tensor_id && x.storage_id == t.storage_id;
-          });
-          if (read && same_tensor) {
-            push_unique(p.mutated, it->second);
-            lives_[it->second].written = true;
-          }
-          use(it->second, k, tuple_bytes(n, t));
-          continue;
-        }
-        if (it != current.end()) lives_[it->second].reused = true;  // address reused: a new storage
-        const auto life = static_cast<std::uint32_t>(lives_.size());
-        Lifetime l{t.storage_id};
-        l.born = k;
-        l.phase = p.phase;
-        lives_.push_back(l);
-        current[t.storage_id] = life;
-        use(life, k, tuple_bytes(n, t));
-        p.outputs.push_back(life);
-      }
+      if (it != current.end()) lives_[it->second].reused = true;  // address reused: a new storage
+      const auto life = static_cast<std::uint32_t>(lives_.size());
+      Lifetime l{t.storage_id};
+      l.born = k;
+      l.phase = p.phase;
+      lives_.push_back(l);
+      current[t.storage_id] = life;
+      use(life, k, tuple_bytes(n, t));
+      p.outputs.push_back(life);
     }
   }
 

@@ -30,10 +30,10 @@ class NodeReader {
 
   void add(const RawEvent& e) {
     e_ = &e;
-    if (e.index >= limits_.max_events) fail(limit_problem(limits_.max_events, "ET nodes", "max_events"));
-    const json& v = e.value;
     written_.clear();
     id_.reset();
+    if (e.index >= limits_.max_events) fail(limit_problem(limits_.max_events, "ET nodes", "max_events"));
+    const json& v = e.value;
     EtNode n;
     n.index = e.index;
     n.line = e.line;

@@ -86,6 +86,15 @@ if os.path.isdir(SHARED):
         f"{resnet_et}: not from the same run as {resnet_kineto}: the ET's pid 1734239 is not a process of the Kineto "
         "trace (pids: 23442)")
 
+    # The same pair with the ET's pid rewritten to the Kineto trace's: the op sequences refuse it.
+    forced = path("resnet_pid.json.gz")
+    with gzip.open(resnet_et, "rt") as f, gzip.open(forced, "wt") as g:
+        g.write(f.read().replace('"pid": 1734239', '"pid": 23442', 1))
+    bad("public resnet pair with the pid forced is refused by op sequence", resnet_kineto, forced,
+        f"{forced}: not from the same run as {resnet_kineto}: the 7185 ops of ET thread 2 match no run of Kineto ops "
+        "in execution order (more than 359 names differ at every position of every unused Kineto thread; at most 5% "
+        "may differ)")
+
     def linear(records):
         ops = [r for r in records if r.get("kind") == "op"]
         with_inputs = sum(1 for o in ops if o.get("inputs"))
