@@ -2,10 +2,10 @@
 //
 // One trace per device: a tensor per allocation (requested bytes; name from the stack frames), an
 // `alloc` event with the recorded address and stream at each `alloc` entry, a `free` at each
-// `free_completed` (the block is reusable only then; `free_requested` only ends the tensor's use,
-// trace-formats.md §2.3 gotcha 4), marks for snapshot / oom / annotate / segment_* entries and
-// external annotations, and timestamps from time_us when every entry has one (gotcha 10: older
-// files have none). The allocator state at the start of the history is rebuilt from the
+// `free_completed` (the block is reusable only then; `free_requested` only ends the tensor's use:
+// pytorch/pytorch @001074d2 c10/cuda/CUDACachingAllocator.cpp, free / process_events), marks for snapshot / oom / annotate / segment_* entries and
+// external annotations, and timestamps from time_us when every entry has one (older files
+// have none). The allocator state at the start of the history is rebuilt from the
 // end-state `segments` (torch_snapshot_state.cpp) and carried as `segment` records; new segments'
 // recorded addresses as `segment_address` records; the end state as header extra
 // "final_segments". No ops and no compute events: snapshots record no compute cost, so these

@@ -1,6 +1,6 @@
 // Tensor names from a snapshot's stack frames (innermost first, as `frames` lists them). With C++
 // stacks (_record_memory_history(stacks="all")) the ATen op is the `at::_ops::<op>::call` frame
-// (trace-formats.md §2.3 gotcha 8); the innermost one is the op that allocated, unless it is a
+// (an operator's dispatcher entry); the innermost one is the op that allocated, unless it is a
 // factory helper (empty*, new_empty*) called by an outer op, which then names it better
 // (zeros_like -> empty_like -> empty_strided). The Python location is the innermost frame of a
 // .py file outside the torch package; with Python-only stacks it is all there is.

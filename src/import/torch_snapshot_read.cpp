@@ -1,6 +1,7 @@
-// Reading a snapshot dict (torch.cuda.memory._snapshot(), schema in
-// ../shared/reference/trace-formats.md §2.2) into the importer's Snapshot, for one device. Every
-// field the importer relies on is checked here, so the later stages work on plain, valid data.
+// Reading a snapshot dict (torch.cuda.memory._snapshot(); its entries are the TraceEntry and
+// SegmentInfo of pytorch/pytorch @001074d2 c10/cuda/CUDACachingAllocator.h) into the importer's
+// Snapshot, for one device. Every field the importer relies on is checked here, so the later
+// stages work on plain, valid data.
 #include <fmt/format.h>
 
 #include <algorithm>

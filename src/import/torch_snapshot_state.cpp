@@ -2,7 +2,8 @@
 //
 // `segments` is the state at dump time; the history (device_traces) says what changed. Undoing
 // the history backwards from the end state (as MemoryViz.js's simulate_memory does) gives the
-// start, with these rules (trace-formats.md §2.3, the caching allocator of algorithms.md §8):
+// start, with these rules (the caching allocator of pytorch/pytorch @001074d2
+// c10/cuda/CUDACachingAllocator.cpp):
 //  * A tensor is the address between its alloc and its free_completed. A free_requested /
 //    free_completed of an address with no alloc before it is a block that was live when the
 //    recording began; its requested size is the entry's size.

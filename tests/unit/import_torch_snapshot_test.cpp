@@ -1,7 +1,7 @@
 // torch-snapshot importer on hand-built snapshots: every action, each gotcha of
-// ../shared/reference/trace-formats.md §2.3, the reconstruction of the initial allocator state
+// the snapshot format (torch.cuda.memory._snapshot), the reconstruction of the initial allocator state
 // and an exact replay of it with the `pytorch` model. Expected values are worked by hand from
-// PyTorch's caching-allocator rules (algorithms.md §8) in the comments next to them.
+// PyTorch's caching-allocator rules (pytorch/pytorch @001074d2 c10/cuda/CUDACachingAllocator.cpp) in the comments next to them.
 #include <catch2/catch.hpp>
 
 #include <filesystem>

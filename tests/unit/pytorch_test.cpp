@@ -1,5 +1,6 @@
 // Hand-worked sequences for the `pytorch` caching-allocator model. Every expected address and
-// counter below is derived from the upstream rules (algorithms.md section 8): segments come from
+// counter below is derived from the upstream rules (pytorch/pytorch @001074d2
+// c10/cuda/CUDACachingAllocator.cpp): segments come from
 // DeviceMemory's bump pointer starting at kBaseAddress; expandable virtual ranges are handed out
 // downwards from just below it.
 #include <catch2/catch.hpp>
