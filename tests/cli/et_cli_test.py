@@ -100,6 +100,32 @@ if os.path.isdir(SHARED):
         with_inputs = sum(1 for o in ops if o.get("inputs"))
         return len(ops) == 196 and with_inputs > 0, f"{len(ops)} ops, {with_inputs} with inputs"
 
+    # The real 1.1.0-chakra ET has no Kineto trace of its own run: one made from its op nodes
+    # (same pid, one Kineto thread per ET thread, start order) checks the chakra layout and the
+    # structure: three ProfilerSteps, forward / backward / optimizer markers.
+    with gzip.open(resnet_et, "rt") as f:
+        et = json.load(f)
+    events = []
+    for i, node in enumerate(sorted(et["nodes"], key=lambda n: n["id"])):
+        attrs = {a["name"]: a["value"] for a in node["attrs"]}
+        name = node["name"]
+        if attrs.get("scope") == 7 or name.startswith(("[pytorch|profiler|", "## ")) or "#" in name:
+            continue
+        events.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": et["pid"], "tid": 1000 + attrs["tid"],
+                       "ts": i, "dur": 0})
+    synthetic = write("resnet_synthetic_kineto.json", json.dumps({"traceEvents": events}))
+
+    def resnet(records):
+        header = records[0]
+        ops = [r for r in records if r.get("kind") == "op"]
+        marks = [r["label"] for r in records if r.get("kind") == "mark"]
+        iterations = sum(1 for r in records if r.get("kind") == "iteration")
+        ok = (header["iterations"] == 3 and iterations == 3 and len(ops) == 3192 and
+              marks == ["forward", "backward", "optimizer"] * 3 and header["source"]["link"]["linked"] == 14346)
+        return ok, f"{len(ops)} ops, {iterations} iterations, marks {marks}"
+
+    good("public resnet ET (chakra 1.1.0) with a Kineto trace made from it", synthetic, resnet_et, resnet)
+
     good("public linear pair converts", os.path.join(SHARED, "linear_kineto.json.gz"),
          os.path.join(SHARED, "linear_et.json.gz"), linear)
 
