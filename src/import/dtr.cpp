@@ -61,7 +61,9 @@ class DtrConverter {
     trace_.events.push_back(iteration);
     const std::size_t body_offset = trace_.events.size();
     trace_.events.insert(trace_.events.end(), body_.begin(), body_.end());
-    if (options_.simrd_compat && !simrd_.empty()) trace_.header.extra["simrd"] = simrd_.json(body_offset);
+    if (options_.simrd_compat) {
+      trace_.header.extra["simrd"] = simrd_.json(body_offset, refs_.referenced_in_name_order());
+    }
     return std::move(trace_);
   }
 

@@ -34,6 +34,16 @@ void DtrRefs::check_new_name(const std::string& name, const std::string& where, 
 void DtrRefs::bind(const std::string& name, std::uint32_t tensor, std::uint64_t line) {
   const auto [it, fresh] = names_.try_emplace(name, Name{tensor, line});
   if (!fresh) it->second.tensor = tensor;
+  if (fresh) name_order_.push_back(name);
+}
+
+std::vector<std::uint32_t> DtrRefs::referenced_in_name_order() const {
+  std::vector<std::uint32_t> out;
+  for (const std::string& n : name_order_) {
+    const std::uint32_t t = names_.at(n).tensor;
+    if (tensors_[t].refs > 0) out.push_back(t);
+  }
+  return out;
 }
 
 std::uint32_t DtrRefs::find(const std::string& name) const {

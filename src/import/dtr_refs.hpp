@@ -2,7 +2,7 @@
 // tensors, tensors share storages (views), memory belongs to storages. Follows simrd
 // (uwsampl/dtr-prototype @eff53cc4: parse/parse.py keeps one count per tensor, `_ref`;
 // tensor.py / runtime/v1.py keep their sum per storage, `ref_ext`, and banish a storage when it
-// reaches zero; a banished storage is never used again). ../shared/reference/trace-formats.md §1.5.
+// reaches zero; a banished storage is never used again).
 #pragma once
 
 #include <cstdint>
@@ -35,6 +35,10 @@ class DtrRefs {
   // The tensor a name refers to, which must be defined and on a live storage.
   [[nodiscard]] std::uint32_t use(const std::string& name, const std::string& where, std::uint64_t line) const;
 
+  // Tensors still referenced at the end, one per name in the order names were first defined
+  // (parse.py's pins of the outputs iterate its name map in insertion order).
+  [[nodiscard]] std::vector<std::uint32_t> referenced_in_name_order() const;
+
   void add_reference(std::uint32_t tensor);
   // Drops one reference held through `name`. Returns the root of the storage when this was the
   // storage's last reference (the storage is now dead), else kNone.
@@ -63,6 +67,7 @@ class DtrRefs {
   std::vector<Storage> storages_;
   std::vector<Tensor> tensors_;
   std::unordered_map<std::string, Name> names_;  // lookups only, never iterated
+  std::vector<std::string> name_order_;          // names in first-definition order
 };
 
 }  // namespace coopsim::dtr_detail

@@ -7,6 +7,8 @@
 //          a zero-byte tensor: its full ARGS / RESULT lists (tensor indices)
 //   roots: [[tensor, storage root], ...] for views of zero-byte storages (v1 keeps them unlinked)
 //   frees: [[event index, storage root], ...] zero-byte storages dying before that event
+//   outputs: tensors still referenced at the end, one per name in first-definition order (simrd
+//          rematerializes and pins them in that order: parse.py OutputCondition.REMATERIALIZE)
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -25,11 +27,10 @@ class SimrdExtra {
   void note_root(std::uint32_t tensor, std::uint32_t root) { roots_.push_back({tensor, root}); }
   // `body_position`: index in the iteration's events of the next event (made absolute by json()).
   void note_free(std::size_t body_position, std::uint32_t root) { frees_.push_back({body_position, root}); }
-  [[nodiscard]] bool empty() const { return ops_.empty() && roots_.empty() && frees_.empty(); }
-  [[nodiscard]] nlohmann::json json(std::size_t body_offset) const {
+  [[nodiscard]] nlohmann::json json(std::size_t body_offset, const std::vector<std::uint32_t>& outputs) const {
     nlohmann::json frees = nlohmann::json::array();
     for (const auto& f : frees_) frees.push_back({f[0] + body_offset, f[1]});
-    return {{"ops", ops_}, {"roots", roots_}, {"frees", frees}};
+    return {{"ops", ops_}, {"roots", roots_}, {"frees", frees}, {"outputs", outputs}};
   }
 
  private:

@@ -86,6 +86,10 @@ void State::read_zero_byte_tensors() {
   }
   for (const auto& r : it->at("roots")) root_[tensor(r.at(0))] = tensor(r.at(1));
   for (const auto& f : it->at("frees")) zero_frees_.emplace_back(f.at(0).get<std::size_t>(), tensor(f.at(1)));
+  if (const auto o = it->find("outputs"); o != it->end()) {
+    has_outputs_ = true;
+    for (const auto& t : *o) outputs_.push_back(tensor(t));
+  }
 }
 
 Result State::run() {
@@ -119,7 +123,14 @@ Result State::run() {
       }
     }
     zero_frees_until(trace_.events.size());
-    for (std::size_t i = 0; i < order_.size(); ++i) {  // order_ may not grow here: no new ops
+    // R9 as simrd does it: per referenced tensor (a view is recomputed through its own op).
+    for (std::uint32_t t : outputs_) {
+      if (tensors_[t].op == kNone) continue;  // a 0-byte constant never used: pinned, inert
+      if (!tensors_[t].defined) materialize(t, /*remat=*/true);
+      pin(tensors_[t].storage);
+    }
+    // Without the importer's list (a trace from another importer): per live storage, its root.
+    for (std::size_t i = 0; i < order_.size() && !has_outputs_; ++i) {  // order_ may not grow here: no new ops
       const std::uint32_t s = order_[i];
       if (released_[s] != 0 || storages_[s].pinned) continue;
       const std::uint32_t root = storages_[s].tensors.front();

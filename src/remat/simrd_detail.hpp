@@ -109,7 +109,9 @@ class State {
   std::vector<std::uint8_t> has_full_;
   std::vector<std::uint32_t> root_;
   std::vector<std::pair<std::size_t, std::uint32_t>> zero_frees_;
-  std::vector<std::uint32_t> order_;      // storages in creation order (R9)
+  std::vector<std::uint32_t> order_;      // storages in creation order (R9 without the header)
+  std::vector<std::uint32_t> outputs_;    // R9: referenced tensors in simrd's order (header)
+  bool has_outputs_ = false;
   std::vector<std::uint8_t> released_;
   mutable std::vector<std::uint32_t> uf_parent_;  // eq-class nodes (optimization/eqclass.py)
   std::vector<std::int64_t> uf_value_;

@@ -231,6 +231,22 @@ TEST_CASE("simrd profile: outputs are rematerialized at the end", "[dtr][simrd]"
   CHECK(r.overhead() == Approx(1.5));
 }
 
+// R9 per tensor: the importer lists the referenced tensors in name order (header simrd.outputs)
+// and a referenced view is rematerialized through its own op. Log: f() -> a 100 (10);
+// view(a) -> v alias of a (5); RELEASE a; g() -> b 100 (10); RELEASE b. lru, budget 150: g
+// evicts a's storage (v still holds it); RELEASE b evicts b. At the end only v is referenced:
+// v needs the view op, whose parent a needs f: 2 recomputes (15 ns), t = 25 + 15 = 40.
+// (Rematerializing the storage's root alone would cost 10: t = 35.)
+TEST_CASE("simrd profile: a referenced view is rematerialized through its op at the end", "[dtr][simrd]") {
+  const Trace t = load("simrd_view_output.log");
+  CHECK(t.header.extra["simrd"]["outputs"] == nlohmann::json::array({1}));  // v (tensor 1)
+  const simrd::Result r = run("simrd_view_output.log", 150, EvictionScore::Lru);
+  CHECK(r.outcome == simrd::Outcome::Completed);
+  CHECK(r.recomputes == 2);
+  CHECK(r.remat_compute == 15);
+  CHECK(r.clock == 40);
+}
+
 // C2-C4: the neighbourhood terms (regions for dtr and msps, eq classes for dtr-eq) include
 // dead, evicted storages. Log: f() -> a 100 (10); g(a) -> b 100 (10); RELEASE a (evicted);
 // x() -> e 100 (7); y() -> z 1 (10); q() -> q1 100 (1); k(b) -> o 1 (1). Budget 300.
