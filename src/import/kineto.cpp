@@ -13,7 +13,8 @@
 //    memsets on the device whose correlation id matches a runtime call inside the op
 //    (§3.4); in a trace without GPU activity, the op's own CPU dur. Its outputs are the
 //    tensors allocated inside it (at any depth) that are still live when it ends; it has no
-//    inputs (Kineto does not record dataflow). The compute event sits at the op's end, after
+//    inputs (Kineto does not record dataflow). With KinetoOptions::et, the ops and their
+//    tensors come from an Execution Trace of the same run instead (src/import/et_*.cpp). The compute event sits at the op's end, after
 //    the op's own allocations and frees.
 //  * A tensor is named after the innermost op around its allocation (same pid/tid, ts within
 //    [op ts, op ts + dur]), followed by " in <top-level op>" when that differs; tensors
