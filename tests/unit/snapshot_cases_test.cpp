@@ -164,6 +164,62 @@ TEST_CASE("snapshot cases: a gap larger than 1 MiB is free unless an allocation 
   CHECK(end_difference(t, r) == "");
 }
 
+TEST_CASE("snapshot cases: an oversize block's remainder is pinned by an allocation at the next block", "[snapshot]") {
+  // max_split_size 20 MiB. At the start segment A (60 MiB) holds B at A (requested 22 MiB, an
+  // oversize request) and N at A + 30 MiB (30 MiB). The 8 MiB gap is more than 1 MiB, so it may be
+  // free space, or B's remainder: an oversize request takes a cached block whole when it is
+  // smaller than request + max_non_split_rounding_size (20 MiB) and never splits it.
+  // History: N is freed, then Y (30 MiB) is allocated at A + 30 MiB while B is still live. Had the
+  // gap been free, N's free would have merged it into a 38 MiB block starting at A + 22 MiB and
+  // Y (oversize; 38 MiB < 30 + 20 MiB is acceptable) would have been carved from its low end,
+  // A + 22 MiB. Y at A + 30 MiB proves the gap was B's: B is 30 MiB (remainder 8 MiB < 20 MiB).
+  Snap s;
+  Fields div;
+  for (int i = 0; i < 16; ++i) div.emplace_back(std::to_string(1 << i), I(0));
+  s.settings = D({{"max_split_size", U(20 * MiB)},
+                  {"garbage_collection_threshold", F(0.0)},
+                  {"expandable_segments", B(false)},
+                  {"roundup_power2_divisions", D(div)}});
+  s.segment(A, 0, "large", {{60 * MiB, 0}});
+  s.free(A + 30 * MiB, 30 * MiB)                // 0, 1: N
+      .entry("alloc", A + 30 * MiB, 30 * MiB)  // 2: Y
+      .free(A, 22 * MiB)                       // 3, 4: B
+      .free(A + 30 * MiB, 30 * MiB);           // 5, 6: Y
+  const Trace t = import(s);
+  REQUIRE(t.initial_segments.size() == 1);
+  CHECK(layout(t.initial_segments[0]) == Layout{{30 * MiB, 0}, {30 * MiB, 1}});
+  CHECK(t.header.source["absorbed_remainders"] == 1);
+  const Replay r = replay(t);
+  CHECK(r.report.addresses.checked == 1);
+  CHECK(r.report.addresses.mismatches == 0);
+  CHECK(end_difference(t, r) == "");
+}
+
+TEST_CASE("snapshot cases: unmapped pages were mapped at the start", "[snapshot]") {
+  // expandable_segments:True; the end state maps [R + 20 MiB, R + 40 MiB) (one live 20 MiB block).
+  // The history unmaps [R, R + 20 MiB) (empty_cache after a free of a block live at the start;
+  // 20 MiB: whole large pages) and maps nothing. Undone backwards: [R, R + 40 MiB) was mapped at
+  // the start, holding the freed block (12 MiB at R), 8 MiB free and the live block. The
+  // reservation's base is R, the lowest address the record shows.
+  Snap s;
+  s.settings = expandable_settings();
+  s.segment(R + 20 * MiB, 0, "large", {{20 * MiB, 20 * MiB}}, 0, true);
+  s.free(R, 12 * MiB).entry("segment_unmap", R, 20 * MiB);
+  const Trace t = import(s);
+  CHECK(t.header.source["initial_state"] == "exact");
+  REQUIRE(t.initial_segments.size() == 1);
+  CHECK(t.initial_segments[0].addr == R);
+  CHECK(t.initial_segments[0].expandable);
+  CHECK(layout(t.initial_segments[0]) == Layout{{12 * MiB, 0}, {8 * MiB, kNoIndex}, {20 * MiB, 1}});
+  REQUIRE(t.segment_addresses.size() == 1);
+  CHECK(t.segment_addresses[0] == SegmentAddress{R, Bytes{40 * MiB}, 0, SegmentPool::Large, true});
+  // The replay has no empty_cache event: it frees the block but keeps its page mapped, so its
+  // end state has [R, R + 40 MiB) mapped where the recording has [R + 20 MiB, R + 40 MiB).
+  const Replay r = replay(t);
+  CHECK(r.report.status == RunStatus::Completed);
+  CHECK(r.stats.reserved.value == 40 * MiB);
+}
+
 TEST_CASE("snapshot cases: expandable segments replay at the recorded addresses", "[snapshot]") {
   // expandable_segments:True. At the start the large-pool reservation R (stream 0) has its first
   // 20 MiB page mapped: P (12 MiB, live) at R and 8 MiB free at R + 12 MiB. The small pool has no
