@@ -11,8 +11,12 @@
 // named after the tensor that owns it. Every log starts with ANNOTATE START.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+#include <sstream>
 #include <string>
 
+#include "coopsim/commands.hpp"
+#include "coopsim/error.hpp"
 #include "coopsim/import/importers.hpp"
 #include "coopsim/remat/simrd.hpp"
 #include "coopsim/simulation.hpp"
@@ -313,4 +317,22 @@ TEST_CASE("simrd profile: dtr.compat=simrd through run_simulation", "[dtr][simrd
 
   cfg.doc["params"]["dtr"]["heuristic"] = "random";
   CHECK_THROWS_WITH(run_simulation(cfg, t), Catch::Contains("compat=simrd supports"));
+}
+
+// `import dtr --compat`: the profile name is checked (one-line error naming the option).
+TEST_CASE("simrd profile: import --compat takes coopsim or simrd, for dtr logs only", "[dtr][simrd]") {
+  const std::string out = (std::filesystem::temp_directory_path() / "coopsim_dtr_simrd_import.jsonl").string();
+  std::ostringstream msg;
+  ImportArgs args;
+  args.kind = "dtr";
+  args.input = "tests/data/dtr/simrd_cut.log";
+  args.output = out;
+  args.compat = "simrd";
+  CHECK(command_import(args, msg) == 0);
+  args.compat = "bogus";
+  CHECK_THROWS_WITH(command_import(args, msg), Catch::Contains("unknown profile 'bogus' (valid: coopsim, simrd)"));
+  args.kind = "kineto";
+  args.compat = "simrd";
+  CHECK_THROWS_WITH(command_import(args, msg), Catch::Contains("only dtr logs have a compatibility profile"));
+  std::filesystem::remove(out);
 }
