@@ -592,6 +592,44 @@ TEST_CASE("pytorch: seeded segments", "[pytorch]") {
   CHECK(st.device_frees == 1);
 }
 
+TEST_CASE("pytorch: seeded expandable ranges and recorded reservations", "[pytorch]") {
+  // Recorded reservations: large pool at X (stream 0), small pool at Y (stream 0). Seeds: two
+  // mapped ranges of X's reservation, [X, X + 20 MiB) = [8 MiB live][12 MiB free] and
+  // [X + 40 MiB, X + 60 MiB) = [20 MiB live]; between them one unmapped 20 MiB page.
+  const std::uint64_t X = 0x7e0000000000ULL, Y = 0x7c0000000000ULL;
+  PT a(Bytes{1 * GiB}, expandable());
+  const std::vector<SegmentAddress> plan{{X, Bytes{60 * MiB}, 0, SegmentPool::Large, true},
+                                         {Y, Bytes{2 * MiB}, 0, SegmentPool::Small, true}};
+  a.plan_segment_addresses(plan);
+  std::vector<SeedSegment> seeds(2);
+  seeds[0] = {X + 40 * MiB, 0, SegmentPool::Large, true, {{Bytes{20 * MiB}, Bytes{20 * MiB}, true}}};
+  seeds[1] = {X, 0, SegmentPool::Large, true,
+              {{Bytes{8 * MiB}, Bytes{8 * MiB - 10}, true}, {Bytes{12 * MiB}, Bytes{0}, false}}};
+  const auto live = a.seed(seeds);
+  a.check_invariants();
+  REQUIRE(live.size() == 2);  // in seed order
+  CHECK(live[0] == Block{X + 40 * MiB, Bytes{20 * MiB}, Bytes{20 * MiB}, 0});
+  CHECK(live[1] == Block{X, Bytes{8 * MiB}, Bytes{8 * MiB - 10}, 0});
+  CHECK(a.stats().reserved.value == 40 * MiB);  // mapped pages only
+
+  // 16 MiB: no cached block is large enough; find_expandable_block takes the lowest unmapped
+  // range [X + 20 MiB, X + 40 MiB) with the free 12 MiB block before it: maps 4 MiB more, rounded
+  // to one 20 MiB page, merged: [X + 8 MiB, X + 40 MiB) free, the allocation at its low end.
+  const Block b = must(a, 16 * MiB);
+  CHECK(b.addr == X + 8 * MiB);
+  CHECK(a.stats().reserved.value == 60 * MiB);
+  // 1000 bytes: the small pool's first reservation is the recorded one at Y.
+  CHECK(must(a, 1000).addr == Y);
+
+  // Refusals: a range off the page grid of its reservation; expandable ranges without the option.
+  PT c(Bytes{1 * GiB}, expandable());
+  c.plan_segment_addresses(plan);
+  const std::vector<SeedSegment> off{{X + 2 * MiB, 0, SegmentPool::Large, true, {{Bytes{20 * MiB}, Bytes{0}, false}}}};
+  CHECK_THROWS_WITH(c.seed(off), Catch::Contains("is not whole 20971520-byte pages of the reservation"));
+  PT plain(Bytes{1 * GiB});
+  CHECK_THROWS_WITH(plain.seed(seeds), Catch::Contains("replay with pytorch.expandable_segments=true"));
+}
+
 TEST_CASE("pytorch: parameters", "[pytorch]") {
   const auto docs = PT::param_docs();
   std::vector<std::string> keys;
