@@ -139,6 +139,7 @@ class Builder {
         up = a.parent;
       }
       if (op_ancestor != kNone) {
+        if (op_ancestor == i) fail(n, "its parent chain has a cycle");
         if (op_ancestor > i || top[op_ancestor] == kNone) fail(n, "its parent op starts after it");
         top[i] = top[op_ancestor];
         plans_[top[i]].members.push_back(i);
