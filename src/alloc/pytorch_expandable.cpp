@@ -168,9 +168,11 @@ void Impl::release_expandable_segment(std::uint32_t n) {
 
 std::uint64_t Impl::reservation_size(bool small_pool) const {
   const std::uint64_t page = small_pool ? kSmallBuffer : kLargeBuffer;
+  const std::uint64_t max = ~std::uint64_t{0} / page * page;
+  if (capacity.value > max - capacity.value / 8) return max;
   const std::uint64_t total = capacity.value + capacity.value / 8;  // 1 1/8 x device memory
   const std::uint64_t pages = std::max<std::uint64_t>(1, total / page + (total % page != 0 ? 1 : 0));
-  return pages * page;
+  return pages > max / page ? max : pages * page;
 }
 
 std::optional<std::uint64_t> Impl::take_planned_reservation(std::uint32_t stream, bool small_pool,

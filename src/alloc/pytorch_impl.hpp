@@ -39,13 +39,19 @@
 //    matters where upstream walks a pool across streams (GC, release order).
 //  * ranges() reports an expandable segment's mapped blocks under one segment id; a snapshot
 //    reports one segment per contiguous mapped range.
-//  * Seeding (seed_segment, seed) is an addition: cudaMalloc segments only. A bump-allocated
-//    address that would overlap a seeded segment is skipped (the bump pointer moves on).
+//  * Seeding (seed_segment, seed) is an addition. cudaMalloc segments as given; expandable mapped
+//    ranges are grouped per (stream, pool) into one reservation based at the recorded
+//    reservation (plan entry with expandable) when there is one at or below them, else at the
+//    lowest range; it needs expandable_segments. A bump-allocated address that would overlap a
+//    seeded segment is skipped (the bump pointer moves on).
 //  * Recorded segment addresses (plan_segment_addresses) are an addition for replays: a new
 //    segment whose size, stream and pool match the next unused recorded entry is placed at the
 //    recorded address (as the recording's cudaMalloc returned it) unless that range is taken in
 //    the model; every other segment comes from DeviceMemory's bump pointer. Planned segments
-//    are not handed back to DeviceMemory (the capacity check on reserved still applies).
+//    are not handed back to DeviceMemory (the capacity check on reserved still applies). A new
+//    expandable reservation takes the first unused recorded one of its stream and pool (upstream's
+//    cuMemAddressReserve result), sized max(1 1/8 x capacity, recorded extent) but never over a
+//    segment above it.
 #pragma once
 
 #include <algorithm>

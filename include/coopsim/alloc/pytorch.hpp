@@ -101,14 +101,16 @@ class PyTorchCachingAllocator final : public Allocator {
   // blocks are merged, as the allocator would have. The segment counts in reserved and segments
   // (not in device_mallocs); when released it is not given back to DeviceMemory. Returns the
   // allocated blocks, in order, as deallocate() expects them. Throws ConfigError when a block is
-  // empty, the segment overlaps another one or the capacity would be exceeded. Expandable
-  // segments cannot be seeded.
+  // empty, the segment overlaps another one or the capacity would be exceeded. (Expandable
+  // segments are seeded through seed().)
   std::vector<Block> seed_segment(std::uint64_t addr, std::uint32_t stream, PyTorchPool pool,
                                   std::span<const PyTorchSeedBlock> blocks);
 
-  // Allocator interface for replays: seed() takes cudaMalloc segments through seed_segment
-  // (expandable ones are refused with ConfigError), plan_segment_addresses() places new segments
-  // at the recorded addresses when they match (see src/alloc/pytorch_impl.hpp), snapshot()
+  // Allocator interface for replays: seed() takes cudaMalloc segments through seed_segment and
+  // expandable mapped ranges (one reservation per stream and pool, at the planned base; ConfigError
+  // without expandable_segments or off the page grid), plan_segment_addresses() places new
+  // segments and reservations at the recorded addresses when they match (see
+  // src/alloc/pytorch_impl.hpp), snapshot()
   // reports each cudaMalloc segment, and each contiguous mapped range of an expandable segment,
   // as a memory snapshot's `segments` list does.
   std::vector<Block> seed(std::span<const SeedSegment> segments) override;
