@@ -169,6 +169,13 @@ std::vector<std::string> replay_hints(const Trace& trace, const std::string& out
   const nlohmann::json& extra = trace.header.extra;
   const nlohmann::json& source = trace.header.source;
   std::string flags;
+  // Expandable ranges or reservations in the trace need the setting whatever the header says
+  // (files before torch ~2.5 record no allocator_settings).
+  const bool has_expandable =
+      std::any_of(trace.initial_segments.begin(), trace.initial_segments.end(),
+                  [](const InitialSegment& g) { return g.expandable; }) ||
+      std::any_of(trace.segment_addresses.begin(), trace.segment_addresses.end(),
+                  [](const SegmentAddress& a) { return a.expandable; });
   if (extra.is_object() && extra.contains("allocator_settings")) {
     const PyTorchOptions o = allocator_options(extra["allocator_settings"]);
     const PyTorchOptions d;
@@ -179,7 +186,7 @@ std::vector<std::string> replay_hints(const Trace& trace, const std::string& out
     if (o.garbage_collection_threshold != d.garbage_collection_threshold) {
       flags += fmt::format(" --set pytorch.garbage_collection_threshold={}", o.garbage_collection_threshold);
     }
-    if (o.expandable_segments) flags += " --set pytorch.expandable_segments=true";
+    if (o.expandable_segments || has_expandable) flags += " --set pytorch.expandable_segments=true";
     const auto& div = o.roundup_power2_divisions;
     if (std::adjacent_find(div.begin(), div.end(), std::not_equal_to<>()) != div.end()) {
       out.push_back("note: the recorded roundup_power2_divisions differ per interval; --set takes one value for all "
@@ -187,7 +194,7 @@ std::vector<std::string> replay_hints(const Trace& trace, const std::string& out
     } else if (div[0] > 1) {
       flags += fmt::format(" --set pytorch.roundup_power2_divisions={}", div[0]);
     }
-  } else if (!trace.initial_segments.empty() && trace.initial_segments.front().expandable) {
+  } else if (has_expandable) {
     flags += " --set pytorch.expandable_segments=true";
   }
   out.insert(out.begin(), fmt::format("replay: coopsim run {} --allocator pytorch --check-addresses{}", output, flags));

@@ -7,6 +7,8 @@
 // map_block, malloc's OOM path) in the comment next to it.
 #include <catch2/catch.hpp>
 
+#include <fmt/format.h>
+
 #include <cmath>
 
 #include "../../src/export/pickle_writer.hpp"
@@ -272,6 +274,10 @@ TEST_CASE("snapshot cases: expandable segments replay at the recorded addresses"
   CHECK(r.report.addresses.mismatches == 0);
   CHECK(end_difference(t, r) == "");
   CHECK(r.stats.reserved.value == 42 * MiB);  // 2 large pages + 1 small page mapped
+  // What `coopsim import` prints: the run line with the recorded setting.
+  CHECK(torch_snapshot::replay_hints(t, "OUT") ==
+        std::vector<std::string>{
+            "replay: coopsim run OUT --allocator pytorch --check-addresses --set pytorch.expandable_segments=true"});
 
   // Without expandable_segments the recorded state cannot be installed, and says why.
   PyTorchCachingAllocator plain(Bytes{80 * GiB});
@@ -307,6 +313,10 @@ TEST_CASE("snapshot cases: a recorded OOM fails at the same request at the recor
   CHECK(ooms[0]["event"] == 3);
   CHECK(t.tensors[1].size.value == 30 * MiB);
   CHECK(t.tensors[1].name == "OOM request");
+  CHECK(torch_snapshot::replay_hints(t, "OUT") ==
+        std::vector<std::string>{"replay: coopsim run OUT --allocator pytorch --check-addresses",
+                                 "recorded OOM (entry 2, 31457280 bytes): recurs at event 3 with --budget 37748736 "
+                                 "(reserved 20971520 + device_free 16777216)"});
 
   // At the recorded capacity: 20 MiB reserved + cudaMalloc(30 MiB) > 36 MiB, so alloc_block
   // fails; release_cached_blocks finds no whole cached segment; OOM at event 3, 30 MiB.
@@ -343,6 +353,8 @@ TEST_CASE("snapshot cases: each device of a multi-device snapshot replays on its
     CHECK(r.report.addresses.checked == 1);
     CHECK(r.report.addresses.mismatches == 0);
     CHECK(end_difference(t, r) == "");
+    CHECK(torch_snapshot::replay_hints(t, "OUT").back() ==
+          fmt::format("the snapshot records 2 devices; this is device {} (--device N imports another)", device));
   }
   CHECK_THROWS_WITH(import(s, 2), "snap.pickle: device_traces: the snapshot records 2 device(s) (0: 3 entries, "
                                   "1: 1 entries); device 2 is not one of them (--device N picks one)");
