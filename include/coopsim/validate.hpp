@@ -11,9 +11,9 @@
 //    a recompute repeats an earlier Compute of the same op, reading and writing exactly the
 //    contents that execution read and wrote, except state, which keeps no history (parameters,
 //    step inputs, optimizer state, accumulated gradients = gradients read by an op that
-//    updates a parameter or optimizer state, and inputs an op with outputs of its own updates
-//    in place, e.g. BN statistics; docs/architecture.md): a recompute reads its current version
-//    and never writes it; an access reads the current version;
+//    updates a parameter or optimizer state, and, from the op on, inputs an op with outputs of
+//    its own updates in place, e.g. BN statistics; docs/architecture.md): a recompute reads its
+//    current version and never writes it; an access reads the current version;
 //  * transfers: a swap-out copies the content its block holds to the host; a swap-in fills a
 //    block placed for it (a non-fresh Alloc) from the host copy a swap-out made; reading a
 //    block that was freed, evicted or not yet filled is a violation;

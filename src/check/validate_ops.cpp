@@ -97,6 +97,7 @@ void Validator::compute(const LogRecord& rec) {
     write(r, Content{s, life_[s], next}, what);
   }
   for (const std::uint32_t s : written) ++version_[s];
+  for (const std::uint32_t s : state_from(op)) state_[s] = true;
 }
 
 std::vector<bool> Validator::find_state(const Trace& trace) {
@@ -113,14 +114,24 @@ std::vector<bool> Validator::find_state(const Trace& trace) {
     for (const TensorId x : op.inputs) {  // accumulated gradients
       if (updates_state && role(x) == TensorRole::Gradient) state[trace.storage_of(index_of(x))] = true;
     }
-    const bool has_outputs = std::any_of(op.outputs.begin(), op.outputs.end(),
-                                         [&](TensorId x) { return !trace.tensors[index_of(x)].is_view(); });
-    for (const TensorId x : op.mutated) {  // statistics updated by an op with outputs of its own
-      const bool output = std::find(op.outputs.begin(), op.outputs.end(), x) != op.outputs.end();
-      if (has_outputs && !output) state[trace.storage_of(index_of(x))] = true;
-    }
   }
   return state;
+}
+
+// Inputs an op with outputs of its own updates in place (e.g. BN statistics) are state from that
+// op on: before it they are ordinary values, which a recompute of their producer may restore (the
+// engine makes them unevictable when the op runs).
+std::vector<std::uint32_t> Validator::state_from(const OpInfo& op) const {
+  std::vector<std::uint32_t> out;
+  const bool has_outputs = std::any_of(op.outputs.begin(), op.outputs.end(),
+                                       [&](TensorId x) { return !trace_.tensors[index_of(x)].is_view(); });
+  if (!has_outputs) return out;
+  for (const TensorId x : op.mutated) {
+    if (std::find(op.outputs.begin(), op.outputs.end(), x) == op.outputs.end()) {
+      out.push_back(trace_.storage_of(index_of(x)));
+    }
+  }
+  return out;
 }
 
 void Validator::recompute(const LogRecord& rec) {

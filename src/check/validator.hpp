@@ -65,8 +65,10 @@ class Validator {
   [[nodiscard]] std::vector<std::uint32_t> storages(const LogRecord& rec, std::uint32_t from, std::uint32_t n) const;
   bool refs_known(const LogRecord& rec);
   void compute(const LogRecord& rec);
-  // Per storage: state, which keeps no history (see validate.hpp).
+  // Per storage: state from the start, which keeps no history (see validate.hpp).
   static std::vector<bool> find_state(const Trace& trace);
+  // Storages that become state once `op` has run.
+  [[nodiscard]] std::vector<std::uint32_t> state_from(const OpInfo& op) const;
   void recompute(const LogRecord& rec);
   void access(const LogRecord& rec);
   void swap_out(const LogRecord& rec);

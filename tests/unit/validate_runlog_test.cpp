@@ -208,6 +208,33 @@ TEST_CASE("validator: in-place updates and re-allocations make new contents", "[
                                           "record 6, event 7, tensor 0: compute of op 'step' writes version 1, expected version 2"});
 }
 
+TEST_CASE("validator: an input updated in place by an op with outputs is state from that op on", "[validate]") {
+  // g (0) is made by mk, then updated in place by upd, which has an output y (1) of its own (as
+  // a gradient accumulated by a backward op). Before upd, g is an ordinary value that a
+  // recompute of mk may restore; from upd on it keeps no history (engine: unevictable).
+  TraceBuilder b;
+  const auto g = b.tensor(256, TensorRole::Gradient, "g");
+  const auto y = b.tensor(256, TensorRole::Activation, "y");
+  const auto mk = b.op("mk", 10, {}, {g});
+  const auto upd = b.op("upd", 5, {g}, {y});
+  b.mutates(upd, g);
+  b.alloc(g).compute(mk).alloc(y).compute(upd).free(y).free(g);
+  const Trace& t = b.trace();
+  Log l;
+  l.alloc(0, ref(0, 0, 0x0, 256)).compute(1, mk, 0, 10, {}, {ref(0, 1, 0x0, 256)});         // 0, 1
+  l.evict(2, ref(0, 1, 0x0, 256)).free(2, ref(0, 0, 0x0, 256));                           // 2, 3
+  l.alloc(2, ref(1, 0, 0x100, 256));                                                       // 4
+  l.alloc(3, ref(0, 0, 0x0, 256), false).recompute(3, mk, 1, 10, 20, {}, {ref(0, 1, 0x0, 256)});  // 5, 6
+  l.compute(3, upd, 20, 25, {ref(0, 1, 0x0, 256)}, {ref(0, 2, 0x0, 256), ref(1, 1, 0x100, 256)});  // 7
+  CHECK(validate_runlog(t, l.log()).ok());
+  // The same recompute after upd would restore version 1 over the update: refused.
+  l.evict(4, ref(0, 2, 0x0, 256)).free(4, ref(0, 0, 0x0, 256));                           // 8, 9
+  l.alloc(4, ref(0, 0, 0x0, 256), false).recompute(4, mk, 1, 25, 35, {}, {ref(0, 1, 0x0, 256)});  // 10, 11
+  const auto v = validate_runlog(t, l.log()).violations;
+  REQUIRE(!v.empty());
+  CHECK(v.front().rfind("record 11, event 4, tensor 0: recompute of op 'mk' writes state", 0) == 0);
+}
+
 TEST_CASE("validator: accesses and the message cap", "[validate]") {
   TraceBuilder b;
   const auto a = b.tensor(100);
