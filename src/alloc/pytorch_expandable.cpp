@@ -175,6 +175,19 @@ std::uint64_t Impl::reservation_size(bool small_pool) const {
   return pages > max / page ? max : pages * page;
 }
 
+// A reservation at `base` stops below the next segment and the next recorded reservation above it
+// (and at the end of the address space), in whole pages.
+std::uint64_t Impl::clamp_reservation(std::uint64_t base, std::uint64_t size, std::uint64_t page,
+                                      std::uint64_t other_base) const {
+  std::uint64_t limit = ~std::uint64_t{0};
+  if (const auto next = seg_by_addr.upper_bound(base); next != seg_by_addr.end()) limit = next->first;
+  for (const SegmentAddress& p : planned) {
+    if (p.expandable && p.addr > base) limit = std::min(limit, p.addr);
+  }
+  if (other_base > base) limit = std::min(limit, other_base);
+  return std::min(size, (limit - base) / page * page);
+}
+
 std::optional<std::uint64_t> Impl::take_planned_reservation(std::uint32_t stream, bool small_pool,
                                                             std::uint64_t& size, std::uint64_t below) {
   const std::uint64_t page = small_pool ? kSmallBuffer : kLargeBuffer;
@@ -186,13 +199,8 @@ std::optional<std::uint64_t> Impl::take_planned_reservation(std::uint32_t stream
     }
     planned_used[i] = true;
     if (p.addr > ~std::uint64_t{0} - page || overlaps_segment(p.addr, page)) continue;  // diverged: not free here
-    std::uint64_t want = std::max(size, p.size.value / page * page + (p.size.value % page != 0 ? page : 0));
-    // Never over a segment above it, nor past the end of the address space.
-    if (const auto next = seg_by_addr.upper_bound(p.addr); next != seg_by_addr.end()) {
-      want = std::min(want, (next->first - p.addr) / page * page);
-    }
-    want = std::min(want, (~std::uint64_t{0} - p.addr) / page * page);
-    size = want;
+    const std::uint64_t want = std::max(size, p.size.value / page * page + (p.size.value % page != 0 ? page : 0));
+    size = clamp_reservation(p.addr, want, page);
     return p.addr;
   }
   return std::nullopt;
@@ -224,8 +232,17 @@ void Impl::seed_expandable(std::span<const SeedSegment> seeds, std::vector<std::
       throw ConfigError(key, fmt::format("expandable segment {:#x}+{} overlaps an existing segment", base, hi - base));
     }
     size = std::max(size, round_up(hi - base, page));
-    if (const auto next = seg_by_addr.upper_bound(base); next != seg_by_addr.end()) {
-      size = std::min(size, (next->first - base) / page * page);
+    // Also below the other groups' ranges above it (seeded after this one).
+    std::uint64_t other = 0;
+    for (const auto& [g2, idx2] : groups) {
+      if (g2 == group) continue;
+      for (const std::size_t j : idx2) {
+        if (seeds[j].addr > base && (other == 0 || seeds[j].addr < other)) other = seeds[j].addr;
+      }
+    }
+    size = clamp_reservation(base, size, page, other);
+    if (size < hi - base) {
+      throw ConfigError(key, fmt::format("expandable segment {:#x}+{} overlaps another reservation", base, hi - base));
     }
     std::uint64_t mapped = 0;
     std::uint64_t prev_end = base;

@@ -240,6 +240,8 @@ struct PyTorchCachingAllocator::Impl {
   // The first unused recorded reservation (plan entry with expandable) of this stream and pool
   // whose base is free in the model: marks it used, sets `size` (at least the recorded extent,
   // at most up to the next segment) and returns its base.
+  std::uint64_t clamp_reservation(std::uint64_t base, std::uint64_t size, std::uint64_t page,
+                                  std::uint64_t other_base = 0) const;
   std::optional<std::uint64_t> take_planned_reservation(std::uint32_t stream, bool small_pool, std::uint64_t& size,
                                                         std::uint64_t below = ~std::uint64_t{0});
   // seed() of the expandable SeedSegments (mapped ranges): one reservation per (stream, pool),

@@ -16,6 +16,11 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
+#include <optional>
+
+#include "coopsim/engine.hpp"
+#include "coopsim/policy/keep.hpp"
 
 #include "coopsim/error.hpp"
 #include "torch_snapshot_detail.hpp"
@@ -25,6 +30,8 @@ namespace torch_snapshot {
 namespace {
 
 using namespace detail;
+
+constexpr std::size_t kMaxReplayRounds = 256;  // each round pins one block; bounds the work
 
 // "medium_128_training" from ".../medium_128_training_memory_snapshot.pickle.gz".
 std::string model_name(const std::string& path) {
@@ -84,6 +91,7 @@ class Builder {
 
   std::int64_t origin_us() const { return origin_; }
   const std::vector<std::size_t>& oom_events() const { return oom_events_; }
+  const std::vector<std::size_t>& event_entries() const { return event_entry_; }
   std::uint64_t clamped() const { return clamped_; }
 
  private:
@@ -117,6 +125,7 @@ class Builder {
     };
     for (const Entry& en : snap_.entries) {
       annotations_until(en.time_us);
+      entry_ = en.index;
       const std::uint32_t tensor = h_.tensor_of_entry[en.index];
       TraceEvent e;
       e.stream = dense_stream(h_, en.stream);
@@ -152,6 +161,7 @@ class Builder {
           break;
       }
     }
+    entry_ = kNoEntry;
     while (next_ann < anns.size()) {
       mark(anns[next_ann]->stage + " " + anns[next_ann]->name, anns[next_ann]->time_us);
       ++next_ann;
@@ -182,6 +192,7 @@ class Builder {
       e.time = last_ = ns;
     }
     t_.events.push_back(e);
+    event_entry_.push_back(entry_);
   }
 
   const Snapshot& snap_;
@@ -192,7 +203,54 @@ class Builder {
   std::int64_t last_ = 0;
   std::uint64_t clamped_ = 0;
   std::vector<std::size_t> oom_events_;  // event index of each imported oom request
+  std::vector<std::size_t> event_entry_;  // per event: its entry, or kNoEntry
+  std::size_t entry_ = kNoEntry;           // the entry being converted
 };
+
+// Replays the trace with the `pytorch` model and explains its first misplaced allocation by an
+// ambiguous pre-existing block's remainder, when it can: the model carved the request (rounded
+// to s) from the free block right behind such a block B, still live, and the recording did not.
+// Best fit took that block as the smallest one of at least s bytes; the recording's blocks were
+// the same except that one, which is smaller there by B's unsplit remainder r (the gap behind B
+// is r + f). Had f been at least s, it would have been an even better fit, and the recording's
+// allocation would have landed in the gap, which the forward rule already pins; so f < s: B
+// holds more than gap - s bytes of it. The smallest such remainder (in 512-byte units) is taken,
+// or the whole gap when less than a free large block (> 1 MiB) would be left. Returns (address,
+// block size), or nothing when the mismatch is not of this kind or the remainder would exceed
+// what should_split leaves.
+std::optional<std::pair<std::uint64_t, std::uint64_t>> remainder_from_replay(const Trace& t, const History& h,
+                                                                              const std::vector<std::size_t>& entries,
+                                                                              const PyTorchOptions& opts) {
+  constexpr std::uint64_t kBudget = 4ULL << 40;  // far above any device: no release path
+  constexpr std::uint64_t kMinBlock = 512, kSmall = 1ULL << 20;
+  PyTorchCachingAllocator alloc(Bytes{kBudget}, opts);
+  KeepPolicy keep;
+  EngineOptions eo;
+  eo.budget = Bytes{kBudget};
+  Report rep;
+  try {
+    run_engine(t, alloc, keep, eo, rep);
+  } catch (const std::exception&) {
+    return std::nullopt;  // e.g. expandable ranges without the setting: not this question
+  }
+  if (rep.addresses.mismatches == 0) return std::nullopt;
+  const std::size_t ev = rep.addresses.first_mismatch_event;
+  if (ev >= t.events.size() || ev >= entries.size()) return std::nullopt;
+  const std::size_t entry = entries[ev];
+  const std::uint64_t got = rep.addresses.first_got;
+  const std::uint64_t s = PyTorchCachingAllocator::round_size(t.tensors[t.events[ev].target].size.value, opts);
+  for (const History::Ambiguous& a : h.ambiguous) {
+    if (a.addr + a.size != got || entry >= a.free_entry || a.limit - got < s) continue;
+    const std::uint64_t gap = a.limit - got;
+    std::uint64_t add = gap - s + kMinBlock;
+    if (gap - add <= kSmall) add = gap;
+    const std::uint64_t remainder = a.size + add - a.rounded;
+    const bool oversize = a.rounded >= opts.max_split_size.value;
+    if (oversize ? remainder >= opts.max_non_split_rounding_size.value : remainder > kSmall) return std::nullopt;
+    return std::make_pair(a.addr, a.size + add);
+  }
+  return std::nullopt;
+}
 
 // Reserved bytes just before each oom entry: the initial state's segments (and mapped pages),
 // then segment_alloc / segment_map add and segment_free / segment_unmap subtract.
@@ -230,12 +288,27 @@ Trace import_value(const pickle::Value& root, const std::string& path, const Tor
   } catch (const ConfigError& e) {
     throw Error(fmt::format("{}: {}", path, e.what()));
   }
-  const History h = reconstruct(snap, opts);
-
+  // Ambiguous remainders (torch_snapshot_state.cpp) are settled by replaying: each round pins
+  // one from the first misplaced allocation, until none is explained that way.
+  std::map<std::uint64_t, std::uint64_t> sizes;
+  History h = reconstruct(snap, opts);
   Trace t;
-  t.path = path;
-  Builder builder(snap, h, t);
-  builder.run();
+  auto build = [&]() {
+    t = Trace{};
+    t.path = path;
+    auto b = std::make_unique<Builder>(snap, h, t);
+    b->run();
+    return b;
+  };
+  std::unique_ptr<Builder> built = build();
+  for (std::size_t round = 0; round < kMaxReplayRounds && !h.ambiguous.empty(); ++round) {
+    const auto fix = remainder_from_replay(t, h, built->event_entries(), opts);
+    if (!fix) break;
+    sizes[fix->first] = fix->second;
+    h = reconstruct(snap, opts, sizes);
+    built = build();
+  }
+  const Builder& builder = *built;
 
   TraceHeader& hd = t.header;
   hd.model = model_name(path);
@@ -275,6 +348,7 @@ Trace import_value(const pickle::Value& root, const std::string& path, const Tor
       {"preexisting_blocks_freed", h.preexisting_freed},
       {"preexisting_blocks_kept", h.preexisting_kept},
       {"absorbed_remainders", h.absorbed_remainders},
+      {"remainders_from_replay", sizes.size()},
   };
   if (h.truncated) hd.source["truncation_evidence"] = h.truncation_evidence;
   hd.source["allocator_settings"] = snap.allocator_settings;

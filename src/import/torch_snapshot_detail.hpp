@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -113,12 +114,22 @@ struct History {
   std::uint64_t preexisting_freed = 0;          // tensors live at the start, freed in the trace
   std::uint64_t preexisting_kept = 0;           // tensors live at the start and at the end
   std::uint64_t absorbed_remainders = 0;        // pre-existing blocks found to hold an unsplit remainder
+  // Pre-existing large blocks followed by a gap that may be free space or (part) their remainder:
+  // address, current block size, rounded size, end of the gap, the free_completed entry.
+  struct Ambiguous {
+    std::uint64_t addr = 0, size = 0, rounded = 0, limit = 0;
+    std::size_t free_entry = 0;
+  };
+  std::vector<Ambiguous> ambiguous;
   bool exact = true;                            // initial state reconstructed exactly
   std::vector<std::string> notes;               // why not, and other findings (truncation)
   bool truncated = false;
   std::string truncation_evidence;
 };
-History reconstruct(const Snapshot& snap, const PyTorchOptions& opts);
+// `sizes`: block sizes to take for pre-existing blocks (address -> size) found by replaying
+// (torch_snapshot.cpp), over the rules' choice for ambiguous ones.
+History reconstruct(const Snapshot& snap, const PyTorchOptions& opts,
+                    const std::map<std::uint64_t, std::uint64_t>& sizes = {});
 
 // Dense stream number of a recorded stream value (History::streams is sorted).
 std::uint16_t dense_stream(const History& h, std::uint64_t stream);

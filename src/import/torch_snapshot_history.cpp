@@ -196,6 +196,8 @@ std::uint16_t dense_stream(const History& h, std::uint64_t stream) {
   return static_cast<std::uint16_t>(it - h.streams.begin());
 }
 
-History reconstruct(const Snapshot& snap, const PyTorchOptions& opts) { return Reconstruction(snap, opts).run(); }
+History reconstruct(const Snapshot& snap, const PyTorchOptions& opts, const std::map<std::uint64_t, std::uint64_t>& sizes) {
+  return Reconstruction(snap, opts, sizes).run();
+}
 
 }  // namespace coopsim::torch_snapshot::detail

@@ -131,6 +131,13 @@ void Reconstruction::size_preexisting_blocks() {
     // Small-pool remainders are always split, and so are all remainders with expandable segments.
     if (seg->pool == SegmentPool::Small || seg->expandable || opts_.expandable_segments) continue;
     const std::uint64_t end = b.addr + rounded;
+    if (const auto forced = sizes_.find(b.addr); forced != sizes_.end() && forced->second > rounded &&
+                                                  b.addr + forced->second <= limit) {
+      b.size = forced->second;  // found by replaying (see torch_snapshot.cpp)
+      ++h_.absorbed_remainders;
+      if (b.addr + b.size < limit) h_.ambiguous.push_back({b.addr, b.size, rounded, limit, b.free_entry});
+      continue;
+    }
     const bool oversize = rounded >= opts_.max_split_size.value;
     auto possible = [&](std::uint64_t remainder) {
       return oversize ? remainder < opts_.max_non_split_rounding_size.value : remainder <= kSmallSize;
@@ -159,6 +166,7 @@ void Reconstruction::size_preexisting_blocks() {
         first_addr = it->first;
       }
     }
+    if (first == kNone && limit > end) h_.ambiguous.push_back({b.addr, rounded, rounded, limit, b.free_entry});
     if (first == kNone || first_addr == end) continue;
     const std::uint64_t remainder = first_addr - end;
     if (!possible(remainder)) {

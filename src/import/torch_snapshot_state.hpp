@@ -40,7 +40,8 @@ struct InitialSeg {
 
 class Reconstruction {
  public:
-  Reconstruction(const Snapshot& s, const PyTorchOptions& o) : snap_(s), opts_(o) {}
+  Reconstruction(const Snapshot& s, const PyTorchOptions& o, const std::map<std::uint64_t, std::uint64_t>& sizes)
+      : snap_(s), opts_(o), sizes_(sizes) {}
   History run();
 
  private:
@@ -74,6 +75,7 @@ class Reconstruction {
 
   const Snapshot& snap_;
   const PyTorchOptions& opts_;
+  const std::map<std::uint64_t, std::uint64_t>& sizes_;
   History h_;
   std::vector<Tensor> trace_tensors_;
   std::vector<std::size_t> trace_alloc_entry_;

@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <iterator>
+#include <map>
 
 #include "../../src/export/pickle_writer.hpp"
 #include "coopsim/alloc/pytorch.hpp"
@@ -358,4 +360,145 @@ TEST_CASE("snapshot cases: each device of a multi-device snapshot replays on its
   }
   CHECK_THROWS_WITH(import(s, 2), "snap.pickle: device_traces: the snapshot records 2 device(s) (0: 3 entries, "
                                   "1: 1 entries); device 2 is not one of them (--device N picks one)");
+}
+
+namespace {
+
+// A recording made by the model itself: random allocations and frees on two streams, with the
+// entries PyTorch would record (segment_alloc for a new cudaMalloc segment, segment_map for newly
+// mapped pages of an expandable segment) and the model's own end state as `segments`. The
+// history's first `cut` entries are then dropped, as a late start of _record_memory_history
+// (or a ring buffer) drops them, so the importer has to rebuild the state in between.
+struct Recording {
+  Snap snap;
+  std::size_t allocs = 0;
+};
+
+using Intervals = std::map<std::uint64_t, std::uint64_t>;
+Intervals mapped_of(const std::vector<SeedSegment>& segs) {
+  Intervals out;
+  for (const SeedSegment& g : segs) out.emplace(g.addr, g.addr + g.size().value);
+  return out;
+}
+
+Recording record(const PyTorchOptions& o, ValuePtr settings, std::uint64_t seed, std::size_t steps, std::size_t cut) {
+  constexpr std::uint64_t kStreamValue[2] = {0, 7};  // cudaStream_t values; dense 0 and 1
+  PyTorchCachingAllocator m(Bytes{64 * GiB}, o);
+  std::uint64_t state = seed;
+  auto next = [&]() {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return state >> 33;
+  };
+  // Sizes clustered around a few values, so cached blocks are often reused by slightly smaller
+  // requests (unsplit remainders, oversize reuse).
+  const std::uint64_t bases[] = {1000, 300 * KiB, 900 * KiB, 3 * MiB, 7 * MiB, 12 * MiB, 19 * MiB, 25 * MiB, 60 * MiB};
+  std::vector<std::pair<Block, std::uint64_t>> live;  // block, stream value
+  std::vector<ValuePtr> entries;
+  Recording rec;
+  auto entry = [&](const std::string& action, std::uint64_t addr, std::uint64_t size, std::uint64_t stream) {
+    entries.push_back(D({{"action", S(action)}, {"addr", U(addr)}, {"size", U(size)}, {"stream", U(stream)},
+                         {"time_us", I(static_cast<std::int64_t>(entries.size()))}, {"frames", L({})}}));
+  };
+  Intervals mapped;
+  std::uint64_t live_bytes = 0;
+  for (std::size_t i = 0; i < steps; ++i) {
+    if (live.empty() || (next() % 100 < 55 && live_bytes < GiB)) {
+      const std::uint64_t base = bases[next() % std::size(bases)];
+      const std::uint64_t size = base - std::min(base - 1, next() % (base / 8 + 1));
+      const std::uint32_t stream = next() % 5 == 0 ? 1 : 0;
+      const std::uint64_t mallocs = m.stats().device_mallocs;
+      const auto b = m.allocate(AllocRequest{Bytes{size}, stream});
+      REQUIRE(b.has_value());
+      if (m.stats().device_mallocs != mallocs) {
+        const Intervals now = mapped_of(*m.snapshot());
+        if (o.expandable_segments) {
+          // Newly mapped pages: what `now` covers and `mapped` did not (ranges only grow here).
+          for (const auto& [lo, hi] : now) {
+            std::uint64_t at = lo;
+            auto it = mapped.upper_bound(lo);
+            if (it != mapped.begin() && std::prev(it)->second > lo) at = std::prev(it)->second;
+            for (it = mapped.lower_bound(at); at < hi; ++it) {
+              const std::uint64_t stop = it == mapped.end() ? hi : std::min(hi, it->first);
+              if (stop > at) entry("segment_map", at, stop - at, kStreamValue[stream]);
+              if (it == mapped.end()) break;
+              at = std::max(at, it->second);
+            }
+          }
+        } else {
+          for (const auto& [lo, hi] : now) {
+            if (!mapped.count(lo)) entry("segment_alloc", lo, hi - lo, kStreamValue[stream]);
+          }
+        }
+        mapped = now;
+      }
+      REQUIRE(m.stats().device_frees == 0);  // no release path in these recordings
+      entry("alloc", b->addr, size, kStreamValue[stream]);
+      live.emplace_back(*b, kStreamValue[stream]);
+      live_bytes += size;
+      ++rec.allocs;
+    } else {
+      const std::size_t k = next() % live.size();
+      const auto [b, stream] = live[k];
+      live[k] = live.back();
+      live.pop_back();
+      m.deallocate(b);
+      live_bytes -= b.requested.value;
+      entry("free_requested", b.addr, b.requested.value, stream);
+      entry("free_completed", b.addr, b.requested.value, stream);
+    }
+  }
+  // The late start: drop the first `cut` entries, at an entry that is not a free_completed.
+  while (cut < entries.size() && entries[cut]->get("action")->text == "free_completed") ++cut;
+  for (std::size_t i = 0; i < cut; ++i) {
+    if (entries[i]->get("action")->text == "alloc") --rec.allocs;
+  }
+  rec.snap.traces[0].assign(entries.begin() + static_cast<std::ptrdiff_t>(cut), entries.end());
+  rec.snap.settings = std::move(settings);
+  const std::vector<SeedSegment> end = *m.snapshot();
+  for (const SeedSegment& g : end) {
+    std::vector<Snap::Blk> blocks;
+    for (const SeedBlock& b : g.blocks) blocks.push_back({b.size.value, b.allocated ? b.requested.value : 0});
+    rec.snap.segment(g.addr, kStreamValue[g.stream], g.pool == SegmentPool::Small ? "small" : "large", blocks, 0,
+                     g.expandable);
+  }
+  return rec;
+}
+
+}  // namespace
+
+TEST_CASE("snapshot cases: recordings made by the model replay exactly after a late start", "[snapshot]") {
+  // Ground truth is the model: whatever state it had when the kept history begins, the importer
+  // must rebuild it well enough that every later allocation lands where the model put it and
+  // the end state is the model's. Exercises the remainder rules (clustered sizes make cached
+  // blocks serve slightly smaller requests), oversize reuse and expandable ranges.
+  Fields div;
+  for (int i = 0; i < 16; ++i) div.emplace_back(std::to_string(1 << i), I(0));
+  struct Config {
+    const char* name;
+    PyTorchOptions opts;
+    ValuePtr settings;
+  };
+  PyTorchOptions mss;
+  mss.max_split_size = Bytes{20 * MiB};
+  PyTorchOptions exp;
+  exp.expandable_segments = true;
+  const std::vector<Config> configs{
+      {"default", PyTorchOptions{}, Snap::default_settings()},
+      {"max_split_size 20 MiB", mss,
+       D({{"max_split_size", U(20 * MiB)}, {"expandable_segments", B(false)}, {"roundup_power2_divisions", D(div)}})},
+      {"expandable segments", exp, expandable_settings()},
+  };
+  for (const Config& c : configs) {
+    for (std::uint64_t seed = 1; seed <= 40; ++seed) {
+      INFO(c.name << ", seed " << seed);
+      const Recording rec = record(c.opts, c.settings, seed, 1500, 1200);
+      const Trace t = import(rec.snap);
+      CHECK(t.header.source["initial_state"] == "exact");
+      const Replay r = replay(t);
+      CHECK(r.report.status == RunStatus::Completed);
+      CHECK(r.report.addresses.checked == rec.allocs);
+      CHECK(r.report.addresses.mismatches == 0);
+      CHECK(end_difference(t, r) == "");
+    }
+  }
 }
