@@ -104,6 +104,7 @@ TEST_CASE("torch snapshot: the six public snapshots replay exactly with the pyto
     CHECK(t.header.source["initial_state"] == "exact");
     CHECK(t.header.source["truncated"] == false);
     CHECK(t.header.source["absorbed_remainders"] == remainders.at(name));
+    CHECK(t.header.source["remainders_from_replay"] == 0);
     CHECK(t.header.source["ooms"].empty());
     const TraceSummary s = summarize(t);
     CHECK(s.allocs == got.allocs);

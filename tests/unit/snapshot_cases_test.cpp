@@ -4,7 +4,8 @@
 // read back by the importer; every expected address and size is worked out from the caching
 // allocator's rules (pytorch/pytorch c10/cuda/CUDACachingAllocator.cpp: round_size,
 // get_allocation_size, should_split, get_free_block, try_merge_blocks, find_expandable_block,
-// map_block, malloc's OOM path) in the comment next to it.
+// map_block, malloc's OOM path) in the comment next to it. The last case checks the rebuilt state
+// against ground truth: recordings made by the model itself, cut as a late start cuts them.
 #include <catch2/catch.hpp>
 
 #include <fmt/format.h>
@@ -165,6 +166,33 @@ TEST_CASE("snapshot cases: a gap larger than 1 MiB is free unless an allocation 
   CHECK(layout(t.initial_segments[0]) == Layout{{2 * MiB + 512, 0}, {2 * MiB - 512, kNoIndex}, {16 * MiB, 1}});
   CHECK(t.header.source["absorbed_remainders"] == 0);
   const Replay r = replay(t);
+  CHECK(end_difference(t, r) == "");
+}
+
+TEST_CASE("snapshot cases: a remainder only a misplaced replay reveals", "[snapshot]") {
+  // At the start segment A (20 MiB) holds B at A (requested 4 MiB - 600 KiB = 3,580,928; truly a
+  // 4 MiB block: it kept 600 KiB unsplit) and 16 MiB free. The gap behind B's rounded end is
+  // 16 MiB + 600 KiB, more than 1 MiB: free space, or remainder + free space. While B is live the
+  // history allocates Y = 16 MiB + 300 KiB (17,084,416): in the recording the 16 MiB free block is
+  // too small, so a new 18 MiB segment (round_up to 2 MiB) is taken at NA.
+  // Replaying with no remainder, the model carves Y from the 16 MiB + 600 KiB block behind B, at
+  // A + 3,580,928: misplaced. So the recording's block there was smaller than Y: B holds more than
+  // gap - Y = 300 KiB of the gap; the smallest such remainder, 307,200 + 512 = 307,712 bytes, is
+  // taken (B = 3,888,640; a lower bound of the true 600 KiB, and enough for every placement).
+  constexpr std::uint64_t NA = 0x30000000;
+  Snap s;
+  s.segment(A, 0, "large", {{20 * MiB, 0}});
+  s.segment(NA, 0, "large", {{18 * MiB, 0}});
+  const std::uint64_t b_req = 4 * MiB - 600 * KiB, y_req = 16 * MiB + 300 * KiB;
+  s.entry("segment_alloc", NA, 18 * MiB).entry("alloc", NA, y_req).free(A, b_req).free(NA, y_req);
+  const Trace t = import(s);
+  CHECK(t.header.source["remainders_from_replay"] == 1);
+  CHECK(t.header.source["absorbed_remainders"] == 1);
+  REQUIRE(t.initial_segments.size() == 1);
+  CHECK(layout(t.initial_segments[0]) == Layout{{b_req + 307'712, 0}, {20 * MiB - b_req - 307'712, kNoIndex}});
+  const Replay r = replay(t);
+  CHECK(r.report.addresses.checked == 1);
+  CHECK(r.report.addresses.mismatches == 0);
   CHECK(end_difference(t, r) == "");
 }
 
