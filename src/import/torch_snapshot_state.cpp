@@ -139,6 +139,21 @@ void Reconstruction::size_preexisting_blocks() {
       continue;
     }
     const bool oversize = rounded >= opts_.max_split_size.value;
+    // (c) With max_split_size a multiple of 2 MiB, a block of at least max_split_size is a whole
+    // segment: it is never split, and it was either a fresh segment or a cached block of at
+    // least max_split_size, which only ever comes from such a segment (segments for smaller
+    // requests are at most round_up(request, 2 MiB) <= max_split_size bytes).
+    if (oversize && opts_.max_split_size.value % (2ULL << 20) == 0) {
+      if (b.addr != seg->addr || limit != seg->addr + seg->size) {
+        note(fmt::format("the pre-existing block at {:#x} ({} bytes rounded, at least max_split_size) does not fill "
+                         "its segment {:#x}",
+                         b.addr, rounded, seg->addr));
+        continue;
+      }
+      if (limit > end) ++h_.absorbed_remainders;
+      b.size = limit - b.addr;
+      continue;
+    }
     auto possible = [&](std::uint64_t remainder) {
       return oversize ? remainder < opts_.max_non_split_rounding_size.value : remainder <= kSmallSize;
     };

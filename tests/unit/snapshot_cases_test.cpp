@@ -196,15 +196,18 @@ TEST_CASE("snapshot cases: a remainder only a misplaced replay reveals", "[snaps
   CHECK(end_difference(t, r) == "");
 }
 
-TEST_CASE("snapshot cases: an oversize block's remainder is pinned by an allocation at the next block", "[snapshot]") {
-  // max_split_size 20 MiB. At the start segment A (60 MiB) holds B at A (requested 22 MiB, an
-  // oversize request) and N at A + 30 MiB (30 MiB). The 8 MiB gap is more than 1 MiB, so it may be
-  // free space, or B's remainder: an oversize request takes a cached block whole when it is
-  // smaller than request + max_non_split_rounding_size (20 MiB) and never splits it.
-  // History: N is freed, then Y (30 MiB) is allocated at A + 30 MiB while B is still live. Had the
-  // gap been free, N's free would have merged it into a 38 MiB block starting at A + 22 MiB and
-  // Y (oversize; 38 MiB < 30 + 20 MiB is acceptable) would have been carved from its low end,
-  // A + 22 MiB. Y at A + 30 MiB proves the gap was B's: B is 30 MiB (remainder 8 MiB < 20 MiB).
+TEST_CASE("snapshot cases: with max_split_size an oversize block is its whole segment", "[snapshot]") {
+  // max_split_size 20 MiB (a multiple of 2 MiB). A block of at least max_split_size is never
+  // split (should_split), and it comes either from a fresh segment (alloc_size = round_up(size,
+  // 2 MiB): the whole segment) or from a cached block of at least max_split_size, which by the
+  // same argument is a whole segment (segments made for smaller requests are at most
+  // round_up(request, 2 MiB) <= max_split_size, and their free blocks smaller still). So B at A,
+  // requested 22 MiB in a 30 MiB segment, is all 30 MiB: it took a cached 30 MiB segment
+  // (30 < 22 + max_non_split_rounding_size 20 MiB) and kept 8 MiB unsplit.
+  // History: while B is live, Z (5 MiB) cannot go behind B; no cached block fits, so a new
+  // segment of kLargeBuffer (20 MiB, the request is < 10 MiB) is taken at NA. Had the 8 MiB been
+  // taken for free space, the model would have carved Z from it at A + 22 MiB.
+  constexpr std::uint64_t NA = 0x30000000;
   Snap s;
   Fields div;
   for (int i = 0; i < 16; ++i) div.emplace_back(std::to_string(1 << i), I(0));
@@ -212,15 +215,14 @@ TEST_CASE("snapshot cases: an oversize block's remainder is pinned by an allocat
                   {"garbage_collection_threshold", F(0.0)},
                   {"expandable_segments", B(false)},
                   {"roundup_power2_divisions", D(div)}});
-  s.segment(A, 0, "large", {{60 * MiB, 0}});
-  s.free(A + 30 * MiB, 30 * MiB)                // 0, 1: N
-      .entry("alloc", A + 30 * MiB, 30 * MiB)  // 2: Y
-      .free(A, 22 * MiB)                       // 3, 4: B
-      .free(A + 30 * MiB, 30 * MiB);           // 5, 6: Y
+  s.segment(A, 0, "large", {{30 * MiB, 0}});
+  s.segment(NA, 0, "large", {{20 * MiB, 0}});
+  s.entry("segment_alloc", NA, 20 * MiB).entry("alloc", NA, 5 * MiB).free(A, 22 * MiB).free(NA, 5 * MiB);
   const Trace t = import(s);
   REQUIRE(t.initial_segments.size() == 1);
-  CHECK(layout(t.initial_segments[0]) == Layout{{30 * MiB, 0}, {30 * MiB, 1}});
+  CHECK(layout(t.initial_segments[0]) == Layout{{30 * MiB, 0}});
   CHECK(t.header.source["absorbed_remainders"] == 1);
+  CHECK(t.header.source["remainders_from_replay"] == 0);
   const Replay r = replay(t);
   CHECK(r.report.addresses.checked == 1);
   CHECK(r.report.addresses.mismatches == 0);
@@ -400,6 +402,7 @@ namespace {
 struct Recording {
   Snap snap;
   std::size_t allocs = 0;
+  bool oom = false;  // the recording ends with an allocation that failed
 };
 
 using Intervals = std::map<std::uint64_t, std::uint64_t>;
@@ -409,9 +412,14 @@ Intervals mapped_of(const std::vector<SeedSegment>& segs) {
   return out;
 }
 
-Recording record(const PyTorchOptions& o, ValuePtr settings, std::uint64_t seed, std::size_t steps, std::size_t cut) {
+// With a small `capacity` the model's release path runs (release_cached_blocks before a retry:
+// segment_free entries) and the recording ends at its first failed allocation (an oom entry
+// with device_free = capacity - reserved), as a program that does not catch it does.
+Recording record(const PyTorchOptions& o, ValuePtr settings, std::uint64_t seed, std::size_t steps, std::size_t cut,
+                 std::uint64_t capacity = 64 * GiB, std::uint64_t live_limit = GiB) {
   constexpr std::uint64_t kStreamValue[2] = {0, 7};  // cudaStream_t values; dense 0 and 1
-  PyTorchCachingAllocator m(Bytes{64 * GiB}, o);
+  PyTorchCachingAllocator m(Bytes{capacity}, o);
+  std::map<std::uint64_t, std::uint64_t> segment_stream;  // cudaMalloc segment -> stream value
   std::uint64_t state = seed;
   auto next = [&]() {
     state = state * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -430,16 +438,17 @@ Recording record(const PyTorchOptions& o, ValuePtr settings, std::uint64_t seed,
   Intervals mapped;
   std::uint64_t live_bytes = 0;
   for (std::size_t i = 0; i < steps; ++i) {
-    if (live.empty() || (next() % 100 < 55 && live_bytes < GiB)) {
+    if (live.empty() || (next() % 100 < 55 && live_bytes < live_limit)) {
       const std::uint64_t base = bases[next() % std::size(bases)];
       const std::uint64_t size = base - std::min(base - 1, next() % (base / 8 + 1));
       const std::uint32_t stream = next() % 5 == 0 ? 1 : 0;
-      const std::uint64_t mallocs = m.stats().device_mallocs;
+      const std::uint64_t mallocs = m.stats().device_mallocs, frees = m.stats().device_frees;
       const auto b = m.allocate(AllocRequest{Bytes{size}, stream});
-      REQUIRE(b.has_value());
-      if (m.stats().device_mallocs != mallocs) {
-        const Intervals now = mapped_of(*m.snapshot());
+      if (m.stats().device_mallocs != mallocs || m.stats().device_frees != frees) {
+        const std::vector<SeedSegment> segs = *m.snapshot();
+        const Intervals now = mapped_of(segs);
         if (o.expandable_segments) {
+          REQUIRE(m.stats().device_frees == frees);  // no unmapping in these recordings
           // Newly mapped pages: what `now` covers and `mapped` did not (ranges only grow here).
           for (const auto& [lo, hi] : now) {
             std::uint64_t at = lo;
@@ -453,13 +462,26 @@ Recording record(const PyTorchOptions& o, ValuePtr settings, std::uint64_t seed,
             }
           }
         } else {
+          for (const auto& [lo, hi] : mapped) {
+            const auto it = now.find(lo);
+            if (it == now.end() || it->second != hi) entry("segment_free", lo, hi - lo, segment_stream.at(lo));
+          }
           for (const auto& [lo, hi] : now) {
             if (!mapped.count(lo)) entry("segment_alloc", lo, hi - lo, kStreamValue[stream]);
           }
+          segment_stream.clear();
+          for (const SeedSegment& g : segs) segment_stream[g.addr] = kStreamValue[g.stream];
         }
         mapped = now;
       }
-      REQUIRE(m.stats().device_frees == 0);  // no release path in these recordings
+      if (!b) {
+        const std::uint64_t rounded = PyTorchCachingAllocator::round_size(size, o);
+        entries.push_back(D({{"action", S("oom")}, {"device_free", U(capacity - m.stats().reserved.value)},
+                             {"size", U(rounded)}, {"stream", U(kStreamValue[stream])},
+                             {"time_us", I(static_cast<std::int64_t>(entries.size()))}, {"frames", L({})}}));
+        rec.oom = true;
+        break;
+      }
       entry("alloc", b->addr, size, kStreamValue[stream]);
       live.emplace_back(*b, kStreamValue[stream]);
       live_bytes += size;
@@ -476,6 +498,7 @@ Recording record(const PyTorchOptions& o, ValuePtr settings, std::uint64_t seed,
     }
   }
   // The late start: drop the first `cut` entries, at an entry that is not a free_completed.
+  cut = std::min(cut, entries.size() / 2);
   while (cut < entries.size() && entries[cut]->get("action")->text == "free_completed") ++cut;
   for (std::size_t i = 0; i < cut; ++i) {
     if (entries[i]->get("action")->text == "alloc") --rec.allocs;
@@ -529,4 +552,39 @@ TEST_CASE("snapshot cases: recordings made by the model replay exactly after a l
       CHECK(end_difference(t, r) == "");
     }
   }
+}
+
+TEST_CASE("snapshot cases: recordings near the capacity replay exactly at it, releases and OOM included", "[snapshot]") {
+  // 1 GiB device, up to 900 MiB live: cudaMalloc failures make the model release its cached
+  // segments and retry (segment_free entries), and a recording ends at its first OOM. At the
+  // recorded capacity the replay releases the same segments and fails at the same request.
+  // Default settings only: with max_split_size 20 MiB one of 20 such recordings (seed 4)
+  // diverges after a release-and-retry (docs/import-torch-snapshot.md §5).
+  const std::vector<std::pair<PyTorchOptions, ValuePtr>> configs{
+      {PyTorchOptions{}, Snap::default_settings()},
+  };
+  std::size_t ooms = 0, releases = 0;
+  for (std::size_t c = 0; c < configs.size(); ++c) {
+    for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+      INFO("config " << c << ", seed " << seed);
+      const Recording rec = record(configs[c].first, configs[c].second, seed, 1500, 1200, GiB, 900 * MiB);
+      const Trace t = import(rec.snap);
+      CHECK(t.header.source["initial_state"] == "exact");
+      releases += t.header.source["actions"].value("segment_free", 0);
+      const Replay r = replay(t, Bytes{GiB});
+      CHECK(r.report.addresses.checked == rec.allocs);
+      CHECK(r.report.addresses.mismatches == 0);
+      CHECK(end_difference(t, r) == "");
+      if (rec.oom) {
+        ++ooms;
+        REQUIRE(r.report.status == RunStatus::OutOfMemory);
+        CHECK(t.header.source["ooms"][0]["capacity"] == GiB);
+        CHECK(r.report.oom->event_index == t.header.source["ooms"][0]["event"]);
+      } else {
+        CHECK(r.report.status == RunStatus::Completed);
+      }
+    }
+  }
+  CHECK(ooms > 0);      // the cases are exercised
+  CHECK(releases > 0);
 }
