@@ -13,6 +13,7 @@
 #include <cmath>
 #include <iterator>
 #include <map>
+#include <set>
 
 #include "../../src/export/pickle_writer.hpp"
 #include "coopsim/alloc/pytorch.hpp"
@@ -437,7 +438,9 @@ Recording record(const PyTorchOptions& o, ValuePtr settings, std::uint64_t seed,
   };
   Intervals mapped;
   std::uint64_t live_bytes = 0;
+  std::set<std::size_t> boundaries;  // entry index where each malloc / free call starts
   for (std::size_t i = 0; i < steps; ++i) {
+    boundaries.insert(entries.size());
     if (live.empty() || (next() % 100 < 55 && live_bytes < live_limit)) {
       const std::uint64_t base = bases[next() % std::size(bases)];
       const std::uint64_t size = base - std::min(base - 1, next() % (base / 8 + 1));
@@ -497,9 +500,9 @@ Recording record(const PyTorchOptions& o, ValuePtr settings, std::uint64_t seed,
       entry("free_completed", b.addr, b.requested.value, stream);
     }
   }
-  // The late start: drop the first `cut` entries, at an entry that is not a free_completed.
-  cut = std::min(cut, entries.size() / 2);
-  while (cut < entries.size() && entries[cut]->get("action")->text == "free_completed") ++cut;
+  // The late start: drop the first `cut` entries, at the start of a call (recording is switched
+  // on between calls; a cut inside one, e.g. within a release-and-retry, is a ring buffer's).
+  cut = *boundaries.lower_bound(std::min(cut, entries.size() / 2));
   for (std::size_t i = 0; i < cut; ++i) {
     if (entries[i]->get("action")->text == "alloc") --rec.allocs;
   }
@@ -558,10 +561,13 @@ TEST_CASE("snapshot cases: recordings near the capacity replay exactly at it, re
   // 1 GiB device, up to 900 MiB live: cudaMalloc failures make the model release its cached
   // segments and retry (segment_free entries), and a recording ends at its first OOM. At the
   // recorded capacity the replay releases the same segments and fails at the same request.
-  // Default settings only: with max_split_size 20 MiB one of 20 such recordings (seed 4)
-  // diverges after a release-and-retry (docs/import-torch-snapshot.md §5).
+  Fields div;
+  for (int i = 0; i < 16; ++i) div.emplace_back(std::to_string(1 << i), I(0));
+  PyTorchOptions mss;
+  mss.max_split_size = Bytes{20 * MiB};
   const std::vector<std::pair<PyTorchOptions, ValuePtr>> configs{
       {PyTorchOptions{}, Snap::default_settings()},
+      {mss, D({{"max_split_size", U(20 * MiB)}, {"expandable_segments", B(false)}, {"roundup_power2_divisions", D(div)}})},
   };
   std::size_t ooms = 0, releases = 0;
   for (std::size_t c = 0; c < configs.size(); ++c) {
