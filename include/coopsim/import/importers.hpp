@@ -25,8 +25,10 @@ struct DtrOptions {
 Trace import_dtr_log(const std::string& path, const DtrOptions& options = {}, const Limits& limits = {});
 
 // torch.cuda.memory._dump_snapshot() pickles (optionally .gz), read by coopsim's own
-// allow-list pickle reader (§2).
+// allow-list pickle reader (docs/import-torch-snapshot.md).
 struct TorchSnapshotOptions {
+  // The device whose history and segments become the trace (one trace per device); a device the
+  // file does not record is an error listing the recorded ones.
   int device = 0;
 };
 Trace import_torch_snapshot(const std::string& path, const TorchSnapshotOptions& options, const Limits& limits = {});
