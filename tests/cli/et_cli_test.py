@@ -13,6 +13,8 @@ import subprocess
 import sys
 import tempfile
 
+from et_fixtures import kineto_from_et
+
 COOPSIM = sys.argv[1]
 KINETO = "tests/data/kineto/et_kineto.json"
 ET = "tests/data/kineto/et_flat.json"
@@ -103,17 +105,7 @@ if os.path.isdir(SHARED):
     # The real 1.1.0-chakra ET has no Kineto trace of its own run: one made from its op nodes
     # (same pid, one Kineto thread per ET thread, start order) checks the chakra layout and the
     # structure: three ProfilerSteps, forward / backward / optimizer markers.
-    with gzip.open(resnet_et, "rt") as f:
-        et = json.load(f)
-    events = []
-    for i, node in enumerate(sorted(et["nodes"], key=lambda n: n["id"])):
-        attrs = {a["name"]: a["value"] for a in node["attrs"]}
-        name = node["name"]
-        if attrs.get("scope") == 7 or name.startswith(("[pytorch|profiler|", "## ")) or "#" in name:
-            continue
-        events.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": et["pid"], "tid": 1000 + attrs["tid"],
-                       "ts": i, "dur": 0})
-    synthetic = write("resnet_synthetic_kineto.json", json.dumps({"traceEvents": events}))
+    synthetic = kineto_from_et(resnet_et, os.path.join(tmp, "resnet_synthetic_kineto.json"), 0)
 
     def resnet(records):
         header = records[0]

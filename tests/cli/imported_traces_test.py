@@ -15,7 +15,6 @@ Skips (TAP plan 1..0) when ../shared/traces is absent.
 
 Usage: imported_traces_test.py PATH/TO/coopsim   (run from the project root)"""
 import concurrent.futures
-import gzip
 import json
 import os
 import re
@@ -23,6 +22,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+
+from et_fixtures import kineto_from_et
 
 COOPSIM = sys.argv[1]
 SHARED = os.path.join("..", "shared", "traces")
@@ -60,26 +61,6 @@ def parse_validate(text):
     return {k: int(v.group(1)) for k, v in m.items()}
 
 
-def kineto_from_et(et_path, out_path):
-    """A Kineto trace made from an ET's own op nodes (same pid, one thread per ET thread, start
-    order, 1 us each): the public resnet ET has no Kineto trace of its own run, and linked with
-    this one it gives a ResNet-50 training trace with dataflow (3 steps, batch-norm statistics and
-    gradients updated in place) to run every policy on."""
-    with gzip.open(et_path, "rt") as f:
-        et = json.load(f)
-    events = []
-    for i, node in enumerate(sorted(et["nodes"], key=lambda n: n["id"])):
-        attrs = {a["name"]: a["value"] for a in node["attrs"]}
-        name = node["name"]
-        if attrs.get("scope") == 7 or name.startswith(("[pytorch|profiler|", "## ")) or "#" in name:
-            continue
-        events.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": et["pid"], "tid": 1000 + attrs["tid"],
-                       "ts": i, "dur": 1})
-    with open(out_path, "w") as f:
-        json.dump({"traceEvents": events}, f)
-    return out_path
-
-
 def sources(tmp):
     """(label, importer arguments) for every importable file of ../shared/traces."""
     snaps = os.path.join(SHARED, "pytorch_snapshots")
@@ -99,7 +80,7 @@ def sources(tmp):
             out.append((f"kineto {f} --et {et}", ["kineto", os.path.join(chakra, f), "--et", os.path.join(chakra, et)]))
     resnet_et = os.path.join(chakra, "resnet_et.json.gz")
     if os.path.exists(resnet_et):
-        made = kineto_from_et(resnet_et, os.path.join(tmp, "resnet_et_own_kineto.json"))
+        made = kineto_from_et(resnet_et, os.path.join(tmp, "resnet_et_own_kineto.json"), 1)
         out.append(("resnet_et.json.gz with a Kineto trace made from its nodes", ["kineto", made, "--et", resnet_et]))
     return out
 

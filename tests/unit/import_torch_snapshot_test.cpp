@@ -40,27 +40,6 @@ std::string import_error(const ValuePtr& root, int device = 0) {
   return "(no error)";
 }
 
-struct Replay {
-  Report report;
-  std::vector<SeedSegment> end;
-  AllocatorStats stats;
-};
-
-// Keep policy, the recorded allocator settings, paranoid invariant checks after every event.
-Replay replay(const Trace& t, Bytes budget = Bytes{80 * GiB}) {
-  PyTorchCachingAllocator alloc(budget, torch_snapshot::allocator_options(t.header.extra.value(
-                                            "allocator_settings", nlohmann::json())));
-  KeepPolicy keep;
-  EngineOptions opt;
-  opt.budget = budget;
-  opt.paranoid = true;
-  Replay r;
-  run_engine(t, alloc, keep, opt, r.report);
-  r.end = *alloc.snapshot();
-  r.stats = alloc.stats();
-  return r;
-}
-
 std::vector<std::pair<std::uint64_t, std::uint32_t>> layout(const InitialSegment& s) {
   std::vector<std::pair<std::uint64_t, std::uint32_t>> out;
   for (const auto& b : s.blocks) out.emplace_back(b.size.value, b.tensor);

@@ -73,27 +73,6 @@ inline Trace import(const Snap& s, int device = 0) {
   return torch_snapshot::import_value(*pickle::parse(bytes, "snap.pickle"), "snap.pickle", TorchSnapshotOptions{device});
 }
 
-struct Replay {
-  Report report;
-  std::vector<SeedSegment> end;
-  AllocatorStats stats;
-};
-
-// Keep policy, the recorded allocator settings, invariant checks after every event.
-inline Replay replay(const Trace& t, Bytes budget = Bytes{80 * GiB}) {
-  PyTorchCachingAllocator alloc(budget, torch_snapshot::allocator_options(
-                                            t.header.extra.value("allocator_settings", nlohmann::json())));
-  KeepPolicy keep;
-  EngineOptions opt;
-  opt.budget = budget;
-  opt.paranoid = true;
-  Replay r;
-  run_engine(t, alloc, keep, opt, r.report);
-  r.end = *alloc.snapshot();
-  r.stats = alloc.stats();
-  return r;
-}
-
 inline std::string end_difference(const Trace& t, const Replay& r) {
   return torch_snapshot::compare_end_state(*torch_snapshot::final_segments(t), r.end).first_difference;
 }

@@ -8,7 +8,11 @@
 #include <utility>
 #include <vector>
 
+#include "coopsim/alloc/pytorch.hpp"
+#include "coopsim/engine.hpp"
 #include "coopsim/import/pickle.hpp"
+#include "coopsim/import/torch_snapshot.hpp"
+#include "coopsim/policy/keep.hpp"
 
 namespace snapshot_test {
 
@@ -154,5 +158,28 @@ struct Snap {
     return D(top);
   }
 };
+
+// A replay of an imported snapshot: keep policy, the recorded allocator settings, paranoid
+// invariant checks after every event; the model's end state and stats.
+struct Replay {
+  coopsim::Report report;
+  std::vector<coopsim::SeedSegment> end;
+  coopsim::AllocatorStats stats;
+};
+
+inline Replay replay(const coopsim::Trace& t, coopsim::Bytes budget = coopsim::Bytes{80 * GiB}) {
+  using namespace coopsim;
+  PyTorchCachingAllocator alloc(budget, torch_snapshot::allocator_options(
+                                            t.header.extra.value("allocator_settings", nlohmann::json())));
+  KeepPolicy keep;
+  EngineOptions opt;
+  opt.budget = budget;
+  opt.paranoid = true;
+  Replay r;
+  run_engine(t, alloc, keep, opt, r.report);
+  r.end = *alloc.snapshot();
+  r.stats = alloc.stats();
+  return r;
+}
 
 }  // namespace snapshot_test
