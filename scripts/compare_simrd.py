@@ -141,8 +141,8 @@ def main():
 
     jobs = [(os.path.abspath(a.simrd), l, heuristics, ratios) for l in logs]
     rows, agree, total, worst, peaks, identical = [], 0, 0, [], [], 0
-    print('| log | heuristic | ratio | simrd | simrd overhead | coopsim | coopsim overhead | diff | agree |')
-    print('|---|---|---|---|---|---|---|---|---|', flush=True)
+    print('| log | heuristic | ratio | simrd | simrd overhead | coopsim | coopsim overhead | diff | clock diff (ns) | agree |')
+    print('|---|---|---|---|---|---|---|---|---|---|', flush=True)
     # Logs stream in as simrd finishes them (smallest first), so a long run can be cut short.
     with multiprocessing.Pool(max(1, a.jobs)) as pool, tempfile.TemporaryDirectory() as work:
         for log, (s_mem, s_compute, s_points) in zip(logs, pool.imap(simrd_log, jobs, chunksize=1)):
@@ -163,8 +163,8 @@ def main():
                     row = (name, h, r, sv, so, cv, co, diff, same)
                     rows.append(row)
                     d = '' if math.isnan(diff) else '{:+.2%}'.format(diff)
-                    print('| {} | {} | {} | {} | {:.4f} | {} | {:.4f} | {} | {} |'.format(
-                        name, h, r, sv, so, cv, co, d, 'yes' if same else '**no**'), flush=True)
+                    print('| {} | {} | {} | {} | {:.4f} | {} | {:.4f} | {} | {} | {} |'.format(
+                        name, h, r, sv, so, cv, co, d, cclock - sclock, 'yes' if same else '**no**'), flush=True)
 
     print()
     print('## Summary')
