@@ -1,7 +1,7 @@
 // Kineto (PyTorch profiler) Chrome traces -> coopsim trace v1.
 //
-// Source format: ../shared/reference/trace-formats.md §3 (PyTorch profiler / Kineto
-// ChromeTraceLogger output; category names of 2021-era and 2023+ traces). Conversion rules
+// Source format: Kineto's Chrome-trace JSON (pytorch/kineto libkineto/src/output_json.cpp,
+// ChromeTraceLogger; category names of 2021-era and 2023+ traces; docs/import-kineto.md). Conversion rules
 // (user-facing description in docs/import-kineto.md):
 //  * Memory: the selected CUDA device's [memory] events ("Device Type" 1, "Device Id" =
 //    --device) become alloc / free events at their ts, paired into tensors by

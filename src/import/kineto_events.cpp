@@ -1,7 +1,7 @@
 // Kineto event classification: turns each parsed traceEvents element into a compact record
 // (CPU op, ProfilerStep, runtime call, GPU activity, memory / OOM event) and checks the types
 // of the fields it uses. Categories of both vocabularies are recognised
-// (../shared/reference/trace-formats.md §3.2): 2021-era Operator / Kernel / Runtime / Memcpy /
+// (docs/import-kineto.md, "What is read"): 2021-era Operator / Kernel / Runtime / Memcpy /
 // Memset and 2023+ cpu_op / kernel / cuda_runtime / cuda_driver / gpu_memcpy / gpu_memset /
 // user_annotation. Events of other kinds are skipped without checks.
 #include <fmt/format.h>

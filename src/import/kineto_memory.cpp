@@ -1,7 +1,7 @@
 // Pairing of Kineto [memory] events into tensor lifetimes (one device).
 //
 // Kineto reports every CUDA caching-allocator allocation and free as an instant event with
-// "Bytes" > 0 (alloc) or < 0 (free) (../shared/reference/trace-formats.md §3.3).
+// "Bytes" > 0 (alloc) or < 0 (free) (docs/import-kineto.md, "Memory").
 //  * Newer traces carry "Addr": a free releases the live allocation at that address; the
 //    sizes must agree.
 //  * 2021-era traces carry no address. Only the running sum of Bytes is exact; which tensor a

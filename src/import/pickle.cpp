@@ -2,7 +2,7 @@
 // pickle protocol specification, Lib/pickletools.py) and drives the plain-data stack machine
 // (pickle_builder.cpp). Anything that would import or call code is refused by opcode, before
 // any of its arguments is read. Rules and decisions: include/coopsim/import/pickle.hpp;
-// allowed subset: ../shared/reference/trace-formats.md §2.4.
+// the allowed subset is listed there too.
 #include "coopsim/import/pickle.hpp"
 
 #include <fmt/format.h>

@@ -2,7 +2,8 @@
 //
 // Encodings follow the Python pickle protocol specification (Lib/pickletools.py, and the
 // unpickler in Lib/pickle.py / Modules/_pickle.c, whose behaviour it copies where the spec is
-// silent); the allowed subset and the safety rules are ../shared/reference/trace-formats.md §2.4.
+// silent). The allowed subset: the plain-data opcodes a torch.cuda.memory._dump_snapshot()
+// pickle uses (dict / list / tuple / str / int / float / bool / None, protocol 4), below.
 //
 // Accepted: protocols 2 to 5 (a pickle without PROTO is read as well: its opcodes are checked
 // one by one all the same) and exactly the plain-data opcodes: PROTO FRAME STOP MARK POP POP_MARK
