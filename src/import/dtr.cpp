@@ -1,8 +1,7 @@
 // DTR prototype log -> coopsim trace v1.
 //
 // Semantics follow DTR's reference reader and simulator (uwsampl/dtr-prototype @eff53cc4:
-// simrd/simrd/parse/parse.py, parse/graph.py, tensor.py, runtime/v1.py), as summarised in
-// ../shared/reference/trace-formats.md §1.5-1.6 and algorithms.md §2.1-2.2:
+// simrd/simrd/parse/parse.py, parse/graph.py, tensor.py, runtime/v1.py):
 //   * three levels: names (handles) -> tensors -> storages; memory belongs to storages;
 //   * every CONSTANT and CALL result starts with one reference, COPY adds one, RELEASE drops one
 //     (a RELEASE of a name not defined since START is ignored), COPY_FROM moves one;

@@ -5,7 +5,6 @@
 // one object per line, the key INSTRUCTION selects the record, every value is a string except
 // ARGS / RESULT (arrays of names) and MUTATE (array of argument indices). The field set per
 // instruction is the one the reference reader simrd/simrd/parse/parse.py reads.
-// (../shared/reference/trace-formats.md §1.2-1.3.)
 #pragma once
 
 #include <zlib.h>
