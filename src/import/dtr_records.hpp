@@ -68,8 +68,8 @@ class DtrLogReader {
   std::uint64_t line_ = 0;
 };
 
-// The public logs are named "<model>-<batch>-<budget>-<date>-default.log" (trace-formats.md
-// §1.1); nullopt for a file name of another shape. A ".gz" suffix is ignored.
+// The public logs are named "<model>-<batch>-<budget>-<date>-default.log" (uwsampl/dtr-prototype
+// @eff53cc4 simrd/logs.zip); nullopt for a file name of another shape. A ".gz" suffix is ignored.
 struct LogName {
   std::string model, batch, budget;
 };

@@ -11,7 +11,7 @@
 namespace coopsim {
 
 // DTR prototype logs (JSON Lines: ANNOTATE, CONSTANT, MEMORY, CALL, ALIAS, COPY, RELEASE,
-// MUTATE, COPY_FROM), with DTR's semantics (../shared/reference/trace-formats.md §1).
+// MUTATE, COPY_FROM), with DTR's semantics (docs/import-dtr.md).
 struct DtrOptions {
   // false: MUTATE is an in-place op (the storage keeps its address; DTR's prototype);
   // true: copy-on-write as DTR's reference simulator simrd models it (a fresh storage per
