@@ -1,6 +1,6 @@
 // The CLI's commands as library functions: main.cpp parses arguments into these structs and
 // calls them. Each returns the process exit status and throws coopsim::Error on bad input.
-// Output files are written to a temporary name and renamed, so a failed command leaves none.
+// Output files go through OutputFile (coopsim/output_file.hpp), so a failed command leaves none.
 #pragma once
 
 #include <cstdint>
@@ -127,7 +127,8 @@ struct ReplayGpuArgs {
 };
 int command_replay_gpu(const ReplayGpuArgs& args, std::ostream& out);
 
-// Write `content` to `path` atomically (temporary file + rename).
+// Write `content` to `path` through an OutputFile (coopsim/output_file.hpp): a temporary file
+// renamed over a regular target, direct writes to a FIFO or character device.
 void write_file_atomic(const std::string& path, const std::string& content);
 
 }  // namespace coopsim

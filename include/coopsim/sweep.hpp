@@ -143,6 +143,23 @@ void write_results(const std::filesystem::path& dir, const Manifest& m, const Fi
 // Creates DIR (and its parents); Error "DIR: cannot create the output directory (why)".
 void make_output_dir(const std::filesystem::path& dir);
 
+// An exclusive flock(2) on DIR/.coopsim.lock for the object's lifetime, taken by `sweep` and
+// `merge` before they look at DIR, so two of them never write one directory. A second one gets
+// Error "DIR: another sweep is writing here (lock DIR/.coopsim.lock held by pid N)". The kernel
+// drops the lock when its holder exits, so a crashed sweep leaves no stale lock; the file itself
+// stays (removing it would let a third process lock a new file while a second holds the old).
+class DirLock {
+ public:
+  explicit DirLock(const std::filesystem::path& dir);
+  ~DirLock();
+  DirLock(const DirLock&) = delete;
+  DirLock& operator=(const DirLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+inline constexpr const char* kLockFile = ".coopsim.lock";
+
 // Fields of one CSV line (RFC 4180 quoting).
 std::vector<std::string> split_csv_line(const std::string& line);
 

@@ -163,8 +163,12 @@ Trace load_trace(const std::string& path, const Limits& limits = {});
 // exceeded.
 void check_limits(const Trace& trace, const Limits& limits, const std::string& file);
 
-// Write a trace in v1 form (gzip when path ends in .gz). Writes to a temporary file and renames,
-// so no partial output is left on error.
+// Write a trace in v1 form (gzip when path ends in .gz) through an OutputFile
+// (coopsim/output_file.hpp), so no partial output is left on error. The second form writes to
+// an OutputFile the caller opened earlier (commands open their outputs before the long work)
+// and commits it.
+class OutputFile;
 void write_trace(const Trace& trace, const std::string& path);
+void write_trace(const Trace& trace, OutputFile& out);
 
 }  // namespace coopsim

@@ -8,12 +8,17 @@ views, mutations and the shapes of its arguments all match. Anything else gets a
 never changes what the trace says, only how compactly it says it.
 
 Writer rules: header keys in the documented order, integers only (time_unit ns), definitions before
-events, gzip chosen by a '.gz' suffix with a zero mtime (byte-identical output for identical input),
-written to OUT.tmp and renamed over OUT; on any error the temporary file is removed.
+events, gzip chosen by a '.gz' suffix with a zero mtime (byte-identical output for identical input).
+The file is written by coopsim's output rules (docs/user-guide.md, "Output files"): a temporary file
+from mkstemp in OUT's directory renamed over OUT and removed on any error; a FIFO or character
+device written directly; a symbolic link written through (a link to nothing is refused).
 """
+import contextlib
 import gzip
 import json
 import os
+import stat
+import tempfile
 
 ROLES = ("parameter", "input", "activation", "gradient", "optimizer_state", "workspace", "other")
 PHASE_ROLE = {"forward": "activation", "backward": "gradient", "optimizer": "other", "setup": "other"}
@@ -184,22 +189,49 @@ class TraceBuilder:
                 yield _dump({"kind": "mark", "label": target, "t": clock})
 
     def write(self, path, header):
-        """Writes header + records to path atomically (path.tmp, then rename)."""
-        tmp = path + ".tmp"
-        try:
-            with open(tmp, "wb") as raw:
-                if path.endswith(".gz"):
-                    with gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=9, mtime=0) as gz:
-                        _write_lines(gz, self.lines(header))
-                else:
-                    _write_lines(raw, self.lines(header))
-                raw.flush()
-                os.fsync(raw.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-            raise
+        """Writes header + records to path (see the module's docstring for how)."""
+        with output_file(path) as raw:
+            if path.endswith(".gz"):
+                with gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=9, mtime=0) as gz:
+                    _write_lines(gz, self.lines(header))
+            else:
+                _write_lines(raw, self.lines(header))
+
+
+@contextlib.contextmanager
+def output_file(path):
+    """A binary file object for path, committed when the block ends without an exception."""
+    try:
+        st = os.stat(path)  # follows links: a link is written through to its file
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise OSError(f"{path}: cannot write output file: it is a symbolic link to a missing file") from None
+        st = None
+    if st is not None and (stat.S_ISFIFO(st.st_mode) or stat.S_ISCHR(st.st_mode)):
+        with open(path, "wb") as f:  # a pipe or /dev/null: never replaced by a regular file
+            yield f
+        return
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise OSError(f"{path}: cannot write output file: it is not a regular file, FIFO or character device")
+    target = os.path.realpath(path)
+    # mkstemp: O_CREAT|O_EXCL under a random name, so nothing planted can be followed.
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=os.path.basename(target)[:200] + ".",
+                               suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
+        if st is not None:
+            mode = st.st_mode & 0o7777
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def _dump(obj):

@@ -1,14 +1,51 @@
 // coopsim command line: parses arguments with CLI11 and calls the library's commands.
 #include <CLI/CLI.hpp>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <iostream>
 
 #include "coopsim/commands.hpp"
 #include "coopsim/error.hpp"
+#include "coopsim/output_file.hpp"
 #include "coopsim_config.h"
+#include "stdout_sink.hpp"
+
+namespace {
+
+int run_command(CLI::App& app, int argc, char** argv);
+
+// A report that never reached standard output (a full disk, `> /dev/full`) is a failed command:
+// one line says so, and the status is 1 unless it is already non-zero.
+int finish_stdout(int status, const coopsim::cli::StdoutSink* sink) {
+  std::cout.flush();
+  errno = 0;
+  const bool failed = std::fflush(stdout) != 0 || std::ferror(stdout) != 0 || std::cout.fail() ||
+                      (sink != nullptr && sink->error() != 0);
+  if (!failed) return status;
+  const int err = sink != nullptr && sink->error() != 0 ? sink->error() : errno;
+  std::cerr << "coopsim: error: cannot write to standard output" << (err != 0 ? ": " : "")
+            << (err != 0 ? std::strerror(err) : "") << "\n";
+  return status != 0 ? status : 1;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
+  coopsim::install_output_signal_cleanup();
+  static coopsim::cli::StdoutSink sink;  // static: it outlives every use of std::cout
+  const bool own_buffer = isatty(STDOUT_FILENO) == 0;
+  std::streambuf* const stdio_buffer = own_buffer ? std::cout.rdbuf(&sink) : nullptr;
   CLI::App app{"coopsim " COOPSIM_VERSION " — trace-driven simulator of GPU memory management"};
+  const int status = finish_stdout(run_command(app, argc, argv), own_buffer ? &sink : nullptr);
+  if (own_buffer) std::cout.rdbuf(stdio_buffer);
+  return status;
+}
+
+namespace {
+
+int run_command(CLI::App& app, int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", COOPSIM_VERSION);
 
@@ -154,3 +191,5 @@ int main(int argc, char** argv) {
   }
   return 0;
 }
+
+}  // namespace

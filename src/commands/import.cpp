@@ -8,6 +8,7 @@
 #include "coopsim/import/importers.hpp"
 #include "coopsim/import/torch_snapshot.hpp"
 #include "coopsim/limits.hpp"
+#include "coopsim/output_file.hpp"
 
 namespace coopsim {
 
@@ -19,23 +20,28 @@ int command_import(const ImportArgs& args, std::ostream& out) {
     section[s.substr(0, eq)] = parse_override_value(s.substr(eq + 1));
   }
   const Limits limits = limits_from_json(section);
-  Trace trace;
+  if (args.kind != "dtr" && args.kind != "torch-snapshot" && args.kind != "kineto") {
+    throw ConfigError("import", "unknown trace kind '" + args.kind + "' (valid: dtr, torch-snapshot, kineto)");
+  }
   if (args.kind != "dtr" && args.compat != "coopsim") {
     throw ConfigError("import --compat", "only dtr logs have a compatibility profile");
   }
+  if (args.kind == "dtr" && args.compat != "coopsim" && args.compat != "simrd") {
+    throw ConfigError("import --compat", "unknown profile '" + args.compat + "' (valid: coopsim, simrd)");
+  }
+  const NamedPath outputs[] = {{"--output", args.output}};
+  const NamedPath inputs[] = {{"the input", args.input}, {"--et", args.et}};
+  check_output_paths(outputs, inputs);
+  OutputFile file(args.output);  // opened before the import, so a bad output fails at once
+  Trace trace;
   if (args.kind == "dtr") {
-    if (args.compat != "coopsim" && args.compat != "simrd") {
-      throw ConfigError("import --compat", "unknown profile '" + args.compat + "' (valid: coopsim, simrd)");
-    }
     trace = import_dtr_log(args.input, DtrOptions{args.copy_on_write, args.compat == "simrd"}, limits);
   } else if (args.kind == "torch-snapshot") {
     trace = import_torch_snapshot(args.input, TorchSnapshotOptions{args.device}, limits);
-  } else if (args.kind == "kineto") {
-    trace = import_kineto(args.input, KinetoOptions{args.device, args.et}, limits);
   } else {
-    throw ConfigError("import", "unknown trace kind '" + args.kind + "' (valid: dtr, torch-snapshot, kineto)");
+    trace = import_kineto(args.input, KinetoOptions{args.device, args.et}, limits);
   }
-  write_trace(trace, args.output);
+  write_trace(trace, file);
   const TraceSummary s = summarize(trace);
   out << fmt::format("{} -> {}: {} tensors, {} ops, {} events, peak live {} ({} bytes)\n", args.input, args.output,
                      s.tensors, s.ops, s.events, format_bytes(s.peak_live), s.peak_live.value);

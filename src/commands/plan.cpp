@@ -5,6 +5,7 @@
 
 #include "coopsim/commands.hpp"
 #include "coopsim/error.hpp"
+#include "coopsim/output_file.hpp"
 #include "coopsim/plan/check.hpp"
 #include "coopsim/plan/planner.hpp"
 #include "coopsim/plan/problem.hpp"
@@ -31,8 +32,13 @@ int command_plan(const PlanArgs& args, std::ostream& out) {
   options.bf_quirk = !args.no_bf_quirk;
   options.capacity = args.capacity;
   options.time_limit_s = args.time_limit_s;
+  const NamedPath outputs[] = {{"--output", args.output}};
+  const NamedPath inputs[] = {{"the problem", args.problem}};
+  check_output_paths(outputs, inputs);
+  OutputFile solution(args.output);  // opened before the search, which may take --time-limit
   const auto result = plan::plan(problem, options);
-  write_file_atomic(args.output, plan::format_solution(problem, result.offsets));
+  solution.write(plan::format_solution(problem, result.offsets));
+  solution.commit();
   std::ostringstream ratio;
   if (result.lower_bound > 0)
     ratio << std::fixed << std::setprecision(4)

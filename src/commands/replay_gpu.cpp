@@ -2,6 +2,7 @@
 // Without CUDA (COOPSIM_HAVE_CUDA = 0) replay-gpu exists and says how it was built.
 #include <fmt/format.h>
 
+#include <optional>
 #include <ostream>
 
 #include "coopsim/commands.hpp"
@@ -15,10 +16,10 @@
 
 namespace coopsim {
 
-void write_plan_export(const RunArgs& args, const Trace& trace, const RunLog& log, const Report& report) {
+void write_plan_export(const Trace& trace, const RunLog& log, const Report& report, OutputFile& out) {
   const gpu::Plan plan = gpu::plan_from_runlog(trace, log, report, log.link);
-  gpu::check_plan(plan, args.plan_out);  // an export the checker rejects is a coopsim bug: fail loudly
-  write_file_atomic(args.plan_out, gpu::plan_to_text(plan));
+  gpu::check_plan(plan, out.path());  // an export the checker rejects is a coopsim bug: fail loudly
+  out.write(gpu::plan_to_text(plan));
 }
 
 int command_replay_gpu(const ReplayGpuArgs& args, std::ostream& out) {
@@ -26,6 +27,13 @@ int command_replay_gpu(const ReplayGpuArgs& args, std::ostream& out) {
   if (args.iterations < 1) throw ConfigError("--iterations", "must be at least 1");
   if (args.warmup < 0) throw ConfigError("--warmup", "must not be negative");
   if (args.sample_stride < 1) throw ConfigError("--sample-stride", "must be at least 1");
+  const NamedPath outputs[] = {{"--output", args.output}, {"--calibrate-link", args.calibrate_link}};
+  const NamedPath inputs[] = {{"the plan", args.plan}};
+  check_output_paths(outputs, inputs);
+  // Opened before the replay, so a bad output fails before the GPU work.
+  std::optional<OutputFile> report_file, link_file;
+  if (!args.output.empty()) report_file.emplace(args.output);
+  if (!args.calibrate_link.empty()) link_file.emplace(args.calibrate_link);
   const gpu::Plan plan = gpu::load_plan(args.plan, !args.skip_check);
   std::string why;
   if (gpu::cuda::device_count(why) <= args.device) {
@@ -43,10 +51,10 @@ int command_replay_gpu(const ReplayGpuArgs& args, std::ostream& out) {
   const auto samples = gpu::cuda::measure_link(5);
   const gpu::LinkFit d2h = gpu::fit_link(samples, true), h2d = gpu::fit_link(samples, false);
   const auto report = gpu::replay_report_json(plan, args.plan, device, settings, m, d2h, h2d);
-  if (!args.output.empty()) write_file_atomic(args.output, report.dump(2) + "\n");
-  if (!args.calibrate_link.empty()) {
-    write_file_atomic(args.calibrate_link, gpu::link_preset_json(d2h, h2d, device.name).dump(2) + "\n");
-  }
+  if (report_file) report_file->write(report.dump(2) + "\n");
+  if (link_file) link_file->write(gpu::link_preset_json(d2h, h2d, device.name).dump(2) + "\n");
+  if (report_file) report_file->commit();
+  if (link_file) link_file->commit();
   const auto& it = report.at("iteration");
   out << fmt::format("{}: {} steps on {} (driver {}, runtime {})\n", args.plan, plan.steps.size(), device.name,
                      report.at("device").at("driver_version").get<std::string>(),

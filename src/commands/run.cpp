@@ -87,6 +87,7 @@ int command_run(const RunArgs& args, std::ostream& out) {
                                 std::to_string(runs.size()));
   }
 
+  RunOutputs files(args);  // checked and opened before the trace is read
   const Trace trace = load_trace(args.trace, config_limits(base));
   if (std::any_of(percents.begin(), percents.end(), [](const auto& p) { return p.has_value(); })) {
     const Bytes peak = summarize(trace).peak_live;
@@ -121,21 +122,19 @@ int command_run(const RunArgs& args, std::ostream& out) {
         largest.value == 0 ? 1.0 : static_cast<double>(r.budget.value) / static_cast<double>(largest.value);
   }
 
-  if (!args.json_out.empty()) {
-    std::string text;
+  if (files.json) {
     if (reports.size() == 1) {
-      text = to_json(reports[0]).dump(2) + "\n";
+      files.json->write(to_json(reports[0]).dump(2) + "\n");
     } else {
       nlohmann::ordered_json arr = nlohmann::ordered_json::array();
       for (const auto& r : reports) arr.push_back(to_json(r));
-      text = arr.dump(2) + "\n";
+      files.json->write(arr.dump(2) + "\n");
     }
-    write_file_atomic(args.json_out, text);
   }
-  if (!args.csv_out.empty()) {
+  if (files.csv) {
     std::string text = csv_header() + "\n";
     for (const auto& r : reports) text += csv_row(r) + "\n";
-    write_file_atomic(args.csv_out, text);
+    files.csv->write(text);
   }
   if (args.json_stdout) {
     if (reports.size() == 1) {
@@ -152,9 +151,10 @@ int command_run(const RunArgs& args, std::ostream& out) {
       write_summary_table(out, reports);
     }
   }
-  if (args.wants_log()) {
-    if (const int status = write_run_exports(args, trace, log, reports[0], std::cerr); status != 0) return status;
-  }
+  int validate_status = 0;
+  if (args.wants_log()) validate_status = write_run_exports(args, trace, log, reports[0], files, std::cerr);
+  files.commit_all();
+  if (validate_status != 0) return validate_status;
   bool any_oom = false;
   for (const auto& r : reports) any_oom = any_oom || r.status == RunStatus::OutOfMemory;
   if (args.check_addresses) {

@@ -3,21 +3,32 @@
 // event log.
 #pragma once
 
+#include <optional>
 #include <ostream>
 
 #include "coopsim/commands.hpp"
+#include "coopsim/output_file.hpp"
 #include "coopsim/report.hpp"
 #include "coopsim/runlog.hpp"
 #include "coopsim/trace.hpp"
 
 namespace coopsim {
 
-// Writes every export `args` asks for (atomically) and runs the validator when asked. Returns
-// the exit status: 0, or 5 when the validator found violations (printed to `err`, one per line).
+// Every file `coopsim run` writes. They are checked (no output is an input, no two are one file)
+// and opened before the trace is read, so a bad output fails at once rather than after the runs,
+// and committed together at the end: a failure on the way leaves none of them.
+struct RunOutputs {
+  std::optional<OutputFile> json, csv, timeline, memory_map, torch_snapshot, plan;
+  explicit RunOutputs(const RunArgs& args);
+  void commit_all();
+};
+
+// Writes every export `args` asks for and runs the validator when asked. Returns the exit
+// status: 0, or 5 when the validator found violations (printed to `err`, one per line).
 int write_run_exports(const RunArgs& args, const Trace& trace, const RunLog& log, const Report& report,
-                      std::ostream& err);
+                      RunOutputs& files, std::ostream& err);
 
 // --plan: the run's plan for replay-gpu (src/commands/replay_gpu.cpp, docs/plan-format.md).
-void write_plan_export(const RunArgs& args, const Trace& trace, const RunLog& log, const Report& report);
+void write_plan_export(const Trace& trace, const RunLog& log, const Report& report, OutputFile& out);
 
 }  // namespace coopsim

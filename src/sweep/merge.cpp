@@ -85,10 +85,11 @@ int command_merge(const MergeArgs& args, std::ostream& out) {
   }
 
   const fs::path dir(args.output);
+  make_output_dir(dir);
+  const DirLock lock(dir);
   if (fs::exists(dir / "sweep.json") || fs::exists(dir / "results.csv")) {
     throw Error(args.output + ": holds a sweep's output: choose another -o");
   }
-  make_output_dir(dir);
   Manifest merged = first.manifest;
   merged.shard.reset();
   write_results(dir, merged, all);

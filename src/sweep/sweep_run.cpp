@@ -7,13 +7,13 @@
 
 #include <atomic>
 #include <chrono>
-#include <fstream>
 #include <iostream>
 #include <mutex>
 #include <thread>
 
 #include "coopsim/commands.hpp"
 #include "coopsim/error.hpp"
+#include "coopsim/output_file.hpp"
 #include "coopsim/sweep.hpp"
 #include "coopsim_config.h"
 
@@ -117,6 +117,14 @@ int command_sweep(const SweepArgs& args, std::ostream& out) {
   const Manifest manifest{COOPSIM_VERSION, plan.hash, plan.runs.size(), plan.searches.size(), shard};
 
   const fs::path dir(args.output);
+  std::vector<NamedPath> outputs, inputs{{"the sweep config", args.config}};
+  for (const char* name : {"sweep.json", "results.csv", "results.json", kJournal, "minbudget.csv"}) {
+    outputs.push_back({"the sweep output", (dir / name).string()});
+  }
+  for (std::size_t i = 0; i < cfg.traces.size(); ++i) inputs.push_back({"the trace", resolve_trace_path(cfg, i)});
+  check_output_paths(outputs, inputs);
+  make_output_dir(dir);
+  const DirLock lock(dir);  // before looking at what DIR holds: another sweep may be writing it
   const bool earlier = fs::exists(dir / "sweep.json") || fs::exists(dir / "results.csv");
   if (earlier && !args.resume) {
     throw Error(args.output + ": holds a sweep's output: pass --resume to continue it, or choose another -o");
@@ -139,21 +147,23 @@ int command_sweep(const SweepArgs& args, std::ostream& out) {
   }
   const std::size_t resumed_runs = done.rows.size(), resumed = resumed_runs + done.search_rows.size();
 
-  // Start the directory from what is kept: the manifest, then each file rewritten without cut lines.
-  make_output_dir(dir);
+  // Start the directory from what is kept: the manifest, then each file rewritten without cut
+  // lines, published under its final name and kept open: results are appended as they finish.
   write_file_atomic((dir / "sweep.json").string(), manifest_json(manifest).dump(2) + "\n");
   std::string csv = results_csv_header() + "\n", journal, mb = minbudget_csv_header() + "\n";
   for (const auto& [i, row] : done.rows) csv += row + "\n";
   for (const auto& [i, e] : done.entries) journal += e.dump() + "\n";
   for (const auto& [i, row] : done.search_rows) mb += row + "\n";
-  write_file_atomic((dir / "results.csv").string(), csv);
-  write_file_atomic((dir / kJournal).string(), journal);
-  if (!plan.searches.empty()) write_file_atomic((dir / "minbudget.csv").string(), mb);
-  std::ofstream csv_out(dir / "results.csv", std::ios::app | std::ios::binary);
-  std::ofstream journal_out(dir / kJournal, std::ios::app | std::ios::binary);
-  std::ofstream mb_out;
-  if (!plan.searches.empty()) mb_out.open(dir / "minbudget.csv", std::ios::app | std::ios::binary);
-  if (!csv_out || !journal_out || (!plan.searches.empty() && !mb_out)) throw Error(args.output + ": cannot write");
+  auto start_file = [&](const char* name, const std::string& text) {
+    OutputFile f((dir / name).string());
+    f.write(text);
+    f.publish();
+    return f;
+  };
+  OutputFile csv_out = start_file("results.csv", csv);
+  OutputFile journal_out = start_file(kJournal, journal);
+  std::optional<OutputFile> mb_out;
+  if (!plan.searches.empty()) mb_out.emplace(start_file("minbudget.csv", mb));
 
   Progress progress(shard_size(plan.runs.size(), slice) + shard_size(plan.searches.size(), slice), resumed);
   std::mutex mu;
@@ -177,8 +187,7 @@ int command_sweep(const SweepArgs& args, std::ostream& out) {
           const std::string row = minbudget_csv_row(cfg, s, res);
           const std::lock_guard lock(mu);
           if (halt) return;
-          mb_out << row << "\n" << std::flush;
-          if (!mb_out) throw Error((dir / "minbudget.csv").string() + ": write failed");
+          mb_out->write(row + "\n");
           done.search_rows.emplace(s.index, row);
           progress.finished(fmt::format("minbudget {} {} {} {}: {}", cfg.traces[s.trace], s.allocator, s.policy,
                                         cfg.variants[s.variant].name, res.found ? format_bytes(res.budget) : "none"));
@@ -192,9 +201,8 @@ int command_sweep(const SweepArgs& args, std::ostream& out) {
           const std::string line = entry.dump();
           const std::lock_guard lock(mu);
           if (halt) return;
-          csv_out << row << "\n" << std::flush;
-          journal_out << line << "\n" << std::flush;
-          if (!csv_out || !journal_out) throw Error(args.output + ": write failed (results.csv or " + kJournal + ")");
+          csv_out.write(row + "\n");
+          journal_out.write(line + "\n");
           done.rows.emplace(r.index, row);
           done.entries.emplace(r.index, std::move(entry));
           progress.finished(fmt::format("run {} {} {} {} {} {}: {}", r.index, cfg.traces[r.trace], r.allocator,
@@ -214,10 +222,10 @@ int command_sweep(const SweepArgs& args, std::ostream& out) {
   for (unsigned i = 0; i < jobs; ++i) pool.emplace_back(work);
   for (auto& th : pool) th.join();
   progress.close();
-  csv_out.close();
-  journal_out.close();
-  mb_out.close();
   if (failure) std::rethrow_exception(failure);
+  csv_out.commit();
+  journal_out.commit();
+  if (mb_out) mb_out->commit();
   if (halt) {
     std::cerr << fmt::format("coopsim: sweep: stopped after {} results (--stop-after); --resume continues\n", recorded);
     return 0;

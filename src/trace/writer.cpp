@@ -1,15 +1,16 @@
 // Writer for coopsim trace format v1 (docs/trace-format.md): header, all tensor definitions,
 // all op definitions, then the events, times in the header's unit (exact decimals). gzip when
-// the path ends in ".gz". Output goes to path + ".tmp" and is renamed into place at the end.
+// the path ends in ".gz". Output goes through an OutputFile (temporary file, renamed at the end).
 #include <fmt/format.h>
+#include <fcntl.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
-#include <system_error>
 
 #include "coopsim/error.hpp"
+#include "coopsim/output_file.hpp"
 #include "coopsim/text.hpp"
 #include "coopsim/trace.hpp"
 #include "trace_detail.hpp"
@@ -23,16 +24,25 @@ class Writer {
  public:
   Writer(const Trace& trace, const std::string& path) : trace_(trace), path_(path) {}
 
-  void run() {
+  // Rejects what the loader would not read back; nothing is opened.
+  void check_all() {
     const auto exp = trace_detail::time_unit_exponent(trace_.header.time_unit);
     if (!exp) fail(fmt::format("unknown time_unit '{}'", trace_.header.time_unit));
     exp_ = *exp;
     check();
-    const std::string tmp = path_ + ".tmp";
+  }
+
+  // Writes everything and commits `out`; check_all() must have passed.
+  void run(OutputFile& out) {
     const bool gz = path_.size() >= 3 && path_.compare(path_.size() - 3, 3, ".gz") == 0;
-    errno = 0;
-    file_ = gzopen(tmp.c_str(), gz ? "wb6" : "wbT");
-    if (file_ == nullptr) fail(fmt::format("cannot create '{}': {}", tmp, std::strerror(errno)));
+    // zlib owns (and closes) a duplicate, so `out` keeps its own descriptor for commit().
+    const int fd = ::fcntl(out.fd(), F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) io_fail(std::strerror(errno));
+    file_ = gzdopen(fd, gz ? "wb6" : "wbT");
+    if (file_ == nullptr) {
+      ::close(fd);
+      io_fail("out of memory");
+    }
     try {
       header();
       for (const auto& t : trace_.tensors) tensor(t);
@@ -43,25 +53,25 @@ class Writer {
       flush();
       gzFile f = file_;
       file_ = nullptr;
-      if (gzclose_w(f) != Z_OK) fail(fmt::format("cannot write '{}'", tmp));
-      std::error_code ec;
-      std::filesystem::rename(tmp, path_, ec);
-      if (ec) fail(fmt::format("cannot rename '{}' to '{}': {}", tmp, path_, ec.message()));
+      errno = 0;
+      if (gzclose_w(f) != Z_OK) io_fail(errno != 0 ? std::strerror(errno) : "zlib could not finish the stream");
     } catch (...) {
       if (file_ != nullptr) gzclose_w(file_);
       file_ = nullptr;
-      std::error_code ec;
-      std::filesystem::remove(tmp, ec);
       throw;
     }
+    out.commit();
   }
 
  private:
   [[noreturn]] void fail(const std::string& why) const {
     throw Error(fmt::format("cannot write trace '{}': {}", path_, why));
   }
+  // The same words as OutputFile's own write errors.
+  [[noreturn]] void io_fail(const std::string& why) const {
+    throw Error(path_ + ": cannot write output file: " + why);
+  }
 
-  // Reject what the loader would not read back, before creating any file.
   void check() const {
     const auto nt = trace_.tensors.size();
     for (const auto& t : trace_.tensors) {
@@ -290,7 +300,7 @@ class Writer {
       if (gzwrite(file_, buf_.data() + done, n) != static_cast<int>(n)) {
         int err = Z_OK;
         const char* msg = gzerror(file_, &err);
-        fail(fmt::format("write error: {}", err == Z_ERRNO ? std::strerror(errno) : msg));
+        io_fail(err == Z_ERRNO ? std::strerror(errno) : msg);
       }
       done += n;
     }
@@ -306,6 +316,17 @@ class Writer {
 
 }  // namespace
 
-void write_trace(const Trace& trace, const std::string& path) { Writer(trace, path).run(); }
+void write_trace(const Trace& trace, const std::string& path) {
+  Writer writer(trace, path);
+  writer.check_all();  // before creating any file
+  OutputFile out(path);
+  writer.run(out);
+}
+
+void write_trace(const Trace& trace, OutputFile& out) {
+  Writer writer(trace, out.path());
+  writer.check_all();
+  writer.run(out);
+}
 
 }  // namespace coopsim

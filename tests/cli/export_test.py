@@ -205,7 +205,7 @@ bad("--validate with every policy", ["run", TRACE, "-p", "all", "--validate"],
 for flag, name in (("--timeline", "t.json"), ("--memory-map", "m.svg"), ("--torch-snapshot", "s.pickle")):
     target = path(os.path.join("no-such-dir", name))
     bad(f"{flag} into a missing directory", ["run", TRACE, "-q", flag, target],
-        f"coopsim: error: {target}: cannot write output file", (target,))
+        f"coopsim: error: {target}: cannot write output file: No such file or directory", (target,))
 code, _, err = run("run", TRACE, "--memory-map", path("c.svg"), "--memory-map-colour", "size")
 case("--memory-map-colour takes role or cost only (a usage error, before anything runs)",
      code != 0 and err.splitlines()[0] == "--memory-map-colour: size not in {role,cost}" and not os.path.exists(path("c.svg")), err)

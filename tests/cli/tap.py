@@ -1,0 +1,16 @@
+"""TAP output shared by the CLI tests: cases collected as (name, ok, detail), printed at the end."""
+import shutil
+import sys
+
+
+def finish(results, scratch=None):
+    """Prints the TAP plan and one line per case (the detail of a failure as a comment), removes
+    the scratch directory, and exits 0 when every case passed, else 1."""
+    print(f"1..{len(results)}")
+    for i, (name, ok, detail) in enumerate(results, 1):
+        print(f"{'ok' if ok else 'not ok'} {i} - {name}")
+        if not ok:
+            print(f"# {detail}")
+    if scratch:
+        shutil.rmtree(scratch, ignore_errors=True)
+    sys.exit(0 if all(ok for _, ok, _ in results) else 1)
