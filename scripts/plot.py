@@ -28,6 +28,8 @@ import os
 import sys
 from collections import OrderedDict
 
+from coopsim_record.trace import output_file
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -67,7 +69,8 @@ def save(fig, out_dir, name, written):
     for ext in ("png", "svg"):
         target = os.path.join(out_dir, f"{name}.{ext}")
         meta = {"Date": None} if ext == "svg" else {"Software": None}
-        fig.savefig(target, dpi=100, metadata=meta)
+        with output_file(target) as f:  # coopsim's output rules: no half-written figure is left
+            fig.savefig(f, format=ext, dpi=100, metadata=meta)
         written.append(target)
     plt.close(fig)
 
