@@ -6,6 +6,7 @@
 #  - replay rate per allocator x policy at 60 % of the peak (recompute, swap, hybrid), one core;
 #  - sweep throughput (runs/s, two threads): 100 budgets x coop/dte/dtr on the largest bundled
 #    traces;
+#  - `coopsim plan` on 30 000 and 62 000 random buffers (wall time under --time-limit 5 / 10);
 #  - peak resident memory of each measurement.
 # Results: bench/results.csv and a printed summary. Targets: >= 1M lines/s, >= 10M events/s
 # under keep, a 100-budget x 3-policy sweep of the largest bundled trace in < 10 s on 2 cores.
@@ -51,6 +52,26 @@ mkdir -p bench
   /usr/bin/time -f "%e %M" -o bench/time.txt "$coopsim" run bench/large.jsonl -q -a pytorch -b 80GiB
   read -r secs rss <bench/time.txt
   echo "rss,run-large-keep-pytorch,peak_kib,$rss,$secs"
+  # Offline planner on random problems where most pairs of buffers are alive together (lower
+  # uniform in [0, n), width uniform in [1, n]; about 3 x 10^8 overlapping pairs at n = 30 000):
+  # wall time and peak RSS under --time-limit, and the placement checked (docs/limits.md,
+  # "Planner").
+  for spec in 30000:5 62000:10; do
+    n=${spec%%:*}
+    limit=${spec#*:}
+    python3 -c 'import random, sys
+n = int(sys.argv[1]); r = random.Random(1)
+print("id,lower,upper,size")
+for i in range(n):
+    lo = int(r.random() * n)
+    print(f"b{i},{lo},{lo + 1 + int(r.random() * n)},{1 + int(r.random() * (1 << 20))}")' "$n" >"bench/plan-$n.csv"
+    /usr/bin/time -f "%e %M" -o bench/time.txt "$coopsim" plan "bench/plan-$n.csv" --time-limit "$limit" \
+      -o "bench/plan-$n.solution.csv" >/dev/null
+    read -r secs rss <bench/time.txt
+    "$coopsim" plan --check "bench/plan-$n.csv" "bench/plan-$n.solution.csv" >/dev/null
+    echo "plan,random-$n-limit-$limit,seconds,$secs,$secs"
+    echo "rss,plan-random-$n,peak_kib,$rss,$secs"
+  done
 } >bench/results.csv
 echo "== bench/results.csv ($(grep -c . bench/large.jsonl) lines, machine: $(nproc) cores, one used)"
 column -s, -t bench/results.csv

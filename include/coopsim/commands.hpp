@@ -77,6 +77,7 @@ struct PlanArgs {
   double time_limit_s = 10.0;
   bool check = false;
   bool no_bf_quirk = false;             // smartpool-bf: textbook best fit instead of SINGA's
+  std::vector<std::string> limits;      // KEY=VALUE: max_buffers, max_conflicts (docs/limits.md)
 };
 // Exit 0 on success; with check, exit 1 and one line per violation when the solution is invalid.
 int command_plan(const PlanArgs& args, std::ostream& out);

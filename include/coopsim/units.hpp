@@ -15,6 +15,19 @@ namespace coopsim {
 // Simulated time, always nanoseconds. Never wall clock.
 using SimTime = std::chrono::duration<std::int64_t, std::nano>;
 
+// a + b for times that only grow (b >= 0); nullopt when the sum would pass 2^63 - 1 ns (about
+// 292 years). The engine and the simrd replay stop such a run with an error instead of
+// wrapping (docs/limits.md, "Arithmetic").
+constexpr std::optional<SimTime> checked_add(SimTime a, SimTime b) {
+  if (b.count() < 0 || a.count() > std::numeric_limits<std::int64_t>::max() - b.count()) return std::nullopt;
+  return a + b;
+}
+// a + b (b >= 0), saturating at 2^63 - 1 ns: for estimates (policies' plans) that must not
+// wrap; the engine's own clock uses checked_add.
+constexpr SimTime sat_add(SimTime a, SimTime b) { return checked_add(a, b).value_or(SimTime::max()); }
+
+// Byte counts. Sums saturate at 2^64 - 1 instead of wrapping (docs/limits.md, "Arithmetic"):
+// totals over a run (bytes swapped, allocated) can pass 64 bits with 2^53-byte tensors.
 struct Bytes {
   std::uint64_t value = 0;
 
@@ -22,10 +35,13 @@ struct Bytes {
   constexpr explicit Bytes(std::uint64_t v) : value(v) {}
 
   friend constexpr auto operator<=>(Bytes, Bytes) = default;
-  friend constexpr Bytes operator+(Bytes a, Bytes b) { return Bytes{a.value + b.value}; }
+  friend constexpr Bytes operator+(Bytes a, Bytes b) {
+    return Bytes{a.value > std::numeric_limits<std::uint64_t>::max() - b.value ? std::numeric_limits<std::uint64_t>::max()
+                                                                                : a.value + b.value};
+  }
   friend constexpr Bytes operator-(Bytes a, Bytes b) { return Bytes{a.value - b.value}; }  // pre: a >= b
   constexpr Bytes& operator+=(Bytes o) {
-    value += o.value;
+    *this = *this + o;
     return *this;
   }
   constexpr Bytes& operator-=(Bytes o) {

@@ -159,6 +159,10 @@ std::optional<std::pair<std::uint32_t, bool>> SmartPoolAllocator::find_slot(
 
 void SmartPoolAllocator::switch_to_pool() {
   switched_ = true;
+  if (plan_->oversized) {
+    figures_.pool_refused = true;
+    return;
+  }
   if (const auto addr = device_.malloc(plan_->pool_size)) {
     pool_addr_ = *addr;
     pool_segment_ = device_.mallocs() - 1;

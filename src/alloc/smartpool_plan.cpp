@@ -4,6 +4,7 @@
 // BestFitAllocation/FirstFitAllocation); reference/algorithms.md s.5.2. The per-block offset
 // rule is shared with `coopsim plan --method smartpool-bf|ff` (plan::place_in_order).
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <string>
@@ -57,8 +58,11 @@ std::uint64_t place_class(SmartPoolPlan& plan, bool cross, const SmartPoolOption
   const std::vector<std::int64_t> offsets = plan::place_in_order(problem, order, fit);
   for (std::size_t i = 0; i < offsets.size(); ++i)
     plan.slots[slot_of[i]].offset = static_cast<std::uint64_t>(offsets[i]);
+  // A saturated height (2^63 - 1) means the class does not fit in 64-bit offsets.
   return static_cast<std::uint64_t>(plan::placement_height(problem, offsets));
 }
+
+constexpr std::uint64_t kUnrepresentable = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
 
 // Independent check of a placement: each class inside its band, and no two blocks of a class
 // that are alive together share a byte (sweep over time, frees before allocs at equal times
@@ -115,10 +119,20 @@ void place_smartpool_slots(SmartPoolPlan& plan, const SmartPoolOptions& options)
   // of every cross block) and normal blocks go above, from local_offset = 2 x cross height.
   const std::uint64_t cross = place_class(plan, true, options);
   const std::uint64_t normal = place_class(plan, false, options);
+  std::uint64_t pool = 0;
+  if (cross >= kUnrepresentable || normal >= kUnrepresentable || __builtin_mul_overflow(cross, 2, &pool) ||
+      __builtin_add_overflow(pool, normal, &pool)) {
+    // Live blocks of 2^63 bytes or more (e.g. 1,024 of 2^53): no 64-bit pool holds them, so
+    // none is created and every request goes to the device, which runs out like any model.
+    plan.oversized = true;
+    plan.cross_size = Bytes{std::min(cross, kUnrepresentable)};
+    plan.pool_size = Bytes{std::numeric_limits<std::uint64_t>::max()};
+    return;
+  }
   for (SmartPoolSlot& s : plan.slots)
     if (!s.cross_iteration) s.offset += 2 * cross;
   plan.cross_size = Bytes{cross};
-  plan.pool_size = Bytes{2 * cross + normal};
+  plan.pool_size = Bytes{pool};
   validate(plan);
 }
 

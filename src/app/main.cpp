@@ -128,6 +128,8 @@ int run_command(CLI::App& app, int argc, char** argv) {
   plan_cmd->add_option("--time-limit", plan.time_limit_s, "planner: seconds (sets the search budget)");
   plan_cmd->add_flag("--check", plan.check, "validate SOLUTION against PROBLEM instead of planning");
   plan_cmd->add_flag("--no-bf-quirk", plan.no_bf_quirk, "smartpool-bf: textbook best fit (consider the lowest gap)");
+  plan_cmd->add_option("--limit", plan.limits,
+                       "input cap KEY=VALUE: max_buffers, max_conflicts (docs/limits.md; repeatable)");
 
   coopsim::SweepArgs sweep;
   auto* sweep_cmd = app.add_subcommand("sweep", "run every combination of a sweep config in parallel (docs/sweep.md)");

@@ -5,6 +5,7 @@
 
 #include "coopsim/commands.hpp"
 #include "coopsim/error.hpp"
+#include "coopsim/params.hpp"
 #include "coopsim/output_file.hpp"
 #include "coopsim/plan/check.hpp"
 #include "coopsim/plan/planner.hpp"
@@ -12,12 +13,27 @@
 
 namespace coopsim {
 
+namespace {
+
+plan::PlanLimits plan_limits(const std::vector<std::string>& settings) {
+  nlohmann::json section = nlohmann::json::object();
+  for (const std::string& s : settings) {
+    const auto eq = s.find('=');
+    if (eq == std::string::npos || eq == 0) throw ConfigError("--limit " + s, "expected key=value");
+    section[s.substr(0, eq)] = parse_override_value(s.substr(eq + 1));
+  }
+  return plan::plan_limits_from_json(section);
+}
+
+}  // namespace
+
 int command_plan(const PlanArgs& args, std::ostream& out) {
-  const auto problem = plan::load_problem(args.problem);
+  const plan::PlanLimits limits = plan_limits(args.limits);
+  const auto problem = plan::load_problem(args.problem, limits);
   if (args.capacity && *args.capacity <= 0) throw ConfigError("--capacity", "must be positive");
   if (args.check) {
     if (args.solution.empty()) throw ConfigError("--check", "needs FILE.csv and SOLUTION.csv");
-    const auto result = plan::check_solution(problem, args.solution, args.capacity);
+    const auto result = plan::check_solution(problem, args.solution, args.capacity, limits);
     for (const auto& v : result.violations) out << v << "\n";
     if (!result.ok()) return 1;
     out << args.solution << ": valid, " << problem.buffers.size() << " buffers, height " << result.height
@@ -32,6 +48,7 @@ int command_plan(const PlanArgs& args, std::ostream& out) {
   options.bf_quirk = !args.no_bf_quirk;
   options.capacity = args.capacity;
   options.time_limit_s = args.time_limit_s;
+  options.max_conflicts = limits.max_conflicts;
   const NamedPath outputs[] = {{"--output", args.output}};
   const NamedPath inputs[] = {{"the problem", args.problem}};
   check_output_paths(outputs, inputs);
@@ -49,6 +66,9 @@ int command_plan(const PlanArgs& args, std::ostream& out) {
       << (result.proven_optimal ? " (optimal)" : "");
   if (options.method == plan::Method::Planner) {
     out << ", " << result.iterations << " iterations";
+    if (result.without_lists)
+      out << ", construction only (" << result.conflicts << " overlapping pairs > limits.max_conflicts "
+          << limits.max_conflicts << ")";
     if (result.time_cut) out << ", stopped by the time limit (result may vary between machines)";
   }
   out << "\n";

@@ -1,5 +1,7 @@
 // Discrete-event replay: compute stream + D2H and H2D copy streams (see engine.hpp). The
 // Engine class is declared in engine_impl.hpp; this file processes trace events.
+#include <fmt/format.h>
+
 #include "engine_impl.hpp"
 
 namespace coopsim {
@@ -119,8 +121,12 @@ void Engine::process(const TraceEvent& e) {
     if (t0_ < 0) t0_ = e.time;
     const SimTime ts{e.time - t0_};
     ideal_ = std::max(ideal_, ts);
-    // Stalls and recomputation delay everything after them.
-    now_ = std::max(now_, ts + rep_.time.stall + rep_.time.recompute_time);
+    // Stalls and recomputation delay everything after them (their sum is part of now_).
+    const SimTime delay = rep_.time.stall + rep_.time.recompute_time;
+    now_ = std::max(now_, later(ts, delay, [&] {
+                      return fmt::format("timestamp {} ns plus {} ns of stalls and recomputation", ts.count(),
+                                         delay.count());
+                    }));
   }
   drain_until(now_);
   ++epoch_;
@@ -163,7 +169,7 @@ void Engine::process(const TraceEvent& e) {
         for (TensorId x : *list) ensure_resident(trace_.storage_of(index_of(x)));
       }
       const SimTime start = now_;
-      now_ += op.duration;
+      now_ = later(now_, op.duration, [&] { return op_overflow(op, now_, "running"); });
       ideal_ += op.duration;
       op_time_ += op.duration;
       ++rep_.counters.computes;
@@ -176,6 +182,11 @@ void Engine::process(const TraceEvent& e) {
     case EventKind::Mark:
       break;
   }
+}
+
+void Engine::time_overflow(const std::string& what) const {
+  throw Error(fmt::format("{}: event {}: simulated time passes 2^63 - 1 ns (about 292 years): {}", trace_.path,
+                          index_, what));
 }
 
 void Engine::run() {

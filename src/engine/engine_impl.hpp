@@ -6,6 +6,8 @@
 
 #include "coopsim/engine.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <queue>
@@ -15,6 +17,11 @@
 
 
 namespace coopsim::engine_detail {
+
+// "running op 7 (6000000000000000000 ns) at 12 ns": what a clock overflow was doing.
+inline std::string op_overflow(const OpInfo& op, SimTime at, const char* doing) {
+  return fmt::format("{} op {} ({} ns) at {} ns", doing, op.file_id, op.duration.count(), at.count());
+}
 
 // Appends x unless v holds it already (op lists are short: a linear scan).
 inline void push_unique(std::vector<std::uint32_t>& v, std::uint32_t x) {
@@ -137,6 +144,15 @@ class Engine final : public MemoryView {
                        const std::vector<LogRef>& writes, std::uint32_t origin = kNoRecord);
   template <class F>
   auto timed_policy_call(F&& f);
+  // t + d on the engine's clocks; a run whose time would pass 2^63 - 1 ns stops with an Error
+  // naming the event and `what()` (docs/limits.md, "Arithmetic"). Every other time the engine
+  // keeps (stall, recompute time, trace compute time, op time) is a part of the clock.
+  template <class F>
+  SimTime later(SimTime t, SimTime d, F&& what) const {
+    if (const auto sum = checked_add(t, d)) return *sum;
+    time_overflow(what());
+  }
+  [[noreturn]] void time_overflow(const std::string& what) const;
 
   const Trace& trace_;
   Allocator& alloc_;

@@ -78,8 +78,10 @@ bool Engine::recompute(std::uint32_t execution, std::uint32_t keep) {
     }
   }
   const SimTime start = now_;
+  now_ = later(now_, x.cost, [&] {
+    return fmt::format("recomputing op {} ({} ns) at {} ns", trace_.ops[x.op].file_id, x.cost.count(), now_.count());
+  });
   graph_.advance(x.cost);
-  now_ += x.cost;
   if (logging()) {
     std::vector<LogRef> reads;
     std::vector<std::uint32_t> seen;

@@ -47,12 +47,15 @@ void Engine::remat_setup() {
       if (trace_.tensors[s].role == TensorRole::Gradient) acc_grad_[s] = 1;
     }
   }
+  // The trace's op time, saturated: a run whose clock gets that far stops anyway (later()).
   SimTime total{0};
   for (const TraceEvent& e : trace_.events) {
-    if (e.kind == EventKind::Compute) total += trace_.ops[e.target].duration;
+    if (e.kind == EventKind::Compute) total = checked_add(total, trace_.ops[e.target].duration).value_or(SimTime::max());
   }
   if (remat_->thrash_limit > 0.0) {
-    thrash_at_ = SimTime{static_cast<std::int64_t>((remat_->thrash_limit - 1.0) * static_cast<double>(total.count()))};
+    // A limit past 2^63 - 1 ns is no limit (the double would not convert).
+    const double at = (remat_->thrash_limit - 1.0) * static_cast<double>(total.count());
+    thrash_at_ = at < 0x1p63 ? SimTime{static_cast<std::int64_t>(at)} : SimTime::max();
   }
   if (simrd_profile()) run_simrd_profile();
 }
@@ -311,8 +314,8 @@ void Engine::remat_compute(std::uint32_t op_index) {
   }
 
   const SimTime start = now_;
-  graph_.advance(op.duration);
-  now_ += op.duration;
+  now_ = later(now_, op.duration, [&] { return op_overflow(op, now_, "running"); });
+  graph_.advance(op.duration);  // the graph's clock leaves out stalls: at most now_
   ideal_ += op.duration;
   op_time_ += op.duration;
   ++rep_.counters.computes;

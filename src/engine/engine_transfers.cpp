@@ -54,7 +54,11 @@ bool Engine::wait_for_next_completion() {
 std::pair<SimTime, SimTime> Engine::book_transfer(Direction d, Bytes size) {
   SimTime& stream_free = d == Direction::DeviceToHost ? d2h_free_ : h2d_free_;
   const SimTime start = opt_.link.serial ? std::max(now_, stream_free) : now_;
-  const SimTime end = start + opt_.link.transfer_time(d, size);
+  const SimTime copy = opt_.link.transfer_time(d, size);
+  const SimTime end = later(start, copy, [&] {
+    return fmt::format("a {} copy of {} bytes taking {} ns from {} ns", d == Direction::DeviceToHost ? "D2H" : "H2D",
+                       size.value, copy.count(), start.count());
+  });
   stream_free = end;
   return {start, end};
 }

@@ -1,15 +1,22 @@
 // Link presets and the "link" config section. Derivations are in link.hpp.
 #include "coopsim/link.hpp"
 
+#include <fmt/format.h>
+
 #include <array>
 #include <cmath>
+#include <utility>
 
 #include "coopsim/error.hpp"
 
 namespace coopsim {
 
 SimTime LinkDirection::transfer_time(Bytes b) const {
-  return latency + SimTime{static_cast<std::int64_t>(std::llround(ns_per_byte * static_cast<double>(b.value)))};
+  // Saturates at 2^63 - 1 ns, so a slower link never gives a shorter copy (and the engine stops
+  // a run whose clock would pass that; docs/limits.md, "Arithmetic").
+  const double ns = ns_per_byte * static_cast<double>(b.value);
+  const SimTime copy = ns < 0x1p63 ? SimTime{static_cast<std::int64_t>(std::llround(ns))} : SimTime::max();
+  return sat_add(latency, copy);
 }
 
 namespace {
@@ -55,6 +62,13 @@ LinkModel make_link(const Params& p) {
   }
   const double d2h = p.get_float("d2h_gbps"), h2d = p.get_float("h2d_gbps");
   if (d2h < 0 || h2d < 0) throw ConfigError("link", "bandwidths must be positive");
+  // ns per byte is 1 / GB/s: it must be a finite number (NaN, infinity and bandwidths so small
+  // that the reciprocal overflows are refused).
+  for (const auto& [key, gbps] : {std::pair{"d2h_gbps", d2h}, std::pair{"h2d_gbps", h2d}}) {
+    if (!std::isfinite(gbps) || (gbps > 0 && !std::isfinite(from_gbps(gbps))))
+      throw ConfigError(std::string("link.") + key, "must be a finite bandwidth in GB/s above 0 (0: the preset's), got " +
+                                                        fmt::format("{}", gbps));
+  }
   if (d2h > 0) m.d2h.ns_per_byte = from_gbps(d2h);
   if (h2d > 0) m.h2d.ns_per_byte = from_gbps(h2d);
   if (p.is_set("d2h_latency")) m.d2h.latency = p.get_time("d2h_latency");

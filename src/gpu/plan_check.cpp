@@ -6,6 +6,7 @@
 // version before it, or two conflicting accesses on different streams that nothing orders.
 #include <fmt/format.h>
 
+#include <limits>
 #include <map>
 #include <optional>
 
@@ -52,7 +53,12 @@ class Checker {
     const PlanTensor* x = plan_.tensor(t);
     return x == nullptr || x->name.empty() ? fmt::format("tensor {}", t) : fmt::format("tensor {} '{}'", t, one_line(x->name));
   }
-  static std::string range(const PlanRef& r) { return fmt::format("[{}, {})", r.offset, r.offset + r.size.value); }
+  // The end is written as a sum when it passes 2^64 - 1 (a block outside any arena), not wrapped.
+  static std::string range(const PlanRef& r) {
+    if (r.offset > std::numeric_limits<std::uint64_t>::max() - r.size.value)
+      return fmt::format("[{}, {} + {})", r.offset, r.offset, r.size.value);
+    return fmt::format("[{}, {})", r.offset, r.offset + r.size.value);
+  }
 
   // The live block `r` names: it must exist, belong to r.tensor and have r.size.
   Block& block_of(const PlanRef& r, std::string_view verb) {

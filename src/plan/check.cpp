@@ -5,9 +5,12 @@
 
 #include <algorithm>
 #include <fstream>
+#include <limits>
 #include <map>
+#include <numeric>
 
 #include "coopsim/error.hpp"
+#include "coopsim/limits.hpp"
 #include "csv.hpp"
 
 namespace coopsim::plan {
@@ -20,19 +23,21 @@ struct Row {
   std::uint64_t line;
 };
 
-std::vector<Row> read_rows(const std::string& path) {
+std::vector<Row> read_rows(const std::string& path, const PlanLimits& limits) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path + ": cannot open");
   std::string line;
-  if (!std::getline(in, line)) throw TraceError(path, 1, "empty file: expected header id,lower,upper,size,offset");
+  if (!read_line(in, line, path, 1)) throw TraceError(path, 1, "empty file: expected header id,lower,upper,size,offset");
   const auto header = csv::split(line);
   if (header != std::vector<std::string>{"id", "lower", "upper", "size", "offset"})
     throw TraceError(path, 1, "bad header: expected id,lower,upper,size,offset");
   std::vector<Row> rows;
   std::uint64_t line_no = 1;
-  while (std::getline(in, line)) {
+  while (read_line(in, line, path, line_no + 1)) {
     ++line_no;
     if (line.empty() || line == "\r") continue;
+    if (rows.size() >= limits.max_buffers)
+      throw TraceError(path, line_no, limit_problem(limits.max_buffers, "buffers", "max_buffers"));
     const auto cells = csv::split(line);
     if (cells.size() != 5)
       throw TraceError(path, line_no, "expected 5 columns, got " + std::to_string(cells.size()));
@@ -52,13 +57,17 @@ std::string where(const std::string& path, std::uint64_t line) {
 }  // namespace
 
 CheckResult check_solution(const Problem& problem, const std::string& solution_path,
-                           std::optional<std::int64_t> capacity) {
-  const auto rows = read_rows(solution_path);
+                           std::optional<std::int64_t> capacity, const PlanLimits& limits) {
+  const auto rows = read_rows(solution_path, limits);
   CheckResult result;
   std::map<std::string, const Buffer*> wanted;
   for (const auto& b : problem.buffers) wanted.emplace(b.id, &b);
   std::map<std::string, std::uint64_t> seen;
-  std::vector<const Row*> placed;  // rows that match a problem buffer, first occurrence only
+  struct Placed {
+    const Row* row;
+    const Buffer* buffer;
+  };
+  std::vector<Placed> placed;  // rows that match a problem buffer, first occurrence only
   for (const auto& r : rows) {
     const auto it = wanted.find(r.id);
     if (it == wanted.end()) {
@@ -75,24 +84,62 @@ CheckResult check_solution(const Problem& problem, const std::string& solution_p
       result.violations.push_back(where(solution_path, r.line) + "id '" + r.id +
                                   "' lower/upper/size differ from the problem (line " + std::to_string(b.line) + ")");
     if (r.offset < 0) result.violations.push_back(where(solution_path, r.line) + "negative offset");
-    placed.push_back(&r);
-    // Use the problem's lifetime and size for the overlap test, the solution's offset.
+    // Use the problem's lifetime and size for the overlap test, the solution's offset. An end
+    // past 2^63 - 1 cannot be an address: reported, and left out of the other tests.
+    if (r.offset > std::numeric_limits<std::int64_t>::max() - b.size) {
+      result.violations.push_back(where(solution_path, r.line) + "offset " + std::to_string(r.offset) + " + size " +
+                                  std::to_string(b.size) + " is past the largest address " +
+                                  std::to_string(std::numeric_limits<std::int64_t>::max()));
+      continue;
+    }
+    placed.push_back({&r, &b});
     result.height = std::max(result.height, r.offset + b.size);
   }
   for (const auto& b : problem.buffers)
     if (!seen.count(b.id))
       result.violations.push_back(where(problem.file, b.line) + "id '" + b.id + "' has no offset in " + solution_path);
-  for (std::size_t i = 0; i < placed.size(); ++i) {
-    const Buffer& bi = *wanted.at(placed[i]->id);
-    for (std::size_t j = i + 1; j < placed.size(); ++j) {
-      const Buffer& bj = *wanted.at(placed[j]->id);
-      const bool in_time = bi.lower < bj.upper && bj.lower < bi.upper;
-      const bool in_space = placed[i]->offset < placed[j]->offset + bj.size &&
-                            placed[j]->offset < placed[i]->offset + bi.size;
-      if (in_time && in_space)
-        result.violations.push_back(where(solution_path, placed[j]->line) + "id '" + bj.id + "' overlaps id '" +
-                                    bi.id + "' (line " + std::to_string(placed[i]->line) + ") in time and address");
+  // Sweep over time (ends before starts at equal times: lifetimes are half-open). The live
+  // buffers accepted so far never overlap in address, so the ones a new buffer overlaps are
+  // consecutive in address order; a buffer that overlaps any is reported with each of them and
+  // not accepted. O(n log n + violations).
+  struct Point {
+    std::int64_t time;
+    bool start;
+    std::size_t k;  // into placed
+  };
+  std::vector<Point> points;
+  points.reserve(2 * placed.size());
+  for (std::size_t k = 0; k < placed.size(); ++k) {
+    points.push_back({placed[k].buffer->lower, true, k});
+    points.push_back({placed[k].buffer->upper, false, k});
+  }
+  std::sort(points.begin(), points.end(), [&](const Point& a, const Point& b) {
+    if (a.time != b.time) return a.time < b.time;
+    if (a.start != b.start) return !a.start;
+    return placed[a.k].row->line < placed[b.k].row->line;
+  });
+  std::map<std::int64_t, std::size_t> live;  // offset -> k, accepted buffers only
+  std::vector<std::uint8_t> accepted(placed.size(), 0);
+  for (const Point& p : points) {
+    const Row& r = *placed[p.k].row;
+    if (!p.start) {
+      if (accepted[p.k]) live.erase(r.offset);
+      continue;
     }
+    const std::int64_t end = r.offset + placed[p.k].buffer->size;
+    auto it = live.lower_bound(end);  // the first live buffer at or above our end
+    bool clash = false;
+    while (it != live.begin()) {
+      --it;
+      const Placed& other = placed[it->second];
+      if (it->first + other.buffer->size <= r.offset) break;
+      clash = true;
+      result.violations.push_back(where(solution_path, r.line) + "id '" + r.id + "' overlaps id '" + other.row->id +
+                                  "' (line " + std::to_string(other.row->line) + ") in time and address");
+    }
+    if (clash) continue;
+    live.emplace(r.offset, p.k);
+    accepted[p.k] = 1;
   }
   if (capacity && result.height > *capacity)
     result.violations.push_back(solution_path + ": height " + std::to_string(result.height) + " exceeds capacity " +

@@ -57,7 +57,7 @@ Layout::Layout(const Problem& problem) {
   // W = lifetime width, A = size x width, T = the largest section total over the lifetime.
   auto value = [&](char key, std::uint32_t i) -> std::int64_t {
     const std::int64_t width = bs[i].upper - bs[i].lower;
-    return key == 'W' ? width : key == 'A' ? bs[i].size * width : total[i];
+    return key == 'W' ? width : key == 'A' ? lifetime_area(bs[i]) : total[i];
   };
   for (const std::string_view key : {"WAT", "TAW", "TWA"}) {
     std::vector<std::uint32_t> order(n);

@@ -22,29 +22,46 @@ std::vector<std::size_t> identity(std::size_t n) {
   return v;
 }
 
-// Max total live bytes over each buffer's lifetime (MiniMalloc's "section total").
+// Max total live bytes over each buffer's lifetime (MiniMalloc's "section total"), sampled at
+// the distinct start times: prefix sums give the bytes alive at each, a segment tree of maxima
+// the largest over each lifetime (O(n log n); dense problems made the direct loops quadratic).
 std::vector<std::int64_t> section_totals(const Problem& problem) {
   const auto& bs = problem.buffers;
   std::vector<std::int64_t> times;
   for (const auto& b : bs) times.push_back(b.lower);
   std::sort(times.begin(), times.end());
   times.erase(std::unique(times.begin(), times.end()), times.end());
-  std::vector<std::int64_t> live(times.size(), 0);
-  for (const auto& b : bs)
-    for (auto t = std::lower_bound(times.begin(), times.end(), b.lower); t != times.end() && *t < b.upper; ++t)
-      live[static_cast<std::size_t>(t - times.begin())] += b.size;
+  const std::size_t s = times.size();
+  auto first_at = [&](std::int64_t t) {  // index of the first time >= t
+    return static_cast<std::size_t>(std::lower_bound(times.begin(), times.end(), t) - times.begin());
+  };
+  std::vector<std::int64_t> tree(2 * s, 0);  // leaves tree[s + k] = bytes alive at times[k]
+  for (const auto& b : bs) {
+    tree[s + first_at(b.lower)] += b.size;
+    if (const std::size_t end = first_at(b.upper); end < s) tree[s + end] -= b.size;
+  }
+  for (std::size_t k = 1; k < s; ++k) tree[s + k] += tree[s + k - 1];  // at most the sum of sizes
+  for (std::size_t k = s; k-- > 1;) tree[k] = std::max(tree[2 * k], tree[2 * k + 1]);
+  auto max_over = [&](std::size_t lo, std::size_t hi) {  // [lo, hi), non-empty
+    std::int64_t m = 0;
+    for (lo += s, hi += s; lo < hi; lo /= 2, hi /= 2) {
+      if (lo & 1) m = std::max(m, tree[lo++]);
+      if (hi & 1) m = std::max(m, tree[--hi]);
+    }
+    return m;
+  };
   std::vector<std::int64_t> total(bs.size(), 0);
-  for (std::size_t i = 0; i < bs.size(); ++i)
-    for (auto t = std::lower_bound(times.begin(), times.end(), bs[i].lower); t != times.end() && *t < bs[i].upper; ++t)
-      total[i] = std::max(total[i], live[static_cast<std::size_t>(t - times.begin())]);
+  for (std::size_t i = 0; i < bs.size(); ++i) total[i] = max_over(first_at(bs[i].lower), first_at(bs[i].upper));
   return total;
 }
+
+}  // namespace
 
 std::vector<std::vector<std::size_t>> candidate_orders(const Problem& problem) {
   const auto& bs = problem.buffers;
   const auto T = section_totals(problem);
   auto W = [&](std::size_t i) { return bs[i].upper - bs[i].lower; };
-  auto A = [&](std::size_t i) { return bs[i].size * W(i); };
+  auto A = [&](std::size_t i) { return lifetime_area(bs[i]); };
   using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>;
   std::vector<std::function<Key(std::size_t)>> keys = {
       [&](std::size_t i) { return Key{-bs[i].size, bs[i].lower, 0, 0}; },    // SmartPool
@@ -64,18 +81,22 @@ std::vector<std::vector<std::size_t>> candidate_orders(const Problem& problem) {
   return orders;
 }
 
-}  // namespace
-
-Construction best_construction(const Problem& problem, const Conflicts& conflicts) {
+Construction best_construction(const Problem& problem, const Conflicts* conflicts, std::uint64_t budget, Clock& clock,
+                               std::uint64_t& work) {
   const std::size_t n = problem.buffers.size();
   Construction best;
   bool have = false;
   for (auto& order : candidate_orders(problem))
     for (const Fit fit : {Fit::Best, Fit::First}) {
-      std::vector<std::size_t> position(n);
-      for (std::size_t t = 0; t < n; ++t) position[order[t]] = t;
+      if (have && (work >= budget || clock.fired())) return best;
       std::vector<std::int64_t> offsets(n, 0);
-      place_suffix(problem, conflicts, order, position, 0, fit, offsets);
+      if (conflicts != nullptr) {
+        std::vector<std::size_t> position(n);
+        for (std::size_t t = 0; t < n; ++t) position[order[t]] = t;
+        work += place_suffix(problem, *conflicts, order, position, 0, fit, offsets, &clock, &work);
+      } else {
+        work += place_by_scan(problem, order, fit, offsets, &clock);
+      }
       const auto h = placement_height(problem, offsets);
       if (!have || h < best.height) {
         best = Construction{order, fit, offsets, h};
@@ -97,8 +118,15 @@ std::uint64_t local_search(const Problem& problem, const Conflicts& conflicts, C
   std::vector<std::int64_t> offsets = best.offsets;
   std::int64_t height = best.height;
   std::vector<std::size_t> critical;
+  // The clock is read every 64 iterations, and after every iteration that visited many
+  // entries (one iteration of a large problem can take a good fraction of a second).
+  constexpr std::uint64_t kClockWork = 1 << 20;
+  std::uint64_t read_at = 0;
   for (std::uint64_t it = 0; work < budget && height > stop_at; ++it) {
-    if ((it & 63) == 0 && clock.expired()) break;
+    if ((it & 63) == 0 || work - read_at >= kClockWork) {
+      read_at = work;
+      if (clock.expired()) break;
+    }
     ++iterations;
     auto trial = order;
     std::size_t from = 0;
@@ -121,7 +149,7 @@ std::uint64_t local_search(const Problem& problem, const Conflicts& conflicts, C
     auto trial_position = position;
     for (std::size_t t = from; t < n; ++t) trial_position[trial[t]] = t;
     auto trial_offsets = offsets;
-    work += n + place_suffix(problem, conflicts, trial, trial_position, from, best.fit, trial_offsets);
+    work += n + place_suffix(problem, conflicts, trial, trial_position, from, best.fit, trial_offsets, &clock, &work);
     const auto h = placement_height(problem, trial_offsets);
     if (h <= height) {
       order = std::move(trial);

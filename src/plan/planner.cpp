@@ -39,8 +39,13 @@ namespace {
 // Machine-independent budgets per second of --time-limit, set so that a full run ends well
 // inside the limit on the shared development machine (measured; see docs/results-planner.md).
 constexpr double kExactWorkPerSecond = 350e6;    // exact-search work units
-constexpr double kLocalWorkPerSecond = 25e6;     // local-search work units
-constexpr double kLocalReservePerSecond = 5e6;   // ... after an exact phase
+// Decoding work is conflict-list entries visited plus k log2 k for sorting k ranges (the sort
+// dominates on dense problems; measured 250-370 million units per second on that machine).
+constexpr double kLocalWorkPerSecond = 50e6;     // local-search work units
+constexpr double kLocalReservePerSecond = 10e6;  // ... after an exact phase
+constexpr double kConstructionWorkPerSecond = 50e6;   // the construction's decodings (all 14 on
+                                                      // small problems)
+constexpr double kScanWorkPerSecond = 150e6;     // placed buffers visited without conflict lists
 // The exact searches recurse once per placement; above this many buffers the planner keeps to
 // the heuristics (bounded stack depth, and the O(n^2) overlap lists stay small).
 constexpr std::size_t kExactMaxBuffers = 4096;
@@ -104,14 +109,28 @@ void run_exact_phase(const Problem& problem, const PlanOptions& options, std::ui
 PlanResult run_planner(const Problem& problem, const PlanOptions& options, PlanResult result) {
   const double seconds = std::max(0.0, options.time_limit_s);
   detail::Clock clock(seconds);
+  result.conflicts = count_conflicts(problem);
+  result.proven_bound = result.lower_bound;
+  std::uint64_t work = 0;
+  if (result.conflicts > options.max_conflicts) {
+    // Too many pairs to list: the orderings decoded without lists, on a budget.
+    result.without_lists = true;
+    const detail::Construction best =
+        detail::best_construction(problem, nullptr, work_for(seconds, kScanWorkPerSecond), clock, work);
+    result.offsets = best.offsets;
+    result.height = best.height;
+    result.time_cut = clock.fired();
+    return result;
+  }
   const auto conflicts = detail::build_conflicts(problem);
-  detail::Construction best = detail::best_construction(problem, conflicts);
+  detail::Construction best =
+      detail::best_construction(problem, &conflicts, work_for(seconds, kConstructionWorkPerSecond), clock, work);
   result.offsets = best.offsets;
   result.height = best.height;
-  result.proven_bound = result.lower_bound;
-  const bool exact = problem.buffers.size() <= kExactMaxBuffers && result.height > result.lower_bound;
+  const bool exact = problem.buffers.size() <= kExactMaxBuffers && result.height > result.lower_bound &&
+                     !clock.expired();
   if (exact) run_exact_phase(problem, options, work_for(seconds, kExactWorkPerSecond), clock, result);
-  if (result.height == best.height && result.height > result.proven_bound && !clock.fired()) {
+  if (result.height == best.height && result.height > result.proven_bound && !clock.expired()) {
     const double rate = exact ? kLocalReservePerSecond : kLocalWorkPerSecond;
     result.iterations =
         detail::local_search(problem, conflicts, best, work_for(seconds, rate), result.proven_bound, clock);
@@ -144,13 +163,13 @@ PlanResult plan(const Problem& problem, const PlanOptions& options) {
   switch (options.method) {
     case Method::SmartPoolBF:
       result.offsets = place_in_order(problem, size_descending(problem, true),
-                                      options.bf_quirk ? Fit::BestQuirk : Fit::Best);
+                                      options.bf_quirk ? Fit::BestQuirk : Fit::Best, options.max_conflicts);
       break;
     case Method::SmartPoolFF:
-      result.offsets = place_in_order(problem, size_descending(problem, true), Fit::First);
+      result.offsets = place_in_order(problem, size_descending(problem, true), Fit::First, options.max_conflicts);
       break;
     case Method::GreedyBySize:
-      result.offsets = place_in_order(problem, size_descending(problem, false), Fit::Best);
+      result.offsets = place_in_order(problem, size_descending(problem, false), Fit::Best, options.max_conflicts);
       break;
     case Method::Planner:
       result = run_planner(problem, options, result);

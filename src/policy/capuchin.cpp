@@ -16,7 +16,7 @@ using hybrid_detail::HybridPlanner;
 namespace {
 
 // FreeTime = SwapInStart - SwapOutEnd = idle - out - in (ns; negative when the copies cannot hide).
-std::int64_t free_time(const Gap& g) { return (g.idle - g.out - g.in).count(); }
+std::int64_t free_time(const Gap& g) { return (g.idle - sat_add(g.out, g.in)).count(); }
 
 }  // namespace
 

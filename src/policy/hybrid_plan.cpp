@@ -130,7 +130,8 @@ std::vector<Gap> HybridPlanner::gaps(std::size_t b, std::size_t e) const {
 }
 
 SimTime HybridPlanner::swap_stall(const Gap& g) {
-  const SimTime excess = g.out + g.in - g.idle;
+  // Times here saturate (sat_add): a plan's estimates must not wrap on a very slow link.
+  const SimTime excess = sat_add(g.out, g.in) - g.idle;
   return excess > SimTime{0} ? excess : SimTime{0};
 }
 
@@ -144,7 +145,7 @@ std::pair<std::size_t, std::size_t> HybridPlanner::absence(const Gap& g) const {
   if (g.choice == Choice::Recompute) return {g.last_use, g.next_use};
   // Freed once the copy out ends; taken again after the last event that ends before the copy
   // in must start.
-  const std::size_t from = index_at(times_.end[g.last_use] + g.out, g.last_use + 1, g.next_use);
+  const std::size_t from = index_at(sat_add(times_.end[g.last_use], g.out), g.last_use + 1, g.next_use);
   const SimTime in_start = times_.start[g.next_use] - g.in;
   std::size_t to = g.next_use;
   while (to > from && times_.end[to - 1] > in_start) --to;
@@ -183,7 +184,7 @@ std::vector<std::uint64_t> HybridPlanner::simulate(std::size_t b, std::size_t e,
   for (std::size_t k = 0; k < swaps.size(); ++k) {
     const Gap& g = *swaps[k];
     const SimTime start = std::max(times_.end[g.last_use], lane);
-    lane = start + g.out;
+    lane = sat_add(start, g.out);
     out_end[k] = lane;
     from[k] = index_at(lane, g.last_use + 1, g.next_use);
   }
@@ -202,7 +203,7 @@ std::vector<std::uint64_t> HybridPlanner::simulate(std::size_t b, std::size_t e,
     to[k] = std::max(from[k], t);
     swaps[k]->in_at = static_cast<std::uint32_t>(t > 0 ? t - 1 : 0);  // issued after event t - 1
     // The copy in cannot start before the copy out ended: what is late is a stall at the use.
-    const SimTime late = std::max(start, out_end[k]) + g.in - times_.start[g.next_use];
+    const SimTime late = sat_add(std::max(start, out_end[k]), g.in) - times_.start[g.next_use];
     swaps[k]->cost = late > SimTime{0} ? late : SimTime{0};
     in_lane = std::max(start, out_end[k]) < in_lane ? std::max(start, out_end[k]) : in_lane;
   }
@@ -237,7 +238,7 @@ SimTime HybridPlanner::chain_cost(std::uint32_t producer_event, std::uint32_t at
     // Its value as the producer read it: the last write before the producer ran.
     const auto& w = writers_[s];
     auto it = std::lower_bound(w.begin(), w.end(), producer_event);
-    if (it != w.begin()) cost += chain_cost(*(it - 1), at, chosen, depth + 1);
+    if (it != w.begin()) cost = sat_add(cost, chain_cost(*(it - 1), at, chosen, depth + 1));
   }
   return cost;
 }

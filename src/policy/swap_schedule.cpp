@@ -43,7 +43,8 @@ EventTimes model_event_times(const Trace& trace) {
       now = std::max(now, SimTime{e.time - t0});
     }
     t.start[i] = now;
-    if (e.kind == EventKind::Compute) now += trace.ops[e.target].duration;
+    // Saturates: a trace whose op time passes 2^63 - 1 ns is stopped by the engine's clock.
+    if (e.kind == EventKind::Compute) now = sat_add(now, trace.ops[e.target].duration);
     t.end[i] = now;
   }
   return t;

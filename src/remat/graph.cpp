@@ -38,7 +38,7 @@ void RematGraph::set_producer(std::uint32_t v, std::uint32_t execution) {
   x.producer = execution;
   x.compute = executions_[execution].cost;
   uf_parent_[v] = v;
-  uf_cost_[v] = x.compute.count();
+  uf_cost_[v] = static_cast<double>(x.compute.count());
 }
 
 void RematGraph::place(std::uint32_t v, const Block& b) {
@@ -103,9 +103,9 @@ void RematGraph::finish_swap_in(std::uint32_t v) {
 void RematGraph::computed(std::uint32_t v) {
   // update_after_compute: the class loses this member's cost; the value starts a new class.
   const std::uint32_t r = find_root(v);
-  if (r != v) uf_cost_[r] -= values_[v].compute.count();
+  if (r != v) uf_cost_[r] -= static_cast<double>(values_[v].compute.count());
   uf_parent_[v] = v;
-  uf_cost_[v] = values_[v].compute.count();
+  uf_cost_[v] = static_cast<double>(values_[v].compute.count());
   values_[v].last_access = clock_;
 }
 
@@ -133,8 +133,7 @@ double RematGraph::eq_class_cost(std::uint32_t v) const {
   for (const auto* list : {&p.inputs, &p.outputs}) {
     for (std::uint32_t u : *list) {
       if (values_[u].state != ValueState::Evicted) continue;
-      const std::int64_t cls = uf_cost_[find_root(u)];
-      c += static_cast<double>(std::max(cls, values_[u].compute.count()));
+      c += std::max(uf_cost_[find_root(u)], static_cast<double>(values_[u].compute.count()));
     }
   }
   return c;

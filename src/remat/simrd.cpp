@@ -26,8 +26,12 @@
 //  R9 outputs: storages still referenced at the end are rematerialized if evicted and pinned
 //     (parse.py: OutputCondition.REMATERIALIZE), which counts in the overhead.
 //  R10 new outputs' storages get last access = clock after the op (RuntimeV2Optimized.compute).
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <stdexcept>
+
+#include "coopsim/error.hpp"
 
 #include "simrd_detail.hpp"
 
@@ -92,9 +96,20 @@ void State::read_zero_byte_tensors() {
   }
 }
 
+void State::advance(std::int64_t cost) {
+  const auto next = checked_add(SimTime{clock_}, SimTime{cost});
+  if (!next) {
+    throw Error(fmt::format("{}: event {}: simulated time passes 2^63 - 1 ns (about 292 years): running an op of {} ns "
+                            "at {} ns",
+                            trace_.path, event_, cost, clock_ - 1));
+  }
+  clock_ = next->count();
+}
+
 Result State::run() {
   for (const TraceEvent& e : trace_.events) {
-    if (e.kind == EventKind::Compute) result_.baseline += trace_.ops[e.target].duration.count();
+    if (e.kind == EventKind::Compute)  // saturated: the clock stops the run before it gets there
+      result_.baseline = sat_add(SimTime{result_.baseline}, trace_.ops[e.target].duration).count();
   }
   if (config_.overhead_limit > 0.0) {
     remat_limit_ = static_cast<double>(result_.baseline) * (config_.overhead_limit - 1.0);
@@ -161,7 +176,7 @@ std::uint32_t State::new_op(std::int64_t compute, std::vector<std::uint32_t> inp
     t.op = id;
     t.storage = storage_of(o);
     t.size = static_cast<std::int64_t>(trace_.tensors[o].size.value);
-    op.total_size += t.size;
+    op.total_size = t.size > kMaxBytes - op.total_size ? kMaxBytes : op.total_size + t.size;  // saturates
     SStorage& s = storages_[t.storage];
     if (!s.created) {
       s.created = true;
@@ -217,7 +232,7 @@ void State::on_compute(std::uint32_t op_index) {
       if (!tensors_[p].defined) materialize(p, true);
       lock(tensors_[p].storage);
     }
-    clock_ += ops_[id].compute;
+    advance(ops_[id].compute);
     for (std::uint32_t p : inputs) unlock(tensors_[p].storage);
     return;
   }
@@ -256,7 +271,7 @@ void State::materialize(std::uint32_t t, bool remat) {
     lock(tensors_[p].storage);
   }
   const std::int64_t total = ops_[op_id].total_size;
-  if (memory_ + total > static_cast<std::int64_t>(config_.budget.value)) free_until(total);
+  if (!fits(total)) free_until(total);
   compute(t, remat);
   for (std::uint32_t p : inputs) unlock(tensors_[p].storage);
   if (static_cast<double>(result_.remat_compute) > remat_limit_) throw RunStop{Outcome::Thrashed};  // R8
@@ -275,7 +290,7 @@ void State::compute(std::uint32_t t, bool remat) {
     if (!storages_[tensors_[u].storage].material) remat_storages.push_back(tensors_[u].storage);
   }
   if (!storages_[tensors_[t].storage].material) remat_storages.push_back(tensors_[t].storage);
-  clock_ += op.compute;
+  advance(op.compute);  // remat_compute below is a part of the clock
   memory_ += op.total_size;
   result_.peak = std::max(result_.peak, Bytes{static_cast<std::uint64_t>(memory_)});
   if (remat) {
@@ -293,8 +308,15 @@ void State::compute(std::uint32_t t, bool remat) {
   after_compute(remat_storages);
 }
 
+bool State::fits(std::int64_t size) const {
+  // Compared without forming memory_ + size (65 536 outputs of 2^53 bytes pass 2^63); budgets
+  // of 2^63 bytes or more count as 2^63 - 1, more than any op's outputs can take here.
+  const std::int64_t budget = static_cast<std::int64_t>(std::min<std::uint64_t>(config_.budget.value, kMaxBytes));
+  return memory_ <= budget && size <= budget - memory_;
+}
+
 void State::free_until(std::int64_t size) {
-  while (memory_ + size > static_cast<std::int64_t>(config_.budget.value)) {
+  while (!fits(size)) {
     if (pool_.empty()) {
       requested_ = size;
       throw RunStop{Outcome::OutOfMemory};  // R7

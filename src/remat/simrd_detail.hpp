@@ -92,6 +92,12 @@ class State {
   void update_compute(std::uint32_t s);
   [[nodiscard]] double cost(std::uint32_t s) const;
   [[nodiscard]] std::uint32_t choose() const;
+  // clock_ += cost, or an Error naming the event when the clock would pass 2^63 - 1 ns (as the
+  // engine does; docs/limits.md, "Arithmetic").
+  void advance(std::int64_t cost);
+  // memory_ + size <= the budget, without overflow.
+  [[nodiscard]] bool fits(std::int64_t size) const;
+  static constexpr std::int64_t kMaxBytes = std::numeric_limits<std::int64_t>::max();
   std::uint32_t find(std::uint32_t n) const;
   [[nodiscard]] bool uses_regions() const;
   [[nodiscard]] bool uses_eq_classes() const;

@@ -52,6 +52,8 @@ struct SmartPoolPlan {
   std::vector<SmartPoolSlot> slots;  // in allocation order inside the planned iteration
   Bytes cross_size;                  // SINGA's offset_cross_iteration: cross blocks' height
   Bytes pool_size;                   // 2 x cross_size + height of the normal blocks
+  bool oversized = false;            // the pool would need 2^63 bytes or more: it is never
+                                     // created (pool_size saturated at 2^64 - 1)
 };
 
 // Plans one iteration of `trace` (pure; the allocator's prepare() calls it). Throws ConfigError

@@ -8,8 +8,9 @@
 //    decision search over canonical placements (include/coopsim/plan/exact.hpp) asks for the
 //    max-live lower bound and bisects between the best proven bound and the incumbent; when
 //    that finds nothing better, a deterministic order-perturbation local search. Every phase
-//    runs on a work budget derived from the time limit (the wall clock is only a safety cut),
-//    so results do not depend on the machine.
+//    runs on a work budget derived from the time limit (the wall clock is only a safety cut,
+//    read in every phase), so results do not depend on the machine. Problems with more
+//    overlapping pairs than max_conflicts get the construction only, without conflict lists.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +33,7 @@ struct PlanOptions {
   bool bf_quirk = true;                     // smartpool-bf: reproduce SINGA's gap-below quirk
   std::optional<std::int64_t> capacity;     // height must not exceed it
   double time_limit_s = 10.0;               // planner: sets the work budget; also a safety cut
+  std::uint64_t max_conflicts = PlanLimits::kDefaultMaxConflicts;  // conflict pairs stored at most
 };
 
 struct PlanResult {
@@ -44,12 +46,16 @@ struct PlanResult {
   std::uint64_t exact_work = 0;       // planner: exact-search work units spent
   bool time_cut = false;              // planner: stopped by the wall clock, not the budget
   bool proven_optimal = false;        // height == proven_bound
+  std::uint64_t conflicts = 0;        // planner: lifetime-overlapping pairs
+  bool without_lists = false;         // planner: conflicts > max_conflicts, so no conflict lists
+                                      // were built and only the construction ran
 };
 
-// Greedy placement of buffers in `order` (indices into problem.buffers).
+// Greedy placement of buffers in `order` (indices into problem.buffers). With more than
+// `max_conflicts` overlapping pairs no conflict lists are built (same offsets, O(n) memory).
 enum class Fit { Best, BestQuirk, First };
-std::vector<std::int64_t> place_in_order(const Problem& problem,
-                                         const std::vector<std::size_t>& order, Fit fit);
+std::vector<std::int64_t> place_in_order(const Problem& problem, const std::vector<std::size_t>& order, Fit fit,
+                                         std::uint64_t max_conflicts = PlanLimits::kDefaultMaxConflicts);
 
 // Runs a method. Throws coopsim::Error when a capacity is given and the height exceeds it.
 PlanResult plan(const Problem& problem, const PlanOptions& options);

@@ -139,7 +139,9 @@ class RematGraph {
   std::map<std::uint64_t, std::uint32_t> by_addr_;
   SimTime clock_{0};
   mutable std::vector<std::uint32_t> uf_parent_;  // path halving in find_root
-  std::vector<std::int64_t> uf_cost_;             // class roots: summed compute (ns)
+  std::vector<double> uf_cost_;                   // class roots: summed compute (ns); a double so
+                                                  // that sums of huge costs cannot wrap (exact
+                                                  // below 2^53 ns, 104 days)
   mutable std::vector<std::uint32_t> visit_mark_;  // neighbourhood searches
   mutable std::uint32_t visit_epoch_ = 0;
   mutable std::vector<std::uint32_t> stack_;
