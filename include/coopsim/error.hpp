@@ -9,8 +9,10 @@
 
 namespace coopsim {
 
-// A string quoted for an error message: '...', control characters, quotes and backslashes as
-// \xNN, cut at about 40 bytes (on a UTF-8 boundary) with "..." appended.
+// A string from an input quoted for an error message: '...', control characters, quotes and
+// backslashes as \xNN; longer than 80 bytes (kExcerptBytes, text.hpp), its first 80 bytes (cut
+// on a UTF-8 boundary) then "...' (N bytes)" with N the full length. Every message that quotes
+// what a user gave (a file's line, a --set value, an option value) goes through this.
 std::string quote_excerpt(std::string_view s);
 
 class Error : public std::runtime_error {
@@ -33,13 +35,17 @@ class TraceError : public Error {
 };
 
 // A problem in configuration or on the command line. what() == "key: problem" (or just problem).
+// key() and problem() are the parts with control characters escaped and nothing cut: code that
+// re-keys an error ("file: " + key) builds the new one from them, not from what().
 class ConfigError : public Error {
  public:
   ConfigError(const std::string& key, const std::string& problem);
   const std::string& key() const { return key_; }
+  const std::string& problem() const { return problem_; }
 
  private:
   std::string key_;
+  std::string problem_;
 };
 
 // A broken internal invariant (an allocator model bug). Thrown by check_invariants().

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "coopsim/text.hpp"
 #include "coopsim/units.hpp"
 
 namespace coopsim {
@@ -57,8 +58,17 @@ class Params {
   std::vector<ParamDoc> docs_;
 };
 
+// A JSON value as an error message shows it: compact JSON text, U+FFFD for bytes that are not
+// UTF-8 (only command-line text can hold them), cut like excerpt() (text.hpp) so a huge value
+// stays a short line.
+template <class Json>
+std::string shown_json(const Json& v) {
+  return excerpt(v.dump(-1, ' ', false, Json::error_handler_t::replace));
+}
+
 // The value of a command-line "key=value": JSON scalars (numbers, true/false, null, quoted
-// strings) are taken as such, anything else (sizes like 8GiB, names) as a plain string.
+// strings) are taken as such, anything else (sizes like 8GiB, names, numbers beyond a double such
+// as 1e999) as a plain string.
 nlohmann::json parse_override_value(const std::string& text);
 
 // Parse a duration: "10us", "2.5ms", "1s", "100ns", plain number = ns. nullopt when malformed.

@@ -14,6 +14,7 @@
 
 #include "coopsim/error.hpp"
 #include "coopsim/params.hpp"
+#include "coopsim/text.hpp"
 
 namespace coopsim {
 
@@ -39,12 +40,16 @@ class Registry {
     return it == entries_.end() ? nullptr : &*it;
   }
 
-  // Throws ConfigError(key, "unknown <what> 'x' (valid: a, b, c)").
+  // Throws ConfigError(key, "unknown <what> 'x' (valid: a, b, c)"), with "; did you mean 'b'?"
+  // when one name is close (closest_name, text.hpp).
   [[nodiscard]] const Entry& get(std::string_view name, const std::string& key,
                                  std::string_view what) const {
     if (const Entry* e = find(name)) return *e;
-    throw ConfigError(key, "unknown " + std::string(what) + " '" + std::string(name) +
-                               "' (valid: " + names() + ")");
+    std::vector<std::string> all;
+    for (const auto& e : entries_) all.push_back(e.name);
+    const std::string guess = closest_name(name, all);
+    throw ConfigError(key, "unknown " + std::string(what) + " " + quote_excerpt(name) + " (valid: " + names() + ")" +
+                               (guess.empty() ? "" : "; did you mean '" + guess + "'?"));
   }
 
   [[nodiscard]] std::string names() const {

@@ -7,12 +7,38 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace coopsim {
 
 // `s` with every control character (below 0x20, and 0x7F) written as \xNN, so that text taken
 // from an input (e.g. a JSON library's "last read" token) keeps an error message on one line.
 std::string one_line(std::string_view s);
+
+// How much of an input an error message quotes (quote_excerpt, excerpt): enough to recognise the
+// value, never the whole of a 10 MB line.
+inline constexpr std::size_t kExcerptBytes = 80;
+
+// `s` for an error message: control characters as \xNN (one_line) and, when `s` is longer than
+// `max` bytes, its first `max` bytes (cut on a UTF-8 boundary) followed by "... (N bytes)" with
+// N the full length. The result never depends on more than the first `max` bytes plus the size.
+std::string excerpt(std::string_view s, std::size_t max = kExcerptBytes);
+
+// `message` with the token a JSON library quotes ("...; last read: '<token>'", nlohmann's
+// parse errors) cut like excerpt() when it is longer than kExcerptBytes: for an unterminated
+// string that token is the rest of the line, megabytes perhaps. Other text is left as it is.
+std::string cut_last_read(std::string_view message);
+
+// Optimal-string-alignment distance (Levenshtein plus adjacent transpositions), ignoring ASCII
+// case: "swep" -> "sweep" is 1, "plna" -> "plan" is 1, "JSON" -> "json" is 0.
+std::size_t edit_distance(std::string_view a, std::string_view b);
+
+// The candidate `word` most likely mistypes, for "did you mean ...?": the nearest by
+// edit_distance when that distance is at most 2 and at most a third of the candidate's length
+// (so "-x" suggests nothing among one-letter options), else the one candidate that `word` (3
+// characters or more after leading dashes) begins. Empty when none is close, and when two are
+// equally close: a guess between them would mislead half the time.
+std::string closest_name(std::string_view word, const std::vector<std::string>& candidates);
 
 // 1-based line of byte `offset` in `text` (offsets past the end count to the end).
 std::uint64_t line_of_offset(std::string_view text, std::size_t offset);

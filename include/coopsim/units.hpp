@@ -65,8 +65,31 @@ constexpr std::uint64_t round_up(std::uint64_t v, std::uint64_t unit) {
 }
 
 // "8GiB", "512MB", "1.5GiB", "4096", "64 KiB" (SI: kB MB GB TB; binary: KiB MiB GiB TiB; B).
-// nullopt on malformed text, negative values or overflow.
+// nullopt on malformed text, negative values, overflow, or a fraction of a byte without a larger
+// unit ("0.5", "1.5B": there is no half byte; "0.5KiB" is 512).
 std::optional<Bytes> parse_bytes(std::string_view text);
+
+// A budget as a user spells it where a plain number could be meant as a share of the trace's
+// peak (run/bench --budget, a sweep config's "budgets"): a size with a unit ("512B", "8GiB"),
+// plain bytes of 1024 or more, 0 (refused later as "must be greater than 0"), or, with
+// BudgetHint::Percent, "N%" (0 < N <= 1e6) of the trace's peak live bytes. A plain number from
+// 1 to 1023 is refused: "-b 0.5" meaning one byte is never what was meant.
+enum class BudgetHint : std::uint8_t {
+  Percent,  // the command line: hints say "did you mean 50%?"
+  Ratio,    // a sweep config: hints say "did you mean {"ratios": [0.5]}?"
+};
+struct BudgetText {
+  std::optional<Bytes> bytes;
+  std::optional<double> percent;  // Percent only
+  std::string problem;            // neither: why, with a "did you mean" hint where one helps
+};
+BudgetText parse_budget(std::string_view text, BudgetHint hint);
+
+// floor(`fraction` x `of`) in bytes; nullopt when that is below one byte or beyond 2^64 - 1.
+std::optional<Bytes> scale_bytes(double fraction, Bytes of);
+// `percent`% of a trace's peak live bytes `peak`, for a budget given as a percentage; throws
+// ConfigError(key) naming the peak when that is less than one byte (or beyond 2^64 - 1).
+Bytes percent_of_peak(double percent, Bytes peak, const std::string& key);
 // Human form with binary units, e.g. "1.50 GiB", "512 B".
 std::string format_bytes(Bytes b);
 // "1.234 ms" style.

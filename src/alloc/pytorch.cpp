@@ -33,7 +33,7 @@ void validate(const PyTorchOptions& o) {
   const double t = o.garbage_collection_threshold;
   if (!(t == 0.0 || (t > 0.0 && t < 1.0))) {
     throw ConfigError("pytorch.garbage_collection_threshold",
-                      "must be 0 (off) or in (0, 1), got " + std::to_string(t));
+                      fmt::format("must be 0 (off) or in (0, 1), got {}", t));
   }
 }
 

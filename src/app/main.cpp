@@ -8,8 +8,10 @@
 
 #include "coopsim/commands.hpp"
 #include "coopsim/error.hpp"
+#include "coopsim/text.hpp"
 #include "coopsim/output_file.hpp"
 #include "coopsim_config.h"
+#include "src/app/cli_errors.hpp"
 #include "stdout_sink.hpp"
 
 namespace {
@@ -73,7 +75,7 @@ int run_command(CLI::App& app, int argc, char** argv) {
   run_cmd->add_option("--memory-map", run.memory_map_out, "write an SVG picture of the address space over time");
   run_cmd->add_option("--memory-map-colour", run.memory_map_colour,
                       "memory map colours: role (tensor role, default) or cost (eviction cost: producer op time)")
-      ->check(CLI::IsMember({"role", "cost"}));
+      ->check(coopsim::cli::one_of({"role", "cost"}));
   run_cmd->add_option("--torch-snapshot", run.torch_snapshot_out,
                       "write the run as a PyTorch memory snapshot pickle (pytorch.org/memory_viz)");
   run_cmd->add_option("--plan", run.plan_out, "write the run's plan for replay-gpu (docs/plan-format.md)");
@@ -98,7 +100,8 @@ int run_command(CLI::App& app, int argc, char** argv) {
   import_cmd->add_option("kind", imp.kind, "dtr | torch-snapshot | kineto")->required();
   import_cmd->add_option("input", imp.input, "file to convert")->required();
   import_cmd->add_option("--output,-o", imp.output, "output trace (.jsonl or .jsonl.gz)")->required();
-  import_cmd->add_option("--device", imp.device, "device index (torch-snapshot, kineto)");
+  import_cmd->add_option("--device", imp.device, "device index (torch-snapshot, kineto)")
+      ->check(coopsim::cli::integer<int>());
   import_cmd->add_flag("--copy-on-write", imp.copy_on_write,
                        "dtr: model MUTATE as copy-on-write like DTR's simulator (default: in place)");
   import_cmd->add_option("--compat", imp.compat,
@@ -115,7 +118,7 @@ int run_command(CLI::App& app, int argc, char** argv) {
   bench_cmd->add_option("--allocator,-a", bench.allocators, "allocators (default: all)")->delimiter(',');
   bench_cmd->add_option("--policy,-p", bench.policies, "policies (default: keep)")->delimiter(',');
   bench_cmd->add_option("--budget,-b", bench.budget, "memory budget, or N% of the trace's peak live bytes");
-  bench_cmd->add_option("--repeat,-r", bench.repeat, "repetitions; the best is reported")->check(CLI::Range(1, 100));
+  bench_cmd->add_option("--repeat,-r", bench.repeat, "repetitions; the best is reported")->check(coopsim::cli::integer(1, 100));
 
   coopsim::PlanArgs plan;
   std::int64_t plan_capacity = 0;
@@ -124,8 +127,10 @@ int run_command(CLI::App& app, int argc, char** argv) {
   plan_cmd->add_option("solution", plan.solution, "with --check: solution CSV to validate");
   plan_cmd->add_option("--output,-o", plan.output, "solution CSV to write");
   plan_cmd->add_option("--method,-m", plan.method, "planner | smartpool-bf | smartpool-ff | greedy-by-size");
-  auto* plan_capacity_opt = plan_cmd->add_option("--capacity", plan_capacity, "maximum height in bytes");
-  plan_cmd->add_option("--time-limit", plan.time_limit_s, "planner: seconds (sets the search budget)");
+  auto* plan_capacity_opt = plan_cmd->add_option("--capacity", plan_capacity, "maximum height in bytes")
+                               ->check(coopsim::cli::integer<std::int64_t>());
+  plan_cmd->add_option("--time-limit", plan.time_limit_s, "planner: seconds (sets the search budget)")
+      ->check(coopsim::cli::number());
   plan_cmd->add_flag("--check", plan.check, "validate SOLUTION against PROBLEM instead of planning");
   plan_cmd->add_flag("--no-bf-quirk", plan.no_bf_quirk, "smartpool-bf: textbook best fit (consider the lowest gap)");
   plan_cmd->add_option("--limit", plan.limits,
@@ -134,11 +139,13 @@ int run_command(CLI::App& app, int argc, char** argv) {
   coopsim::SweepArgs sweep;
   auto* sweep_cmd = app.add_subcommand("sweep", "run every combination of a sweep config in parallel (docs/sweep.md)");
   sweep_cmd->add_option("config", sweep.config, "sweep config (JSON)")->required();
-  sweep_cmd->add_option("--jobs,-j", sweep.jobs, "parallel runs (default: every core)")->check(CLI::Range(1, 4096));
+  sweep_cmd->add_option("--jobs,-j", sweep.jobs, "parallel runs (default: every core)")->check(coopsim::cli::integer(1, 4096));
   sweep_cmd->add_option("--output,-o", sweep.output, "output directory (default: sweep-out)");
   sweep_cmd->add_flag("--resume", sweep.resume, "keep the runs the output directory already holds; run the rest");
   sweep_cmd->add_option("--shard", sweep.shard, "run only slice K of N (K/N; runs with index mod N == K-1)");
-  sweep_cmd->add_option("--stop-after", sweep.stop_after, "test hook: stop after N results, as if killed")->group("");
+  sweep_cmd->add_option("--stop-after", sweep.stop_after, "test hook: stop after N results, as if killed")
+      ->check(coopsim::cli::integer<std::size_t>())
+      ->group("");
 
   coopsim::MergeArgs merge;
   auto* merge_cmd = app.add_subcommand("merge", "combine the shard directories of one sweep (docs/cluster.md)");
@@ -152,7 +159,8 @@ int run_command(CLI::App& app, int argc, char** argv) {
   minb_cmd->add_option("--policy,-p", minb.policy, "memory policy");
   minb_cmd->add_option("--allocator,-a", minb.allocator, "allocator model");
   double minb_overhead = 0.0;
-  auto* minb_overhead_opt = minb_cmd->add_option("--max-overhead", minb_overhead, "also require compute overhead <= X");
+  auto* minb_overhead_opt = minb_cmd->add_option("--max-overhead", minb_overhead, "also require compute overhead <= X")
+                               ->check(coopsim::cli::number());
   minb_cmd->add_option("--set,-s", minb.sets, "config override key=value (repeatable)");
   minb_cmd->add_flag("--json", minb.json, "print the result as JSON");
 
@@ -160,16 +168,27 @@ int run_command(CLI::App& app, int argc, char** argv) {
   auto* replay_cmd = app.add_subcommand("replay-gpu", "replay a plan (run --plan) on a CUDA device: timing and integrity");
   replay_cmd->add_option("plan", replay.plan, "plan file (docs/plan-format.md)")->required();
   replay_cmd->add_option("--output,-o", replay.output, "write the JSON report here");
-  replay_cmd->add_option("--iterations", replay.iterations, "timed replays of the plan (default 5)");
-  replay_cmd->add_option("--warmup", replay.warmup, "untimed replays first (default 1)");
+  replay_cmd->add_option("--iterations", replay.iterations, "timed replays of the plan (default 5)")
+      ->check(coopsim::cli::integer<int>());
+  replay_cmd->add_option("--warmup", replay.warmup, "untimed replays first (default 1)")
+      ->check(coopsim::cli::integer<int>());
   replay_cmd->add_option("--calibrate-link", replay.calibrate_link, "write the measured link as a config file here");
-  replay_cmd->add_option("--device", replay.device, "CUDA device index (default 0)");
-  replay_cmd->add_option("--sample-stride", replay.sample_stride, "check and write every Nth 4-byte word (default 1)");
+  replay_cmd->add_option("--device", replay.device, "CUDA device index (default 0)")
+      ->check(coopsim::cli::integer<int>());
+  replay_cmd->add_option("--sample-stride", replay.sample_stride, "check and write every Nth 4-byte word (default 1)")
+      ->check(coopsim::cli::integer<int>());
   replay_cmd->add_flag("--skip-check", replay.skip_check, "load the plan without the plan checker");
   replay_cmd->add_flag("--poison", replay.poison, "fill blocks allocated without content with a poison pattern");
   replay_cmd->add_flag("--no-graph", replay.no_graph, "issue every step from the host instead of a captured CUDA graph");
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // One line and status 2 (docs/architecture.md), never CLI11's "Run with --help" lines.
+    std::cerr << "coopsim: error: " << coopsim::cli::usage_error(app, e) << "\n";
+    return coopsim::cli::kUsageStatus;
+  }
   if (plan_capacity_opt->count() > 0) plan.capacity = plan_capacity;
   if (minb_overhead_opt->count() > 0) minb.max_overhead = minb_overhead;
   try {
@@ -188,7 +207,7 @@ int run_command(CLI::App& app, int argc, char** argv) {
     std::cerr << "coopsim: error: " << e.what() << "\n";
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << "coopsim: internal error: " << e.what() << "\n";
+    std::cerr << "coopsim: internal error: " << coopsim::excerpt(e.what(), 1024) << "\n";  // still one line
     return 70;
   }
   return 0;

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <optional>
 #include <ostream>
 
 #include "coopsim/commands.hpp"
@@ -15,6 +16,13 @@ namespace coopsim {
 int command_bench(const BenchArgs& args, std::ostream& out) {
   using Clock = std::chrono::steady_clock;
   auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+
+  // The budget's spelling is checked before the trace is read.
+  BudgetText budget_text;
+  if (!args.budget.empty()) {
+    budget_text = parse_budget(args.budget, BudgetHint::Percent);
+    if (!budget_text.problem.empty()) throw ConfigError("--budget", budget_text.problem);
+  }
 
   double best_parse = 1e300;
   Trace trace;
@@ -36,23 +44,17 @@ int command_bench(const BenchArgs& args, std::ostream& out) {
   std::vector<std::string> policies = args.policies;
   if (policies.empty()) policies.push_back("keep");
   // "N%" budgets are of the trace's no-eviction peak of live bytes, as in `coopsim run`.
-  std::string budget = args.budget;
-  if (!budget.empty() && budget.back() == '%') {
-    double percent = 0;
-    try {
-      percent = std::stod(budget.substr(0, budget.size() - 1));
-    } catch (const std::exception&) {
-      percent = 0;
-    }
-    if (!(percent > 0)) throw ConfigError("--budget", "'" + args.budget + "' is not a size or a percentage");
-    budget = std::to_string(static_cast<std::uint64_t>(percent / 100.0 * static_cast<double>(s.peak_live.value)));
+  std::optional<std::uint64_t> budget;
+  if (!args.budget.empty()) {
+    budget = budget_text.percent ? percent_of_peak(*budget_text.percent, s.peak_live, "--budget").value
+                                 : budget_text.bytes->value;
   }
   for (const auto& p : policies) {
     for (const auto& a : allocators) {
       SimConfig cfg;
       cfg.doc["allocator"] = a;
       cfg.doc["policy"] = p;
-      cfg.doc["budget"] = budget;
+      if (budget) cfg.doc["budget"] = *budget;
       double best = 1e300;
       Report r;
       for (int i = 0; i < args.repeat; ++i) {

@@ -22,19 +22,6 @@ std::vector<std::string> expand_all(std::vector<std::string> names, std::vector<
   return names;
 }
 
-// "35%" -> 35.0; nullopt when the text is not a percentage.
-std::optional<double> parse_percent(const std::string& text) {
-  if (text.size() < 2 || text.back() != '%') return std::nullopt;
-  try {
-    std::size_t used = 0;
-    const double v = std::stod(text.substr(0, text.size() - 1), &used);
-    if (used != text.size() - 1 || !(v > 0.0) || v > 1e6) return std::nullopt;
-    return v;
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-}
-
 }  // namespace
 
 int command_run(const RunArgs& args, std::ostream& out) {
@@ -64,11 +51,10 @@ int command_run(const RunArgs& args, std::ostream& out) {
         if (!a.empty()) cfg.doc["allocator"] = a;
         std::optional<double> percent;
         if (!b.empty()) {
-          percent = parse_percent(b);
-          if (!percent && !parse_bytes(b)) {
-            throw ConfigError("--budget", "'" + b + "' is not a size (e.g. 8GiB, 512MB, 1048576) or a percentage (e.g. 40%)");
-          }
-          cfg.doc["budget"] = percent ? std::string("1GiB") : b;
+          const BudgetText budget = parse_budget(b, BudgetHint::Percent);
+          if (!budget.problem.empty()) throw ConfigError("--budget", budget.problem);
+          percent = budget.percent;
+          cfg.doc["budget"] = percent ? std::uint64_t{1} << 30 : budget.bytes->value;
         }
         check_config(cfg);
         runs.push_back(std::move(cfg));
@@ -92,10 +78,7 @@ int command_run(const RunArgs& args, std::ostream& out) {
   if (std::any_of(percents.begin(), percents.end(), [](const auto& p) { return p.has_value(); })) {
     const Bytes peak = summarize(trace).peak_live;
     for (std::size_t i = 0; i < runs.size(); ++i) {
-      if (!percents[i]) continue;
-      const auto bytes = static_cast<std::uint64_t>(*percents[i] / 100.0 * static_cast<double>(peak.value));
-      if (bytes == 0) throw ConfigError("--budget", args.trace + ": the trace's peak live bytes are 0: give a size");
-      runs[i].doc["budget"] = std::to_string(bytes);
+      if (percents[i]) runs[i].doc["budget"] = percent_of_peak(*percents[i], peak, "--budget").value;
     }
   }
   if (all_allocators && !trace.initial_segments.empty()) {

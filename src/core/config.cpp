@@ -88,35 +88,41 @@ SimConfig load_config(const std::string& path) {
 void apply_override(SimConfig& cfg, const std::string& assignment, const Components& c) {
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0) {
-    throw ConfigError("--set " + assignment, "expected key=value");
+    throw ConfigError("--set " + excerpt(assignment), "expected key=value");
   }
   const std::string key = assignment.substr(0, eq);
+  const std::string shown_key = excerpt(key);  // for messages: a key may be megabytes of text
   const std::string text = assignment.substr(eq + 1);
   const nlohmann::json value = parse_override_value(text);
   std::vector<std::string> path;
   std::stringstream ks(key);
   for (std::string part; std::getline(ks, part, '.');) {
-    if (part.empty()) throw ConfigError("--set " + key, "empty key component");
+    if (part.empty()) throw ConfigError("--set " + shown_key, "empty key component");
     path.push_back(part);
   }
   if (is_component(path.front(), c)) {
     path.insert(path.begin(), "params");
   } else if (path.size() > 1 && is_scalar_key(path.front())) {
     // e.g. policy.heuristic: 'policy' holds a name, and a later -p would silently replace it.
-    throw ConfigError("--set " + key, "'" + path.front() + "' is a value, not a section: set it with --set " +
+    throw ConfigError("--set " + shown_key, quote_excerpt(path.front()) + " is a value, not a section: set it with --set " +
                                           path.front() + "=VALUE, and a component's parameter with --set "
                                           "COMPONENT.PARAMETER (sections: link, engine, limits, params; components: " +
                                           c.allocators.names() + ", " + c.policies.names() + ")");
   } else if (!is_top_key(path.front())) {
-    throw ConfigError("--set " + key, "unknown key '" + path.front() + "' (valid: " + top_keys_list() +
+    std::vector<std::string> names(std::begin(kTopKeys), std::end(kTopKeys));
+    for (const auto& e : c.allocators.entries()) names.push_back(e.name);
+    for (const auto& e : c.policies.entries()) names.push_back(e.name);
+    const std::string guess = closest_name(path.front(), names);
+    throw ConfigError("--set " + shown_key, "unknown key " + quote_excerpt(path.front()) + " (valid: " + top_keys_list() +
                                           ", or COMPONENT.PARAMETER with a component among " + c.allocators.names() +
-                                          ", " + c.policies.names() + ")");
+                                          ", " + c.policies.names() + ")" +
+                                          (guess.empty() ? "" : "; did you mean '" + guess + "'?"));
   }
   nlohmann::json* node = &cfg.doc;
   for (std::size_t i = 0; i + 1 < path.size(); ++i) {
     nlohmann::json& next = (*node)[path[i]];
     if (next.is_null()) next = nlohmann::json::object();
-    if (!next.is_object()) throw ConfigError("--set " + key, "'" + path[i] + "' is not a section");
+    if (!next.is_object()) throw ConfigError("--set " + shown_key, quote_excerpt(path[i]) + " is not a section");
     node = &next;
   }
   (*node)[path.back()] = value;
@@ -131,7 +137,7 @@ void check_config(const SimConfig& cfg, const Components& c) {
   for (const auto& [k, v] : cfg.doc.items()) {
     bool known = false;
     for (const char* t : kTopKeys) known = known || k == t;
-    if (!known) throw err(k, "unknown key (valid: " + top_keys_list() + ")");
+    if (!known) throw err(excerpt(k), "unknown key (valid: " + top_keys_list() + ")");
   }
   try {
     Params top("", nlohmann::json{{"allocator", cfg.doc.value("allocator", nlohmann::json("pytorch"))},
@@ -152,13 +158,13 @@ void check_config(const SimConfig& cfg, const Components& c) {
       } else if (const auto* p = c.policies.find(name)) {
         (void)Params(name, obj, p->params);
       } else {
-        throw ConfigError("params." + name, "unknown component (allocators: " + c.allocators.names() +
+        throw ConfigError("params." + excerpt(name), "unknown component (allocators: " + c.allocators.names() +
                                                 "; policies: " + c.policies.names() + ")");
       }
     }
   } catch (const ConfigError& e) {
     if (prefix.empty() || e.key().rfind(prefix, 0) == 0) throw;
-    throw ConfigError(prefix + e.key(), std::string(e.what()).substr(e.key().empty() ? 0 : e.key().size() + 2));
+    throw ConfigError(prefix + e.key(), e.problem());
   }
 }
 

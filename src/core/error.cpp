@@ -8,27 +8,40 @@
 
 namespace coopsim {
 
+namespace {
+
+// A safety net under quote_excerpt: whatever a message quotes, what() stays a line of a few
+// kilobytes. Keys and file names are cut shorter than problems, which may list valid names. A
+// JSON reader's "last read: '...'" token is cut to 80 bytes first (cut_last_read, text.hpp), as
+// every importer and config reader passes those messages on.
+constexpr std::size_t kMaxWhereBytes = 1024;
+constexpr std::size_t kMaxProblemBytes = 4096;
+
+}  // namespace
+
 TraceError::TraceError(const std::string& file, std::uint64_t line, const std::string& problem)
-    : Error(one_line(file + ":" + std::to_string(line) + ": " + problem)),
+    : Error(excerpt(file, kMaxWhereBytes) + ":" + std::to_string(line) + ": " +
+            excerpt(cut_last_read(problem), kMaxProblemBytes)),
       file_(file),
       line_(line),
       problem_(problem) {}
 
-// The key is kept escaped: check_config re-keys errors by cutting key().size() + 2 bytes off what().
 ConfigError::ConfigError(const std::string& key, const std::string& problem)
-    : Error(key.empty() ? one_line(problem) : one_line(key) + ": " + one_line(problem)), key_(one_line(key)) {}
+    : Error(key.empty() ? excerpt(cut_last_read(problem), kMaxProblemBytes)
+                        : excerpt(key, kMaxWhereBytes) + ": " + excerpt(cut_last_read(problem), kMaxProblemBytes)),
+      key_(one_line(key)),
+      problem_(one_line(problem)) {}
 
 std::string quote_excerpt(std::string_view s) {
-  constexpr std::size_t kMax = 40;
-  bool cut = false;
-  if (s.size() > kMax) {
-    std::size_t n = kMax;
-    while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
-    s = s.substr(0, n);
-    cut = true;
+  const bool cut = s.size() > kExcerptBytes;
+  std::string_view shown = s;
+  if (cut) {
+    std::size_t n = kExcerptBytes;
+    while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;  // not inside a character
+    shown = s.substr(0, n);
   }
   std::string out = "'";
-  for (const char ch : s) {
+  for (const char ch : shown) {
     const auto c = static_cast<unsigned char>(ch);
     if (c < 0x20 || c == 0x7F || c == '\\' || c == '\'') {
       out += fmt::format("\\x{:02x}", c);
@@ -36,7 +49,7 @@ std::string quote_excerpt(std::string_view s) {
       out += ch;
     }
   }
-  out += cut ? "...'" : "'";
+  out += cut ? fmt::format("...' ({} bytes)", s.size()) : "'";
   return out;
 }
 

@@ -50,7 +50,7 @@ Limits config_limits(const SimConfig& cfg) {
     return limits_from_json(section);
   } catch (const ConfigError& e) {
     if (cfg.source.empty()) throw;
-    throw ConfigError(cfg.source + ": " + e.key(), std::string(e.what()).substr(e.key().size() + 2));
+    throw ConfigError(cfg.source + ": " + e.key(), e.problem());
   }
 }
 

@@ -2,7 +2,11 @@
 // key ("pytorch.max_split_size"); defaults come from the ParamDoc list only.
 #include "coopsim/params.hpp"
 
+#include <fmt/format.h>
+
+#include <charconv>
 #include <cmath>
+#include <limits>
 
 #include "coopsim/error.hpp"
 
@@ -49,15 +53,44 @@ nlohmann::json parse_override_value(const std::string& text) {
     nlohmann::json value = nlohmann::json::parse(text);
     if (!value.is_object() && !value.is_array()) return value;
   } catch (const nlohmann::json::parse_error&) {
+  } catch (const nlohmann::json::out_of_range&) {
+    // A number beyond double ("1e999"): kept as text, so the parameter's type check names the key
+    // ("expected a number within the range of a double") instead of the JSON reader failing.
   }
   return text;
 }
 
 namespace {
 
-// A value as JSON text for a message; a string that is not UTF-8 (only command-line text can
-// be) shows U+FFFD instead of making the JSON library throw.
-std::string shown(const nlohmann::json& v) { return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+std::string shown(const nlohmann::json& v) { return shown_json(v); }
+
+constexpr std::int64_t kIntMin = std::numeric_limits<std::int64_t>::min();
+constexpr std::int64_t kIntMax = std::numeric_limits<std::int64_t>::max();
+
+// An integer that fits int64, from a JSON integer or decimal text; nullopt otherwise. `too_big`
+// tells a value out of range (2^63, "99999999999999999999") from one that is no integer.
+std::optional<std::int64_t> int_value(const nlohmann::json& v, bool& too_big) {
+  too_big = false;
+  if (v.is_number_unsigned()) {
+    too_big = v.get<std::uint64_t>() > static_cast<std::uint64_t>(kIntMax);
+    if (too_big) return std::nullopt;
+  }
+  if (v.is_number_integer()) return v.get<std::int64_t>();
+  if (v.is_number_float()) {
+    // 1e30 parses as a double: out of range, not "not an integer", when it is whole.
+    const double d = v.get<double>();
+    too_big = d == std::floor(d) && (d >= 9223372036854775808.0 || d < -9223372036854775808.0);
+    return std::nullopt;
+  }
+  if (!v.is_string()) return std::nullopt;
+  const auto& s = v.get_ref<const std::string&>();
+  std::int64_t x = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), x);
+  if (end != s.data() + s.size()) return std::nullopt;
+  too_big = ec == std::errc::result_out_of_range;
+  if (ec != std::errc{}) return std::nullopt;
+  return x;
+}
 
 std::string valid_keys(std::span<const ParamDoc> docs) {
   std::string out;
@@ -84,31 +117,25 @@ nlohmann::json canonical(const ParamDoc& d, const nlohmann::json& v, const std::
       if (v.is_string()) {
         if (auto b = parse_bytes(v.get<std::string>())) return b->value;
       }
+      if (v.is_number_float() && v.get<double>() >= 18446744073709551616.0) {
+        throw bad("a size of at most 18446744073709551615 bytes (16 EiB)");
+      }
       throw bad("a size such as 512MiB, 8GiB or plain bytes");
     }
     case ParamType::Int: {
-      if (v.is_number_integer()) return v.get<std::int64_t>();
-      if (v.is_string()) {
-        const auto s = v.get<std::string>();
-        try {
-          std::size_t pos = 0;
-          const long long x = std::stoll(s, &pos);
-          if (pos == s.size()) return static_cast<std::int64_t>(x);
-        } catch (...) {
-        }
-      }
+      bool too_big = false;
+      if (const auto x = int_value(v, too_big)) return *x;
+      if (too_big) throw bad(fmt::format("an integer from {} to {}", kIntMin, kIntMax));
       throw bad("an integer");
     }
     case ParamType::Float: {
-      if (v.is_number()) return v.get<double>();
+      if (v.is_number()) return v.get<double>();  // always finite: the JSON reader refuses 1e999
       if (v.is_string()) {
-        const auto s = v.get<std::string>();
-        try {
-          std::size_t pos = 0;
-          const double x = std::stod(s, &pos);
-          if (pos == s.size() && std::isfinite(x)) return x;
-        } catch (...) {
-        }
+        const auto& s = v.get_ref<const std::string&>();
+        double x = 0;
+        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), x);
+        if (end == s.data() + s.size() && ec == std::errc::result_out_of_range) throw bad("a number within the range of a double");
+        if (end == s.data() + s.size() && ec == std::errc{} && std::isfinite(x)) return x;
       }
       throw bad("a number");
     }
@@ -122,9 +149,16 @@ nlohmann::json canonical(const ParamDoc& d, const nlohmann::json& v, const std::
       throw bad("true or false");
     }
     case ParamType::Time: {
-      if (v.is_number_integer() && v.get<std::int64_t>() >= 0) return v.get<std::int64_t>();
+      bool too_big = false;
+      if (const auto x = int_value(v, too_big); x && !v.is_string()) {
+        if (*x >= 0) return *x;
+        throw bad("a non-negative duration");
+      }
       if (v.is_string()) {
         if (auto t = parse_time(v.get<std::string>())) return t->count();
+      }
+      if (too_big || (v.is_number() && v.get<double>() > 9.2e18)) {
+        throw bad(fmt::format("a duration of at most {} ns (about 292 years)", kIntMax));
       }
       throw bad("a duration such as 10us, 2ms or plain nanoseconds");
     }
@@ -138,7 +172,7 @@ nlohmann::json canonical(const ParamDoc& d, const nlohmann::json& v, const std::
           ok = ok || c == s;
           list += (list.empty() ? "" : ", ") + c;
         }
-        if (!ok) throw ConfigError(key, "invalid value '" + s + "' (valid: " + list + ")");
+        if (!ok) throw ConfigError(key, "invalid value " + quote_excerpt(s) + " (valid: " + list + ")");
       }
       return s;
     }
@@ -162,7 +196,7 @@ Params::Params(std::string component, const nlohmann::json& object, std::span<co
     for (const auto& d : docs_) {
       if (d.key == k) found = &d;
     }
-    const std::string key = component_.empty() ? k : component_ + "." + k;
+    const std::string key = component_.empty() ? excerpt(k) : component_ + "." + excerpt(k);
     if (found == nullptr) {
       throw ConfigError(key, "unknown parameter (valid for " + component_ + ": " +
                                  valid_keys(docs_) + ")");

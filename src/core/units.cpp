@@ -3,10 +3,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <string>
+
+#include "coopsim/error.hpp"
 
 namespace coopsim {
 namespace {
@@ -15,6 +19,13 @@ std::string_view trim(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
   return s;
+}
+
+// A string of digits with at most one dot as a double; inf when too long for one (std::stod
+// would throw on 400 nines).
+double decimal(std::string_view digits) {
+  const std::string text(digits);
+  return std::strtod(text.c_str(), nullptr);
 }
 
 struct Unit {
@@ -73,9 +84,92 @@ std::optional<Bytes> parse_bytes(std::string_view text) {
     if (factor != 1 && v > std::numeric_limits<std::uint64_t>::max() / factor) return std::nullopt;
     return Bytes{v * factor};
   }
-  const double v = std::stod(number) * static_cast<double>(factor);
+  const double x = decimal(number);
+  if (factor == 1 && x != std::floor(x)) return std::nullopt;  // a fraction of a byte
+  const double v = x * static_cast<double>(factor);
   if (!std::isfinite(v) || v < 0 || v >= 18446744073709549568.0) return std::nullopt;
   return Bytes{static_cast<std::uint64_t>(std::llround(v))};
+}
+
+namespace {
+
+// "N%" -> N when N is a plain decimal (digits and one dot): no sign, exponent, hex or "inf".
+std::optional<double> percent_number(std::string_view text) {
+  if (text.size() < 2 || text.back() != '%') return std::nullopt;
+  const std::string_view n = trim(text.substr(0, text.size() - 1));
+  if (n.empty() || n == "." || std::count(n.begin(), n.end(), '.') > 1 ||
+      !std::all_of(n.begin(), n.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || c == '.'; })) {
+    return std::nullopt;
+  }
+  return decimal(n);
+}
+
+bool plain_number(std::string_view text) {
+  return !text.empty() && std::count(text.begin(), text.end(), '.') <= 1 &&
+         std::any_of(text.begin(), text.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }) &&
+         std::all_of(text.begin(), text.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || c == '.'; });
+}
+
+}  // namespace
+
+BudgetText parse_budget(std::string_view text, BudgetHint hint) {
+  const std::string_view t = trim(text);
+  BudgetText out;
+  if (hint == BudgetHint::Percent && !t.empty() && t.back() == '%') {
+    const auto p = percent_number(t);
+    if (!p) {
+      out.problem = quote_excerpt(text) + " is not a percentage (e.g. 40%, 12.5%)";
+    } else if (!(*p > 0.0) || *p > 1e6) {
+      out.problem = fmt::format("a percentage of the trace's peak must be greater than 0% and at most 1000000%, got {}",
+                                quote_excerpt(text));
+    } else {
+      out.percent = *p;
+    }
+    return out;
+  }
+  if (plain_number(t)) {
+    // Plain numbers are bytes only from 1024 up: below that a unit or a percentage was meant.
+    const double x = decimal(t);
+    if (x > 0 && x < 1024) {
+      const std::string as = std::string(t);
+      std::string mean;
+      if (hint == BudgetHint::Percent) {
+        mean = x <= 1 ? fmt::format("{:g}%", x * 100) : fmt::format("{}GiB or {}%", as, as);
+      } else {
+        mean = x <= 1 ? fmt::format("{{\"ratios\": [{}]}}", as) : fmt::format("\"{}GiB\"", as);
+      }
+      out.problem = fmt::format("{} has no unit; did you mean {}? (plain numbers below 1024 are not taken as bytes{})",
+                                quote_excerpt(text), mean, x == std::floor(x) ? fmt::format("; write {}B for {} byte{}", as, as, x == 1 ? "" : "s") : "");
+      return out;
+    }
+    if (x != std::floor(x)) {
+      out.problem = quote_excerpt(text) + " is not a whole number of bytes";
+      return out;
+    }
+  }
+  out.bytes = parse_bytes(t);
+  if (!out.bytes) {
+    out.problem = quote_excerpt(text) + (hint == BudgetHint::Percent
+                                             ? " is not a size (e.g. 8GiB, 512MB, 1048576) or a percentage (e.g. 40%)"
+                                             : " is not a size (e.g. 8GiB, 512MB, 1048576)");
+  }
+  return out;
+}
+
+std::optional<Bytes> scale_bytes(double fraction, Bytes of) {
+  const double v = std::floor(fraction * static_cast<double>(of.value));
+  // 2^64 is exactly representable; every double below it converts without overflow.
+  if (!(v >= 1.0) || v >= 18446744073709551616.0) return std::nullopt;
+  return Bytes{static_cast<std::uint64_t>(v)};
+}
+
+Bytes percent_of_peak(double percent, Bytes peak, const std::string& key) {
+  if (peak.value == 0) throw ConfigError(key, "the trace's peak live bytes are 0: give a size");
+  if (const auto b = scale_bytes(percent / 100.0, peak)) return *b;
+  throw ConfigError(key, fmt::format("{:g}% of the trace's peak live bytes ({} B) is {}; give a {} percentage or a size",
+                                     percent, peak.value,
+                                     percent >= 100 ? "more than 2^64 - 1 bytes" : "less than one byte",
+                                     percent >= 100 ? "smaller" : "larger"));
 }
 
 std::string format_bytes(Bytes b) {

@@ -13,7 +13,7 @@ std::vector<ParamDoc> DtrPolicy::param_docs() {
                "neighbourhood e*, dtr-eq = its union-find approximation, dtr-local = no "
                "neighbourhood, lru, largest, msps (Capuchin), random (seeded)",
                {"dtr", "dtr-eq", "dtr-local", "lru", "largest", "msps", "random"}},
-      ParamDoc{"seed", ParamType::Int, "0", "seed of the random heuristic", {}},
+      ParamDoc{"seed", ParamType::Int, "0", "seed of the random heuristic (>= 0)", {}},
       ParamDoc{"compat", ParamType::String, "coopsim",
                "runtime rules: coopsim = this engine (allocator, values, pins); simrd = DTR's "
                "reference simulator RuntimeV2EagerOptimized, for traces from `import dtr --compat "
@@ -34,8 +34,10 @@ std::unique_ptr<Policy> DtrPolicy::create(const Params& p) {
                       "compat=simrd supports dtr, dtr-eq, dtr-local, msps, lru and largest (simrd's random "
                       "heuristic draws from Python's generator and cannot be reproduced)");
   }
-  return std::make_unique<DtrPolicy>(*score, static_cast<std::uint64_t>(p.get_int("seed")), parse_remat_options(p),
-                                     simrd);
+  // A negative seed would wrap to a huge unsigned one: refused, as the generator's seed is.
+  const std::int64_t seed = p.get_int("seed");
+  if (seed < 0) throw ConfigError(p.component() + ".seed", "must be >= 0, got " + std::to_string(seed));
+  return std::make_unique<DtrPolicy>(*score, static_cast<std::uint64_t>(seed), parse_remat_options(p), simrd);
 }
 
 std::vector<Action> DtrPolicy::on_alloc_failure(const AllocRequest&, const MemoryView& view) {

@@ -9,6 +9,7 @@
 
 #include "coopsim/error.hpp"
 #include "coopsim/sweep.hpp"
+#include "coopsim/text.hpp"
 
 namespace coopsim::sweep {
 namespace {
@@ -44,8 +45,7 @@ class Checker {
   // A ConfigError from check_config / apply_override on an unprefixed config, re-keyed under
   // `section` ("base", "variants.NAME.set"): "file: section.key: problem".
   [[nodiscard]] ConfigError rekey(const ConfigError& e, const std::string& section) const {
-    const std::string what = e.what();
-    const std::string problem = e.key().empty() ? what : what.substr(e.key().size() + 2);
+    const std::string& problem = e.problem();
     std::string key = e.key();
     if (key.rfind("--set ", 0) == 0) key = key.substr(6);
     return err(key.empty() ? section : section + "." + key, problem);
@@ -59,29 +59,32 @@ class Checker {
     std::vector<std::string> out;
     for (std::size_t i = 0; i < v.size(); ++i) {
       const std::string k = fmt::format("{}[{}]", key, i);
-      if (!v[i].is_string()) throw err(k, "expected a name, got " + v[i].dump());
+      if (!v[i].is_string()) throw err(k, "expected a name, got " + shown_json(v[i]));
       const auto name = v[i].get<std::string>();
       if (std::find(valid.begin(), valid.end(), name) == valid.end()) {
-        throw err(k, "unknown " + what + " '" + name + "' (valid: " + valid_text + ")");
+        const std::string guess = closest_name(name, valid);
+        throw err(k, "unknown " + what + " " + quote_excerpt(name) + " (valid: " + valid_text + ")" +
+                         (guess.empty() ? "" : "; did you mean '" + guess + "'?"));
       }
-      if (std::find(out.begin(), out.end(), name) != out.end()) throw err(k, "'" + name + "' is listed twice");
+      if (std::find(out.begin(), out.end(), name) != out.end()) throw err(k, quote_excerpt(name) + " is listed twice");
       out.push_back(name);
     }
     return out;
   }
 
+  // A budget in bytes: the command line's rules (parse_budget), so a plain 0.5 or 12 is refused
+  // with a hint instead of meaning a budget of one or twelve bytes.
   [[nodiscard]] Bytes size(const OJ& v, const std::string& key) const {
-    std::optional<Bytes> b;
-    if (v.is_number_unsigned()) b = Bytes{v.get<std::uint64_t>()};
-    if (v.is_string()) b = parse_bytes(v.get<std::string>());
-    if (!b) throw err(key, "expected a size such as 512MiB, 8GiB or plain bytes, got " + v.dump());
-    if (b->value == 0) throw err(key, "must be greater than 0");
-    return *b;
+    if (!v.is_string() && !v.is_number()) throw err(key, "expected a size such as 512MiB, 8GiB or plain bytes, got " + shown_json(v));
+    const BudgetText b = parse_budget(v.is_string() ? v.get<std::string>() : v.dump(), BudgetHint::Ratio);
+    if (!b.problem.empty()) throw err(key, b.problem);
+    if (b.bytes->value == 0) throw err(key, "must be greater than 0");
+    return *b.bytes;
   }
 
   [[nodiscard]] double ratio(const OJ& v, const std::string& key) const {
     if (!v.is_number() || !(v.get<double>() > 0.0) || v.get<double>() > 1000.0) {
-      throw err(key, "expected a ratio of the trace's peak greater than 0 (e.g. 0.5), got " + v.dump());
+      throw err(key, "expected a ratio of the trace's peak greater than 0 and at most 1000 (e.g. 0.5), got " + shown_json(v));
     }
     return v.get<double>();
   }
@@ -91,7 +94,7 @@ class Checker {
       if (std::find(valid.begin(), valid.end(), k) == valid.end()) {
         std::string list;
         for (const auto& s : valid) list += (list.empty() ? "" : ", ") + s;
-        throw err(key + "." + k, "unknown key (valid: " + list + ")");
+        throw err(key + "." + excerpt(k), "unknown key (valid: " + list + ")");
       }
     }
   }
@@ -166,12 +169,12 @@ std::vector<BudgetSpec> parse_budgets(const Checker& c, const OJ& v) {
 std::string assignment(const Checker& c, const std::string& key, const OJ& v, const std::string& where) {
   if (v.is_string()) return key + "=" + v.get<std::string>();
   if (v.is_number() || v.is_boolean()) return key + "=" + v.dump();
-  throw c.err(where, "expected a string, number or boolean, got " + v.dump());
+  throw c.err(where, "expected a string, number or boolean, got " + shown_json(v));
 }
 
 Variant parse_variant(const Checker& c, const std::string& name, const OJ& v, const SimConfig& base,
                       const SweepConfig& cfg, const Components& comps) {
-  const std::string key = "variants." + name;
+  const std::string key = "variants." + excerpt(name);
   const bool good_name = !name.empty() && std::all_of(name.begin(), name.end(), [](char ch) {
     return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.' || ch == '+';
   });
@@ -185,7 +188,7 @@ Variant parse_variant(const Checker& c, const std::string& name, const OJ& v, co
     const OJ& set = v.at("set");
     if (!set.is_object()) throw c.err(key + ".set", "expected an object of key: value overrides");
     for (const auto& [k, x] : set.items()) {
-      const std::string where = key + ".set." + k;
+      const std::string where = key + ".set." + excerpt(k);
       if (k == "budget" || k == "allocator" || k == "policy") {
         throw c.err(where, "the sweep's " + (k == "policy" ? std::string("policies") : k + "s") + " list sets it");
       }
@@ -225,10 +228,14 @@ SweepConfig parse_sweep_config(const std::string& text, const std::string& sourc
     std::string msg = e.what();
     if (auto p = msg.find("syntax error"); p != std::string::npos) msg = msg.substr(p);
     throw TraceError(source, line_of(text, e.byte == 0 ? 0 : e.byte - 1), "invalid JSON: " + msg);
+  } catch (const OJ::out_of_range& e) {
+    // A number beyond double, e.g. 1e999: the line where that literal first appears.
+    const auto [msg, at] = locate_json_overflow(e.what(), text);
+    throw TraceError(source, line_of(text, at), "invalid JSON: " + msg);
   }
   if (!doc.is_object()) throw ConfigError(source, "a sweep config must hold a JSON object");
   for (const auto& [k, v] : doc.items()) {
-    if (!known(kTopKeys, k)) throw c.err(k, "unknown key (valid: " + join(kTopKeys) + ")");
+    if (!known(kTopKeys, k)) throw c.err(excerpt(k), "unknown key (valid: " + join(kTopKeys) + ")");
   }
   if (doc.contains("description") && !doc.at("description").is_string()) throw c.err("description", "expected a string");
 
@@ -242,12 +249,12 @@ SweepConfig parse_sweep_config(const std::string& text, const std::string& sourc
   if (!traces.is_array() || traces.empty()) throw c.err("traces", "expected a non-empty list of trace files");
   for (std::size_t i = 0; i < traces.size(); ++i) {
     const std::string k = fmt::format("traces[{}]", i);
-    if (!traces[i].is_string() || traces[i].get<std::string>().empty()) throw c.err(k, "expected a file path, got " + traces[i].dump());
+    if (!traces[i].is_string() || traces[i].get<std::string>().empty()) throw c.err(k, "expected a file path, got " + shown_json(traces[i]));
     const auto p = traces[i].get<std::string>();
     if (std::any_of(p.begin(), p.end(), [](char ch) { return static_cast<unsigned char>(ch) < 0x20 || ch == ',' || ch == '"'; })) {
       throw c.err(k, "a sweep's trace paths may not hold commas, quotes or control characters");
     }
-    if (std::find(cfg.traces.begin(), cfg.traces.end(), p) != cfg.traces.end()) throw c.err(k, "'" + p + "' is listed twice");
+    if (std::find(cfg.traces.begin(), cfg.traces.end(), p) != cfg.traces.end()) throw c.err(k, quote_excerpt(p) + " is listed twice");
     cfg.traces.push_back(p);
   }
 
@@ -271,7 +278,7 @@ SweepConfig parse_sweep_config(const std::string& text, const std::string& sourc
       if (k == "budget" || k == "allocator" || k == "policy") {
         throw c.err("base." + k, "the sweep's " + (k == "policy" ? std::string("policies") : k + "s") + " list sets it");
       }
-      if (!known(kBaseKeys, k)) throw c.err("base." + k, "unknown key (valid: " + join(kBaseKeys) + ")");
+      if (!known(kBaseKeys, k)) throw c.err("base." + excerpt(k), "unknown key (valid: " + join(kBaseKeys) + ")");
     }
     base.doc = nlohmann::json::parse(b.dump());
     try {
@@ -302,7 +309,7 @@ SweepConfig parse_sweep_config(const std::string& text, const std::string& sourc
       if (m.contains("max_overhead")) {
         const OJ& x = m.at("max_overhead");
         if (!x.is_number() || !(x.get<double>() >= 1.0)) {
-          throw c.err("minbudget.max_overhead", "expected a compute overhead of at least 1, got " + x.dump());
+          throw c.err("minbudget.max_overhead", "expected a compute overhead of at least 1, got " + shown_json(x));
         }
         cfg.minbudget.max_overhead = x.get<double>();
       }

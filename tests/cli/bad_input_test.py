@@ -128,7 +128,7 @@ chain += ['{"kind":"tensor","id":4,"bytes":200}', '{"kind":"op","id":4,"name":"z
           '{"kind":"op","id":5,"name":"use","duration":1,"inputs":[3]}', '{"kind":"compute","op":5}']
 chain_trace = write("chain.jsonl", "\n".join(chain) + "\n")
 bad("run: limits.max_recompute_depth",
-    ["run", chain_trace, "-p", "dtr", "-a", "fungible", "-b", "300", "-o", rep, "--csv", csv,
+    ["run", chain_trace, "-p", "dtr", "-a", "fungible", "-b", "300B", "-o", rep, "--csv", csv,
      "--set", "limits.max_recompute_depth=2"],
     f"{chain_trace}: event 12: rematerializing tensor 3 needs more than 2 nested recomputations "
     "(limits.max_recompute_depth)", [rep, csv])

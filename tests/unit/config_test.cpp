@@ -81,3 +81,27 @@ TEST_CASE("the report carries the resolved config with every default", "[config]
   CHECK(r.config["params"].contains("keep"));
   CHECK(r.memory.peak_allocated.value == 1024);
 }
+
+TEST_CASE("--set numbers beyond a double or a type name the key", "[config]") {
+  const auto checked = [](const std::string& assignment) {
+    SimConfig c;
+    apply_override(c, assignment);
+    try {
+      check_config(c);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(checked("link.d2h_gbps=1e999") == "link.d2h_gbps: expected a number within the range of a double, got \"1e999\"");
+  CHECK(checked("budget=1e999") == "budget: expected a size such as 512MiB, 8GiB or plain bytes, got \"1e999\"");
+  CHECK(checked("engine.paranoid=1e999") == "engine.paranoid: expected true or false, got \"1e999\"");
+  CHECK(checked("limits.max_tensors=18446744073709551615") ==
+        "limits.max_tensors: expected an integer from -9223372036854775808 to 9223372036854775807, got "
+        "18446744073709551615");
+  CHECK(checked("pytorch.max_split_size=-1") == "pytorch.max_split_size: expected a non-negative size, got -1");
+  CHECK(checked("pytorch.garbage_collection_threshold=1e300") == "no error");  // checked when the allocator is built
+  CHECK(checked("allocator=bestfti") ==
+        "allocator: unknown allocator 'bestfti' (valid: pytorch, cnmem, bestfit, fungible, smartpool); did you mean "
+        "'bestfit'?");
+}

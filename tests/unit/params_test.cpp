@@ -50,3 +50,32 @@ TEST_CASE("unknown keys and bad values name the key", "[params]") {
   CHECK_THROWS_WITH(Params("comp", nlohmann::json{{"on", 3}}, d), "comp.on: expected true or false, got 3");
   CHECK_THROWS_AS(Params("comp", nlohmann::json::array(), d), ConfigError);
 }
+
+TEST_CASE("numbers out of range name the key and never wrap", "[params]") {
+  const auto d = docs();
+  const auto error = [&](const nlohmann::json& given) {
+    try {
+      (void)Params("comp", given, d);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string int_range = "expected an integer from -9223372036854775808 to 9223372036854775807, got ";
+  CHECK(error({{"count", 18446744073709551615ULL}}) == "comp.count: " + int_range + "18446744073709551615");
+  CHECK(error({{"count", "99999999999999999999"}}) == "comp.count: " + int_range + "\"99999999999999999999\"");
+  CHECK(error({{"count", 1e30}}) == "comp.count: " + int_range + "1e+30");
+  CHECK(error({{"count", 2.5}}) == "comp.count: expected an integer, got 2.5");
+  CHECK(error({{"ratio", "1e400"}}) == "comp.ratio: expected a number within the range of a double, got \"1e400\"");
+  CHECK(error({{"ratio", "inf"}}) == "comp.ratio: expected a number, got \"inf\"");
+  CHECK(error({{"size", -1}}) == "comp.size: expected a non-negative size, got -1");
+  CHECK(error({{"size", 1e30}}) == "comp.size: expected a size of at most 18446744073709551615 bytes (16 EiB), got 1e+30");
+  CHECK(error({{"delay", 9223372036854775808ULL}}) ==
+        "comp.delay: expected a duration of at most 9223372036854775807 ns (about 292 years), got 9223372036854775808");
+  CHECK(error({{"delay", -5}}) == "comp.delay: expected a non-negative duration, got -5");
+  // A value quoted in full would be a 10 MB line: the message shows 80 bytes and the length.
+  CHECK(error({{"mode", std::string(1 << 20, 'z')}}) ==
+        "comp.mode: invalid value '" + std::string(80, 'z') + "...' (1048576 bytes) (valid: a, b)");
+  CHECK_THAT(error({{std::string(1 << 20, 'k'), 1}}),
+             Catch::StartsWith("comp." + std::string(80, 'k') + "... (1048576 bytes): unknown parameter (valid for comp: "));
+}

@@ -65,18 +65,42 @@ TEST_CASE("sweep config errors name the file and key", "[sweep]") {
   CHECK_THROWS_WITH(parse(with("budgets", "")),
                     "dir/s.json: budgets: missing (a list of sizes, {\"from\", \"to\", \"step\"} or {\"ratios\": ...})");
   CHECK_THROWS_WITH(parse(with("budgets", "[\"1GiB\", \"lots\"]")),
-                    "dir/s.json: budgets[1]: expected a size such as 512MiB, 8GiB or plain bytes, got \"lots\"");
+                    "dir/s.json: budgets[1]: 'lots' is not a size (e.g. 8GiB, 512MB, 1048576)");
+  // Plain numbers below 1024 are refused as the command line's -b refuses them (a ratio or a unit
+  // was meant), and numbers out of range name the key (or the line, beyond a double).
+  CHECK_THROWS_WITH(parse(with("budgets", "[12]")),
+                    "dir/s.json: budgets[0]: '12' has no unit; did you mean \"12GiB\"? (plain numbers below 1024 are "
+                    "not taken as bytes; write 12B for 12 bytes)");
+  CHECK_THROWS_WITH(parse(with("budgets", "[\"1GiB\", 0.5]")),
+                    "dir/s.json: budgets[1]: '0.5' has no unit; did you mean {\"ratios\": [0.5]}? (plain numbers below "
+                    "1024 are not taken as bytes)");
+  CHECK_THROWS_WITH(parse(with("budgets", "[\"0.5\"]")),
+                    "dir/s.json: budgets[0]: '0.5' has no unit; did you mean {\"ratios\": [0.5]}? (plain numbers below "
+                    "1024 are not taken as bytes)");
+  CHECK(parse(with("budgets", "[\"12B\", 4096]")).budgets[0].size == Bytes{12});
+  CHECK_THROWS_WITH(parse(with("budgets", "[-5]")), "dir/s.json: budgets[0]: '-5' is not a size (e.g. 8GiB, 512MB, 1048576)");
+  CHECK_THROWS_WITH(parse(with("budgets", "[18446744073709551616]")),
+                    "dir/s.json: budgets[0]: '1.8446744073709552e+19' is not a size (e.g. 8GiB, 512MB, 1048576)");
+  CHECK_THROWS_WITH(parse("{\"traces\": [\"t.jsonl\"], \"allocators\": [\"bestfit\"], \"policies\": [\"keep\"],\n"
+                          "\"budgets\": [1e999]}"),
+                    "dir/s.json:2: invalid JSON: number overflow parsing '1e999'");
+  CHECK_THROWS_WITH(parse(with("minbudget", "{\"max_overhead\": 0.5}")),
+                    "dir/s.json: minbudget.max_overhead: expected a compute overhead of at least 1, got 0.5");
+  CHECK_THROWS_WITH(parse(with("allocators", "[\"bestfti\"]")),
+                    "dir/s.json: allocators[0]: unknown allocator 'bestfti' (valid: pytorch, cnmem, bestfit, fungible, "
+                    "smartpool); did you mean 'bestfit'?");
   CHECK_THROWS_WITH(parse(with("budgets", "[0]")), "dir/s.json: budgets[0]: must be greater than 0");
   CHECK_THROWS_WITH(parse(with("budgets", "{\"from\": \"1GiB\", \"to\": \"2GiB\"}")),
                     "dir/s.json: budgets: a range needs \"from\", \"to\" and \"step\" (missing \"step\")");
   CHECK_THROWS_WITH(parse(with("budgets", "{\"from\": \"2GiB\", \"to\": \"1GiB\", \"step\": \"1GiB\"}")),
                     "dir/s.json: budgets: \"to\" is below \"from\"");
-  CHECK_THROWS_WITH(parse(with("budgets", "{\"from\": 1, \"to\": 200000, \"step\": 1}")),
+  CHECK_THROWS_WITH(parse(with("budgets", "{\"from\": \"1B\", \"to\": 200000, \"step\": \"1B\"}")),
                     "dir/s.json: budgets: the range gives 200000 budgets (at most 100000)");
   CHECK_THROWS_WITH(parse(with("budgets", "{\"from\": 1, \"to\": 2, \"step\": 1, \"by\": 2}")),
                     "dir/s.json: budgets.by: unknown key (valid: from, to, step)");
   CHECK_THROWS_WITH(parse(with("budgets", "{\"ratios\": [0.5, -1]}")),
-                    "dir/s.json: budgets.ratios[1]: expected a ratio of the trace's peak greater than 0 (e.g. 0.5), got -1");
+                    "dir/s.json: budgets.ratios[1]: expected a ratio of the trace's peak greater than 0 and at most 1000 "
+                    "(e.g. 0.5), got -1");
   CHECK_THROWS_WITH(parse(with("budgets", "{\"ratios\": {\"from\": 0.5, \"to\": 1}}")),
                     "dir/s.json: budgets.ratios: a range needs \"from\", \"to\" and \"step\" (missing \"step\")");
   CHECK_THROWS_WITH(parse(with("base", "{\"budget\": \"1GiB\"}")), "dir/s.json: base.budget: the sweep's budgets list sets it");

@@ -40,3 +40,65 @@ TEST_CASE("config errors stay on one line whatever the command line holds", "[te
   CHECK_THROWS_WITH(check_config(e), "budget: expected a size such as 512MiB, 8GiB or plain bytes, got \"\xef\xbf\xbd\"");
   CHECK(TraceError("a\nb.jsonl", 3, "bad\tthing").what() == std::string("a\\x0ab.jsonl:3: bad\\x09thing"));
 }
+
+TEST_CASE("quoted input is cut at 80 bytes with its length, on a UTF-8 boundary", "[text]") {
+  const std::string big(10 * 1024 * 1024, 'x');
+  CHECK(excerpt("tab\there") == "tab\\x09here");
+  CHECK(excerpt(big) == std::string(80, 'x') + "... (10485760 bytes)");
+  CHECK(quote_excerpt("it's") == "'it\\x27s'");
+  CHECK(quote_excerpt(std::string(80, 'y')) == "'" + std::string(80, 'y') + "'");
+  CHECK(quote_excerpt(big) == "'" + std::string(80, 'x') + "...' (10485760 bytes)");
+  // Bytes 80 and 81 hold one two-byte character: the cut falls before it, not inside.
+  CHECK(quote_excerpt(std::string(79, 'a') + "\xc3\xa9zz") == "'" + std::string(79, 'a') + "...' (83 bytes)");
+  // Control characters are escaped after the cut, so they cannot stretch the 80 bytes taken.
+  CHECK(quote_excerpt(std::string(100, '\n')).size() == 1 + 80 * 4 + std::string("...' (100 bytes)").size());
+}
+
+TEST_CASE("error messages stay short whatever they quote", "[text]") {
+  const std::string big(10 * 1024 * 1024, 'k');
+  const ConfigError c(big, "problem " + big);
+  CHECK(std::string(c.what()).size() < 6 * 1024);
+  CHECK(c.key() == big);  // the parts stay whole for re-keying
+  CHECK(c.problem().size() == big.size() + 8);
+  const TraceError t(big, 7, big);
+  CHECK(std::string(t.what()).size() < 6 * 1024);
+  CHECK(ConfigError("k", "p").what() == std::string("k: p"));
+}
+
+TEST_CASE("edit_distance counts edits and adjacent swaps, ignoring case", "[text]") {
+  CHECK(edit_distance("swep", "sweep") == 1);
+  CHECK(edit_distance("plna", "plan") == 1);
+  CHECK(edit_distance("JSON", "json") == 0);
+  CHECK(edit_distance("", "abc") == 3);
+  CHECK(edit_distance("kitten", "sitting") == 3);
+}
+
+TEST_CASE("closest_name suggests only close names", "[text]") {
+  const std::vector<std::string> commands{"run",  "validate", "list", "generate", "import",    "bench",
+                                          "plan", "sweep",    "merge", "minbudget", "replay-gpu"};
+  CHECK(closest_name("swep", commands) == "sweep");
+  CHECK(closest_name("valdiate", commands) == "validate");
+  CHECK(closest_name("rn", commands) == "run");
+  CHECK(closest_name("replay", commands) == "replay-gpu");  // the one name it begins
+  CHECK(closest_name("frobnicate", commands).empty());
+  CHECK(closest_name(std::string(1 << 20, 's'), commands).empty());
+  const std::vector<std::string> options{"--budget", "-b", "--output", "-o", "--json", "--jobs", "--help", "-h"};
+  CHECK(closest_name("--budgett", options) == "--budget");
+  CHECK(closest_name("-budget", options) == "--budget");
+  CHECK(closest_name("--out", options) == "--output");
+  CHECK(closest_name("--JSON", options) == "--json");
+  CHECK(closest_name("--jo", options).empty());  // two edits from --json and from --jobs: no guess
+  CHECK(closest_name("-x", options).empty());   // one edit is half of "-b": not close
+}
+
+TEST_CASE("a JSON reader's last-read token is cut like any quoted input", "[text]") {
+  const std::string token = "\"" + std::string(200, 'x');
+  const std::string cut = "\"" + std::string(79, 'x') + "... (201 bytes)";
+  CHECK(cut_last_read("invalid string; last read: '" + token + "'") == "invalid string; last read: '" + cut + "'");
+  CHECK(cut_last_read("invalid literal; last read: '" + token + "'; expected '}'") ==
+        "invalid literal; last read: '" + cut + "'; expected '}'");
+  CHECK(cut_last_read("invalid literal; last read: 'abc'") == "invalid literal; last read: 'abc'");
+  CHECK(cut_last_read("no token here") == "no token here");
+  CHECK(TraceError("f.json", 1, "invalid JSON: x; last read: '" + token + "'").what() ==
+        "f.json:1: invalid JSON: x; last read: '" + cut + "'");
+}
