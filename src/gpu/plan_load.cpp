@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <new>
 #include <fstream>
 #include <initializer_list>
 #include <limits>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "coopsim/gpu/plan.hpp"
+#include "coopsim/memory_budget.hpp"
 #include "coopsim/text.hpp"
 
 namespace coopsim::gpu {
@@ -86,6 +88,53 @@ class Node {
   const nlohmann::json& j_;
   std::string path_;
   const std::string& file_;
+};
+
+// Counts what the document's DOM will hold (nlohmann SAX events, the costs of
+// coopsim/memory_budget.hpp) and stops as soon as it passes the budget: a plan is refused before
+// its DOM is built. Syntax errors are left to the real parse, which reports them.
+class DomMeter : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  explicit DomMeter(MemoryBudget& memory) : memory_(memory) {}
+  [[nodiscard]] bool over() const { return over_; }
+
+  bool null() override { return value(0); }
+  bool boolean(bool) override { return value(0); }
+  bool number_integer(number_integer_t) override { return value(0); }
+  bool number_unsigned(number_unsigned_t) override { return value(0); }
+  bool number_float(number_float_t, const string_t&) override { return value(0); }
+  bool string(string_t& s) override { return value(s.size()); }
+  bool binary(binary_t&) override { return value(0); }
+  bool start_object(std::size_t) override { return open(true); }
+  bool start_array(std::size_t) override { return open(false); }
+  bool end_object() override { return close(); }
+  bool end_array() override { return close(); }
+  bool key(string_t& k) override {
+    key_bytes_ = memory_cost::kJsonMember + memory_cost::text(k.size());
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+
+ private:
+  bool value(std::size_t text) { return count(memory_cost::kJsonValue + memory_cost::text(text)); }
+  bool count(std::uint64_t bytes) {
+    if (!in_object_.empty() && in_object_.back()) bytes += key_bytes_;
+    over_ = !memory_.add(bytes);
+    return !over_;
+  }
+  bool open(bool object) {
+    if (!count(memory_cost::kJsonValue + memory_cost::kJsonContainer)) return false;
+    in_object_.push_back(object);
+    return true;
+  }
+  bool close() {
+    in_object_.pop_back();
+    return true;
+  }
+  MemoryBudget& memory_;
+  std::vector<bool> in_object_;
+  std::uint64_t key_bytes_ = 0;
+  bool over_ = false;
 };
 
 // Keys every step has.
@@ -287,7 +336,13 @@ class Loader {
 
 }  // namespace
 
-Plan parse_plan(const std::string& text, const std::string& file) {
+Plan parse_plan(const std::string& text, const std::string& file, const Limits& limits) {
+  // The DOM and the plan read from it (no larger than its DOM) must fit beside the text.
+  MemoryBudget memory(limits.max_memory);
+  DomMeter meter(memory);
+  if (!memory.add(text.size())) throw Error(fmt::format("{}: {}", file, memory.problem()));
+  (void)nlohmann::json::sax_parse(text, &meter, nlohmann::json::input_format_t::json, false);
+  if (meter.over() || !memory.add(memory.used() - text.size())) throw Error(fmt::format("{}: {}", file, memory.problem()));
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(text);
@@ -304,14 +359,35 @@ Plan parse_plan(const std::string& text, const std::string& file) {
   return Loader(file).load(doc);
 }
 
-Plan load_plan(const std::string& path, bool check) {
-  std::ifstream in(path, std::ios::binary);
+namespace {
+
+Plan load_checked(const std::string& path, bool check, const Limits& limits) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw Error(path + ": cannot open plan file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  Plan plan = parse_plan(ss.str(), path);
+  const std::streamoff size = in.tellg();
+  if (size < 0) throw Error(path + ": cannot read plan file");
+  if (static_cast<std::uint64_t>(size) > limits.max_input_bytes) {
+    throw Error(fmt::format("{}: {}", path, limit_problem(limits.max_input_bytes, "bytes of input", "max_input_bytes")));
+  }
+  if (static_cast<std::uint64_t>(size) > limits.max_memory) {
+    throw Error(fmt::format("{}: {}", path, limit_problem(limits.max_memory, "bytes of memory", "max_memory")));
+  }
+  in.seekg(0);
+  std::string text(static_cast<std::size_t>(size), '\0');
+  if (!in.read(text.data(), size)) throw Error(path + ": cannot read plan file");
+  Plan plan = parse_plan(text, path, limits);
   if (check) check_plan(plan, path);
   return plan;
+}
+
+}  // namespace
+
+Plan load_plan(const std::string& path, bool check, const Limits& limits) {
+  try {
+    return load_checked(path, check, limits);
+  } catch (const std::bad_alloc&) {
+    throw out_of_memory(path, limits.max_memory);
+  }
 }
 
 }  // namespace coopsim::gpu

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <new>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -44,7 +45,7 @@ using dtr_detail::quote;
 class DtrConverter {
  public:
   DtrConverter(const std::string& path, const DtrOptions& options, const Limits& limits)
-      : reader_(path, limits.max_input_bytes), options_(options), refs_(path) {
+      : reader_(path, limits.max_input_bytes, limits.max_memory), options_(options), refs_(path) {
     if (options_.simrd_compat) options_.copy_on_write = true;  // simrd always copies on write (parse.py)
   }
 
@@ -136,6 +137,7 @@ class DtrConverter {
   void mark(const std::string& label) {
     std::uint32_t index = 0;
     while (index < trace_.labels.size() && trace_.labels[index] != label) ++index;
+    if (index == trace_.labels.size()) reader_.hold(trace_.labels, memory_cost::label(label));
     if (index == trace_.labels.size()) trace_.labels.push_back(label);
     emit(EventKind::Mark, index);
   }
@@ -178,6 +180,7 @@ class DtrConverter {
     } else if (options_.simrd_compat) {
       simrd_.note_root(index, refs_.root_of(index));
     }
+    reader_.hold(trace_.tensors, memory_cost::tensor(t) + DtrRefs::kBytesPerTensor);
     trace_.tensors.push_back(std::move(t));
     return index;
   }
@@ -365,12 +368,14 @@ class DtrConverter {
 
   void compute(OpInfo op) {
     const std::uint32_t index = index_of(op.id);
+    reader_.hold(trace_.ops, memory_cost::op(op));
     trace_.ops.push_back(std::move(op));
     emit(EventKind::Compute, index);
   }
 
   void emit(EventKind kind, std::uint32_t target) { emit_to(body_, kind, target); }
-  static void emit_to(std::vector<TraceEvent>& to, EventKind kind, std::uint32_t target) {
+  void emit_to(std::vector<TraceEvent>& to, EventKind kind, std::uint32_t target) {
+    reader_.hold(to, 2 * memory_cost::kEvent);  // twice: the trace's events copy prelude and body
     TraceEvent e;
     e.kind = kind;
     e.target = target;
@@ -390,7 +395,12 @@ class DtrConverter {
 }  // namespace
 
 Trace import_dtr_log(const std::string& path, const DtrOptions& options, const Limits& limits) {
-  Trace t = DtrConverter(path, options, limits).run();
+  Trace t;
+  try {
+    t = DtrConverter(path, options, limits).run();
+  } catch (const std::bad_alloc&) {
+    throw out_of_memory(path, limits.max_memory);
+  }
   check_limits(t, limits, path);
   return t;
 }

@@ -240,8 +240,8 @@ std::string quote(std::string_view s) {
   return out + "'";
 }
 
-DtrLogReader::DtrLogReader(std::string path, std::uint64_t max_bytes)
-    : path_(std::move(path)), buf_(kChunk), max_bytes_(max_bytes) {
+DtrLogReader::DtrLogReader(std::string path, std::uint64_t max_bytes, std::uint64_t max_memory)
+    : path_(std::move(path)), memory_(max_memory), buf_(kChunk), max_bytes_(max_bytes) {
   errno = 0;
   file_ = gzopen(path_.c_str(), "rb");
   if (file_ == nullptr) {
@@ -326,6 +326,8 @@ bool DtrLogReader::next(DtrRecord& out) {
     if (line_ == 1 && text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);  // UTF-8 byte order mark
     if (text.find_first_not_of(" \t\r") == std::string_view::npos) continue;        // blank line
 
+    // The line's document, its keys and the record read from it exist only until the next line.
+    if (!memory_.fits(text.size() * (memory_cost::kJsonPerTextByte + 2))) fail(memory_.problem());
     // Duplicate top-level keys are refused: Python's json keeps the last one silently.
     // A hash set keeps the check linear in the line length, however many keys a line has.
     std::unordered_set<std::string> keys;

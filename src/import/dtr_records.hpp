@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include "coopsim/memory_budget.hpp"
+
 namespace coopsim::dtr_detail {
 
 enum class Instr : std::uint8_t { Annotate, Constant, Memory, Call, Alias, Copy, Release, Mutate, CopyFrom };
@@ -38,10 +40,12 @@ struct DtrRecord {
 // Streams a log (plain or gzip, detected by zlib) and parses each non-blank line into a
 // DtrRecord. Throws TraceError("file:line: problem") on unreadable files, more than `max_bytes`
 // decompressed bytes (limits.max_input_bytes), malformed JSON, unknown instructions, missing
-// fields and values of the wrong type or form.
+// fields and values of the wrong type or form. It keeps the memory budget of the import
+// (limits.max_memory): a line is parsed only if its JSON document fits in what is left, and the
+// converter counts what it keeps through hold().
 class DtrLogReader {
  public:
-  DtrLogReader(std::string path, std::uint64_t max_bytes);
+  DtrLogReader(std::string path, std::uint64_t max_bytes, std::uint64_t max_memory);
   ~DtrLogReader();
   DtrLogReader(const DtrLogReader&) = delete;
   DtrLogReader& operator=(const DtrLogReader&) = delete;
@@ -52,6 +56,15 @@ class DtrLogReader {
   // reported, as the trace loader does).
   [[nodiscard]] std::uint64_t end_line() const { return line_ + 1; }
   [[nodiscard]] const std::string& path() const { return path_; }
+  // Counts `bytes` kept for the record last read (with an element appended to `v`), or throws
+  // TraceError("file:line: more than N bytes of memory (limits.max_memory)") at its line.
+  void hold(std::uint64_t bytes) {
+    if (!memory_.add(bytes)) fail(memory_.problem());
+  }
+  template <class T>
+  void hold(const std::vector<T>& v, std::uint64_t bytes) {
+    if (!memory_.add_append(v, bytes)) fail(memory_.problem());
+  }
 
  private:
   bool read_line(std::string& line, bool& no_newline);
@@ -59,6 +72,7 @@ class DtrLogReader {
   [[noreturn]] void fail(const std::string& problem) const;
 
   std::string path_;
+  MemoryBudget memory_;
   gzFile file_ = nullptr;
   std::vector<char> buf_;
   std::size_t pos_ = 0, len_ = 0;

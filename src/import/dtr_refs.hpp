@@ -16,6 +16,9 @@ namespace coopsim::dtr_detail {
 class DtrRefs {
  public:
   static constexpr std::uint32_t kNone = 0xffffffffU;
+  // Bytes per tensor (limits.max_memory): its counts, its storage's, a name-map entry and its
+  // place in the definition order (handles are short texts of the log, kept at most twice).
+  static constexpr std::uint64_t kBytesPerTensor = 24 + 32 + 64 + sizeof(std::string);
 
   explicit DtrRefs(std::string path) : path_(std::move(path)) {}
 

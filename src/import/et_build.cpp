@@ -72,8 +72,8 @@ bool is_random(const std::string& name) {
 class Builder {
  public:
   Builder(const std::string& kineto_path, const KinetoOptions& options, const EtTrace& et, const Link& link,
-          const Collected& c)
-      : kineto_path_(kineto_path), options_(options), et_(et), link_(link), c_(c) {}
+          const Collected& c, MemoryBudget& memory)
+      : kineto_path_(kineto_path), options_(options), et_(et), link_(link), c_(c), memory_(memory) {}
 
   Trace run() {
     durations();
@@ -248,6 +248,11 @@ class Builder {
     }
   }
 
+  // limits.max_memory: names are copied into every op and tensor; their text is counted here.
+  void hold_text(std::size_t size) {
+    if (!memory_.add(memory_cost::text(size))) throw Error(fmt::format("{}: {}", options_.et, memory_.problem()));
+  }
+
   std::uint32_t define(std::uint32_t life) {
     Lifetime& l = lives_[life];
     TensorInfo t;
@@ -258,6 +263,7 @@ class Builder {
     t.role = role(l);
     t.name = l.born == kNone ? fmt::format("storage {} (before the trace)", l.storage)
                              : fmt::format("storage {} ({})", l.storage, et_.names[et_.nodes[plans_[l.born].node].name]);
+    hold_text(t.name.size());  // a copy of an op's name per tensor
     trace_.tensors.push_back(std::move(t));
     l.trace_index = index;
     return index;
@@ -313,6 +319,7 @@ class Builder {
       OpInfo op;
       op.id = OpId{k};
       op.file_id = k;
+      hold_text(et_.names[n.name].size());
       op.name = et_.names[n.name];
       const std::uint32_t kop = link_.kineto[p.node];
       op.duration = SimTime{kop == kNone ? 0 : op_ns_[kop]};
@@ -372,6 +379,7 @@ class Builder {
   const EtTrace& et_;
   const Link& link_;
   const Collected& c_;
+  MemoryBudget& memory_;  // limits.max_memory
   std::string device_;
   std::vector<std::int64_t> op_ns_;
   std::vector<OpPlan> plans_;
@@ -385,10 +393,10 @@ class Builder {
 }  // namespace
 
 Trace build_linked_trace(const std::string& kineto_path, const KinetoOptions& options, kineto_detail::TopLevel /*top*/,
-                         Collected& c, const Limits& limits) {
-  const EtTrace et = read_et(options.et, limits);
+                         Collected& c, const Limits& limits, MemoryBudget& memory) {
+  const EtTrace et = read_et(options.et, limits, memory);
   const Link link = link_traces(options.et, et, kineto_path, c);
-  Trace t = Builder(kineto_path, options, et, link, c).run();
+  Trace t = Builder(kineto_path, options, et, link, c, memory).run();
   t.path = kineto_path;
   if (t.tensors.empty()) {
     std::string devices;

@@ -13,6 +13,7 @@
 
 #include "coopsim/import/importers.hpp"
 #include "coopsim/limits.hpp"
+#include "coopsim/memory_budget.hpp"
 #include "coopsim/trace.hpp"
 #include "kineto_detail.hpp"
 
@@ -56,8 +57,16 @@ struct EtTrace {
 
 // Streams an ET file (plain or gzip). Throws TraceError("file:line: nodes[i] (id N): problem")
 // on malformed input and on limits exceeded (max_input_bytes, max_events for nodes,
-// max_op_fan_in for the tensors of one node's inputs or outputs).
-EtTrace read_et(const std::string& path, const Limits& limits);
+// max_op_fan_in for the tensors of one node's inputs or outputs, max_memory: each node's DOM
+// while it is read, then per node kNodeBytes and per tensor value kTensorBytes, in `memory`).
+EtTrace read_et(const std::string& path, const Limits& limits, MemoryBudget& memory);
+// Bytes counted per node and per tensor value of a node: twice the record (a vector's slack
+// and regrowth copy) and what the conversion derives from it (the op's plan of about 160
+// bytes, its trace op and events, a storage lifetime of about 48 bytes and the list entries
+// that name it, the trace's tensor and its events). Names' text is counted where it is copied.
+inline constexpr std::uint64_t kNodeBytes = 2 * sizeof(EtNode) + 160 + sizeof(OpInfo) + 2 * sizeof(TraceEvent) + 8;
+inline constexpr std::uint64_t kTensorBytes = 2 * sizeof(EtTensor) + 48 + 6 * sizeof(std::uint32_t) +
+                                              sizeof(TensorInfo) + 2 * sizeof(TraceEvent);
 
 // Record-function ranges and profiler structure nodes are not ops: USER_SCOPE nodes, names
 // "[pytorch|profiler|...]", "## phase ##" and "Name#Class.method" (the Kineto importer's rule).
@@ -85,6 +94,6 @@ Link link_traces(const std::string& et_path, const EtTrace& et, const std::strin
 // ---- conversion (et_build.cpp) -------------------------------------------------------------
 
 Trace build_linked_trace(const std::string& kineto_path, const KinetoOptions& options, kineto_detail::TopLevel top,
-                         kineto_detail::Collected& c, const Limits& limits);
+                         kineto_detail::Collected& c, const Limits& limits, MemoryBudget& memory);
 
 }  // namespace coopsim::et_detail

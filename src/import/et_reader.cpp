@@ -26,7 +26,8 @@ using kineto_detail::RawEvent;
 
 class NodeReader {
  public:
-  NodeReader(const std::string& path, const Limits& limits, EtTrace& et) : path_(path), limits_(limits), et_(et) {}
+  NodeReader(const std::string& path, const Limits& limits, EtTrace& et, MemoryBudget& memory)
+      : path_(path), limits_(limits), et_(et), memory_(memory) {}
 
   void add(const RawEvent& e) {
     e_ = &e;
@@ -82,6 +83,7 @@ class NodeReader {
       tensors(v, "inputs", false, n.inputs);
       tensors(v, "outputs", false, n.outputs);
     }
+    if (!memory_.add(kNodeBytes + kTensorBytes * (n.inputs.size() + n.outputs.size()))) fail(memory_.problem());
     et_.nodes.push_back(std::move(n));
   }
 
@@ -125,6 +127,7 @@ class NodeReader {
 
   std::uint32_t name_index(const std::string& s) {
     const auto [it, fresh] = name_ids_.try_emplace(s, static_cast<std::uint32_t>(et_.names.size()));
+    if (fresh && !memory_.add(2 * memory_cost::label(s) + 64)) fail(memory_.problem());
     if (fresh) et_.names.push_back(s);
     return it->second;
   }
@@ -207,6 +210,7 @@ class NodeReader {
   const std::string& path_;
   const Limits& limits_;
   EtTrace& et_;
+  MemoryBudget& memory_;
   const RawEvent* e_ = nullptr;
   std::optional<std::int64_t> id_;
   std::vector<bool> written_;  // of the current node's schema arguments
@@ -215,15 +219,15 @@ class NodeReader {
 
 }  // namespace
 
-EtTrace read_et(const std::string& path, const Limits& limits) {
+EtTrace read_et(const std::string& path, const Limits& limits, MemoryBudget& memory) {
   EtTrace et;
-  NodeReader reader(path, limits, et);
+  NodeReader reader(path, limits, et, memory);
   kineto_detail::ArrayFormat format;
   format.key = "nodes";
   format.what = "an Execution Trace";
   format.element = "a node";
   format.bare_array = false;
-  const kineto_detail::TopLevel top = kineto_detail::read_json_array(path, limits.max_input_bytes, format,
+  const kineto_detail::TopLevel top = kineto_detail::read_json_array(path, limits.max_input_bytes, memory, format,
                                                                      [&](RawEvent& e) { reader.add(e); });
   if (const auto it = top.fields.find("schema"); it != top.fields.end() && it->is_string()) et.schema = it->get<std::string>();
   if (const auto it = top.fields.find("pid"); it != top.fields.end() && it->is_number_integer()) et.pid = it->get<std::int64_t>();

@@ -26,6 +26,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <new>
 #include <filesystem>
 #include <numeric>
 #include <set>
@@ -72,9 +73,9 @@ std::string micros(std::int64_t ns) {
 
 class Converter {
  public:
-  Converter(std::string path, const KinetoOptions& options, TopLevel top, Collected& c)
-      : path_(std::move(path)), options_(options), top_(std::move(top)), c_(c), nesting_(nest_ops(c)),
-        memory_(pair_memory(path_, c, nesting_)) {}
+  Converter(std::string path, const KinetoOptions& options, TopLevel top, Collected& c, MemoryBudget& budget)
+      : path_(std::move(path)), options_(options), top_(std::move(top)), c_(c), budget_(budget),
+        nesting_(nest_ops(c)), memory_(pair_memory(path_, c, nesting_)) {}
 
   Trace run() {
     order_computes();
@@ -156,8 +157,17 @@ class Converter {
     return unique;
   }
 
+  // Names are copied from the op names into every tensor and op: their text is counted here.
+  void hold_text(std::size_t size) {
+    if (!budget_.add(memory_cost::text(size))) throw Error(fmt::format("{}: {}", path_, budget_.problem()));
+  }
+
   std::uint32_t define_tensor(std::uint32_t record) {
     const TensorRecord& r = memory_.tensors[record];
+    if (!r.residual && !r.before_profiling && r.innermost != kNone) {
+      hold_text(c_.names[c_.ops[r.innermost].name].size() +
+                (r.top_op != r.innermost ? 4 + c_.names[c_.ops[r.top_op].name].size() : 0));
+    }
     TensorInfo t;
     const auto index = static_cast<std::uint32_t>(trace_.tensors.size());
     t.id = TensorId{index};
@@ -238,6 +248,7 @@ class Converter {
           const auto index = static_cast<std::uint32_t>(trace_.ops.size());
           op.id = OpId{index};
           op.file_id = index;
+          hold_text(c_.names[c_.ops[p.index].name].size());
           op.name = c_.names[c_.ops[p.index].name];
           op.duration = SimTime{duration_of(p.index)};
           for (const std::uint32_t r : inside[p.index]) {
@@ -344,6 +355,7 @@ class Converter {
   KinetoOptions options_;
   TopLevel top_;
   Collected& c_;
+  MemoryBudget& budget_;  // limits.max_memory
   Nesting nesting_;
   MemoryReplay memory_;
   std::vector<std::uint32_t> top_level_;
@@ -356,12 +368,15 @@ class Converter {
   Trace trace_;
 };
 
-}  // namespace
-
-Trace import_kineto(const std::string& path, const KinetoOptions& options, const Limits& limits) {
+Trace convert(const std::string& path, const KinetoOptions& options, const Limits& limits) {
   if (options.device < 0) throw ConfigError("device", fmt::format("must be a CUDA device index >= 0 (got {})", options.device));
   Collector collector(path, options.device);
-  TopLevel top = read_kineto_json(path, limits.max_input_bytes, [&](RawEvent& e) { collector.add(e); });
+  MemoryBudget memory(limits.max_memory);
+  CollectedMemory kept(path, memory);
+  TopLevel top = read_kineto_json(path, limits.max_input_bytes, memory, [&](RawEvent& e) {
+    collector.add(e);
+    kept.update(collector.result(), e.line);
+  });
   Collected& c = collector.result();
   if (!c.devices_seen.empty() && c.devices_seen.count(options.device) == 0) {
     std::string seen;
@@ -370,13 +385,23 @@ Trace import_kineto(const std::string& path, const KinetoOptions& options, const
                             path, options.device, seen));
   }
   if (!options.et.empty()) {
-    Trace linked = et_detail::build_linked_trace(path, options, std::move(top), c, limits);
+    Trace linked = et_detail::build_linked_trace(path, options, std::move(top), c, limits, memory);
     check_limits(linked, limits, path);
     return linked;
   }
-  Trace t = Converter(path, options, std::move(top), c).run();
+  Trace t = Converter(path, options, std::move(top), c, memory).run();
   check_limits(t, limits, path);
   return t;
+}
+
+}  // namespace
+
+Trace import_kineto(const std::string& path, const KinetoOptions& options, const Limits& limits) {
+  try {
+    return convert(path, options, limits);
+  } catch (const std::bad_alloc&) {
+    throw out_of_memory(path, limits.max_memory);
+  }
 }
 
 }  // namespace coopsim

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "coopsim/error.hpp"
+#include "coopsim/memory_budget.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -43,8 +44,10 @@ struct TopLevel {
 // Streams a Kineto / Chrome trace (plain or gzip, detected from the content) and calls
 // on_event for each element of traceEvents in file order; keeps only the other top-level
 // fields. Throws TraceError for unreadable files, malformed JSON and a missing traceEvents.
-// Stops with "file:line: more than N bytes of input (limits.max_input_bytes)" past `max_bytes`.
-TopLevel read_kineto_json(const std::string& path, std::uint64_t max_bytes,
+// Stops with "file:line: more than N bytes of input (limits.max_input_bytes)" past `max_bytes`,
+// and with "... (limits.max_memory)" when the DOM of an event (or of a top-level field) would
+// not fit in `memory` beside what it already holds.
+TopLevel read_kineto_json(const std::string& path, std::uint64_t max_bytes, MemoryBudget& memory,
                           const std::function<void(RawEvent&)>& on_event);
 
 // The same streaming reader for any JSON object whose bulk is one array of objects (an
@@ -56,8 +59,8 @@ struct ArrayFormat {
   const char* element = "an event";
   bool bare_array = true;
 };
-TopLevel read_json_array(const std::string& path, std::uint64_t max_bytes, const ArrayFormat& format,
-                         const std::function<void(RawEvent&)>& on_event);
+TopLevel read_json_array(const std::string& path, std::uint64_t max_bytes, MemoryBudget& memory,
+                         const ArrayFormat& format, const std::function<void(RawEvent&)>& on_event);
 
 // Exact decimal conversion of a JSON number's text in microseconds to nanoseconds, rounding
 // digits beyond the nanosecond to nearest (halves away from zero). nullopt on overflow.
@@ -146,6 +149,22 @@ class Collector {
   int device_;
   Collected out_;
   std::map<std::string, std::uint32_t> thread_ids_, name_ids_;
+};
+
+// limits.max_memory for what the collector keeps (kineto_events.cpp), checked after each event:
+// per record, twice its size (a vector's slack and regrowth copy) and what the conversion
+// derives from it (its nesting entries, the pairing's tensor and action, the pending list, the
+// trace's op, tensor and events; the names' text is counted where names are copied). Throws
+// TraceError("file:line: more than N bytes of memory (limits.max_memory)").
+class CollectedMemory {
+ public:
+  CollectedMemory(const std::string& path, MemoryBudget& memory) : path_(path), memory_(memory) {}
+  void update(const Collected& c, std::uint64_t line);
+
+ private:
+  const std::string& path_;
+  MemoryBudget& memory_;
+  std::size_t ops_ = 0, runtime_ = 0, memory_events_ = 0, steps_ = 0, correlations_ = 0, names_ = 0, threads_ = 0;
 };
 
 // ---- nesting (kineto_nesting.cpp) ----------------------------------------------------------

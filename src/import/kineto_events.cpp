@@ -6,6 +6,7 @@
 // user_annotation. Events of other kinds are skipped without checks.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -317,6 +318,31 @@ void Collector::add_instant(const RawEvent& e, bool oom) {
     ++(type == 0 ? counts.cpu : type == 1 ? counts.other_cuda : counts.other_type);
   }
   if (selected) out_.memory.push_back(m);
+}
+
+void CollectedMemory::update(const Collected& c, std::uint64_t line) {
+  constexpr std::uint64_t kPending = 24, kMapNode = 64;
+  constexpr std::uint64_t kOp = 2 * sizeof(OpRange) + 4 * sizeof(std::uint32_t) + 2 * sizeof(std::uint64_t) +
+                                sizeof(std::vector<std::uint32_t>) + kPending + sizeof(OpInfo) + memory_cost::kEvent;
+  constexpr std::uint64_t kRuntime = 2 * sizeof(RuntimeCall) + 2 * sizeof(std::uint32_t);
+  constexpr std::uint64_t kMemory = 2 * sizeof(MemoryEvent) + sizeof(std::uint32_t) + sizeof(TensorRecord) +
+                                    sizeof(MemoryAction) + kPending + sizeof(TensorInfo) + 2 * memory_cost::kEvent +
+                                    3 * sizeof(std::uint32_t);
+  constexpr std::uint64_t kStep = 3 * sizeof(ProfilerStep) + kPending + memory_cost::kEvent + kMapNode;
+  std::uint64_t bytes = (c.ops.size() - ops_) * kOp + (c.runtime.size() - runtime_) * kRuntime +
+                        (c.memory.size() - memory_events_) * kMemory + (c.steps.size() - steps_) * kStep +
+                        (c.gpu_ns_by_correlation.size() - std::min(correlations_, c.gpu_ns_by_correlation.size())) *
+                            kMapNode;
+  for (std::size_t i = names_; i < c.names.size(); ++i) bytes += 2 * memory_cost::label(c.names[i]) + kMapNode;
+  for (std::size_t i = threads_; i < c.threads.size(); ++i) bytes += 2 * memory_cost::label(c.threads[i]) + kMapNode;
+  ops_ = c.ops.size();
+  runtime_ = c.runtime.size();
+  memory_events_ = c.memory.size();
+  steps_ = c.steps.size();
+  correlations_ = std::max(correlations_, c.gpu_ns_by_correlation.size());
+  names_ = c.names.size();
+  threads_ = c.threads.size();
+  if (!memory_.add(bytes)) throw TraceError(path_, line, memory_.problem());
 }
 
 }  // namespace coopsim::kineto_detail

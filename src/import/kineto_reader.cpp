@@ -112,11 +112,14 @@ class GzInput : public std::streambuf {
   std::uint64_t problem_line_ = 0;
 };
 
-// SAX handler: the top-level object (or array), traceEvents, and one DOM per event.
+// SAX handler: the top-level object (or array), traceEvents, and one DOM per event. Every
+// value added to a DOM is counted in limits.max_memory before it is made; an event's count is
+// given back once the event has been handed on (the top-level fields are kept).
 class Sax {
  public:
-  Sax(const std::string& path, GzInput& in, const ArrayFormat& f, const std::function<void(RawEvent&)>& on_event)
-      : path_(path), in_(in), f_(f), on_event_(on_event) {}
+  Sax(const std::string& path, GzInput& in, const ArrayFormat& f, const std::function<void(RawEvent&)>& on_event,
+      MemoryBudget& memory)
+      : path_(path), in_(in), f_(f), on_event_(on_event), memory_(memory) {}
 
   TopLevel finish() { return std::move(top_); }
 
@@ -193,11 +196,32 @@ class Sax {
     if (depth_ == 0) fail(in_.line(), fmt::format("not {}: the top level must be a JSON object with '{}' (got {})", f_.what, f_.key, describe(v)));
     if (in_events_) fail(in_.line(), fmt::format("{}[{}]: {} must be a JSON object (got {})", f_.key, top_.events, f_.element, describe(v)));
     if (top_key_ == f_.key) fail(in_.line(), fmt::format("field '{}' must be an array (got {})", f_.key, describe(v)));
+    hold_top_field(v.is_string() ? v.get_ref<const std::string&>().size() : 0);
     top_.fields[top_key_] = std::move(v);
     return true;
   }
 
+  // Counts a value about to be added to the DOM being built: its slot, a container's heap, a
+  // member's map node and key, a string's text.
+  void hold(const json& v) {
+    const json& parent = *stack_.back();
+    std::uint64_t bytes = memory_cost::kJsonValue;
+    if (v.is_object() || v.is_array()) bytes += memory_cost::kJsonContainer;
+    if (v.is_string()) bytes += memory_cost::text(v.get_ref<const std::string&>().size());
+    if (parent.is_object()) bytes += memory_cost::kJsonMember + memory_cost::text(key_.size());
+    if (!memory_.add(bytes)) fail(in_.line(), where() + memory_.problem());
+    if (in_event_) event_bytes_ += bytes;
+  }
+
+  // Counts a top-level field (kept to the end): its map node, key and value.
+  void hold_top_field(std::size_t text) {
+    const std::uint64_t bytes = memory_cost::kJsonMember + memory_cost::text(top_key_.size()) + memory_cost::kJsonValue +
+                                memory_cost::kJsonContainer + memory_cost::text(text);
+    if (!memory_.add(bytes)) fail(in_.line(), memory_.problem());
+  }
+
   json* insert(json v) {
+    hold(v);
     json& parent = *stack_.back();
     if (parent.is_object()) return &(parent[key_] = std::move(v));
     parent.push_back(std::move(v));
@@ -222,6 +246,7 @@ class Sax {
     if (in_events_) {
       if (!container.is_object()) fail(in_.line(), fmt::format("{}[{}]: {} must be a JSON object (got an array)", f_.key, top_.events, f_.element));
       in_event_ = true;
+      event_bytes_ = 0;
       event_ = RawEvent{};
       event_.index = top_.events;
       event_.line = in_.line();
@@ -236,6 +261,7 @@ class Sax {
       return true;
     }
     // Any other top-level field: kept whole.
+    hold_top_field(0);
     root_ = std::move(container);
     stack_.push_back(&root_);
     return true;
@@ -250,6 +276,7 @@ class Sax {
         ++top_.events;
         on_event_(event_);
         event_.value = json();
+        memory_.remove(event_bytes_);
       } else {
         top_.fields[top_key_] = std::move(root_);
       }
@@ -268,6 +295,8 @@ class Sax {
   GzInput& in_;
   const ArrayFormat& f_;
   const std::function<void(RawEvent&)>& on_event_;
+  MemoryBudget& memory_;
+  std::uint64_t event_bytes_ = 0;  // counted for the event being built
   TopLevel top_;
   int depth_ = 0;  // open containers of the top-level structure (object/array, traceEvents)
   bool in_events_ = false, saw_events_ = false, in_event_ = false;
@@ -281,16 +310,16 @@ class Sax {
 
 // Quotes a string for an error message: '...', control characters, quotes and backslashes as
 // \xNN, shortened to about 40 bytes (the style of the trace loader's messages).
-TopLevel read_kineto_json(const std::string& path, std::uint64_t max_bytes,
+TopLevel read_kineto_json(const std::string& path, std::uint64_t max_bytes, MemoryBudget& memory,
                           const std::function<void(RawEvent&)>& on_event) {
-  return read_json_array(path, max_bytes, ArrayFormat{}, on_event);
+  return read_json_array(path, max_bytes, memory, ArrayFormat{}, on_event);
 }
 
-TopLevel read_json_array(const std::string& path, std::uint64_t max_bytes, const ArrayFormat& format,
-                         const std::function<void(RawEvent&)>& on_event) {
+TopLevel read_json_array(const std::string& path, std::uint64_t max_bytes, MemoryBudget& memory,
+                         const ArrayFormat& format, const std::function<void(RawEvent&)>& on_event) {
   GzInput in(path, max_bytes);
   std::istream stream(&in);
-  Sax sax(path, in, format, on_event);
+  Sax sax(path, in, format, on_event, memory);
   const bool ok = json::sax_parse(stream, &sax, json::input_format_t::json, true, false);
   in.check();
   if (!ok) throw TraceError(path, in.line(), "malformed JSON");

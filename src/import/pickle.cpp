@@ -11,6 +11,7 @@
 #include <cstring>
 #include <limits>
 
+#include "coopsim/limits.hpp"
 #include "pickle_builder.hpp"
 #include "pickle_detail.hpp"
 #include "pickle_opcodes.hpp"
@@ -27,8 +28,8 @@ constexpr std::uint64_t kCompareBudgetBase = 1'000'000;
 
 class Reader {
  public:
-  Reader(std::string_view bytes, const std::string& name)
-      : in_(bytes), name_(name), build_(kCompareBudgetBase + kCompareBudgetPerByte * bytes.size()) {}
+  Reader(std::string_view bytes, const std::string& name, MemoryBudget& memory)
+      : in_(bytes), name_(name), build_(kCompareBudgetBase + kCompareBudgetPerByte * bytes.size(), memory) {}
 
   ValuePtr run() {
     for (;;) {
@@ -100,17 +101,25 @@ class Reader {
     return v;
   }
 
+  // None, True and False are never changed: one value each, shared by every pickle.
+  static const std::shared_ptr<Value>& constant(Kind kind, bool b = false) {
+    static const std::shared_ptr<Value> none = make(Kind::None);
+    static const std::shared_ptr<Value> yes = [] {
+      auto v = make(Kind::Bool);
+      v->boolean = true;
+      return v;
+    }();
+    static const std::shared_ptr<Value> no = make(Kind::Bool);
+    return kind == Kind::None ? none : b ? yes : no;
+  }
+
   void push_int(std::int64_t i) {
     auto v = make(Kind::Int);
     v->integer = i;
     build_.push_scalar(std::move(v));
   }
 
-  void push_bool(bool b) {
-    auto v = make(Kind::Bool);
-    v->boolean = b;
-    build_.push_scalar(std::move(v));
-  }
+  void push_bool(bool b) { build_.push_constant(constant(Kind::Bool, b)); }
 
   void push_float(double d) {
     auto v = make(Kind::Float);
@@ -191,7 +200,7 @@ void Reader::step() {
       return;
     }
     // ---- scalars ----------------------------------------------------------------------
-    case op::kNone: return build_.push_scalar(make(Kind::None));
+    case op::kNone: return build_.push_constant(constant(Kind::None));
     case op::kNewTrue: return push_bool(true);
     case op::kNewFalse: return push_bool(false);
     case op::kInt: {
@@ -320,6 +329,13 @@ ValuePtr Reader::stop() {
 
 }  // namespace
 
-ValuePtr parse(std::string_view bytes, const std::string& name) { return Reader(bytes, name).run(); }
+ValuePtr parse(std::string_view bytes, const std::string& name, MemoryBudget& memory) {
+  return Reader(bytes, name, memory).run();
+}
+
+ValuePtr parse(std::string_view bytes, const std::string& name) {
+  MemoryBudget memory(Limits::default_max_memory());
+  return parse(bytes, name, memory);
+}
 
 }  // namespace coopsim::pickle

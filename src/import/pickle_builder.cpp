@@ -17,6 +17,33 @@ namespace {
 [[noreturn]] void fail(std::string problem) { throw BuildError{std::move(problem)}; }
 }  // namespace
 
+void Builder::hold(std::uint64_t bytes) {
+  if (!memory_.add(bytes)) fail(memory_.problem());
+}
+
+void Builder::hold_value(std::uint64_t text_bytes) { hold(kValue + memory_cost::text(text_bytes)); }
+
+void Builder::hold_slot() {
+  if (stack_.size() < stack_peak_) return;
+  if (!memory_.fits_append(stack_)) fail(memory_.problem());
+  hold(sizeof(Slot));
+  ++stack_peak_;
+}
+
+void Builder::push_slot(Slot s) {
+  hold_slot();
+  stack_.push_back(std::move(s));
+}
+
+void Builder::mark() {
+  if (marks_.size() == marks_peak_) {
+    if (!memory_.fits_append(marks_)) fail(memory_.problem());
+    hold(sizeof(std::size_t));
+    ++marks_peak_;
+  }
+  marks_.push_back(stack_.size());
+}
+
 void Builder::need(std::size_t n) const {
   const std::size_t have = stack_.size() - fence();
   if (have < n) {
@@ -53,13 +80,19 @@ std::uint32_t Builder::adopt(const Slot& child) {
 }
 
 void Builder::push_scalar(std::shared_ptr<Value> v) {
+  hold_value(v->text.size());
+  push_constant(std::move(v));
+}
+
+void Builder::push_constant(std::shared_ptr<Value> v) {
   Slot s;
   s.hash = hash_scalar(*v);
   s.value = std::move(v);
-  stack_.push_back(std::move(s));
+  push_slot(std::move(s));
 }
 
 void Builder::push_empty(Kind kind) {
+  hold_value(0);
   Slot s;
   s.value = std::make_shared<Value>();
   s.value->kind = kind;
@@ -67,10 +100,12 @@ void Builder::push_empty(Kind kind) {
     s.hash = tuple_hash_seed(0);
   } else {
     s.hashable = false;
+    if (!memory_.fits_append(containers_)) fail(memory_.problem());
+    hold(kContainer);
     s.container = static_cast<std::uint32_t>(containers_.size());
     containers_.emplace_back();
   }
-  stack_.push_back(std::move(s));
+  push_slot(std::move(s));
 }
 
 void Builder::pop() {
@@ -87,10 +122,12 @@ void Builder::pop_mark() { stack_.resize(take_mark()); }
 
 void Builder::dup() {
   need(1);
-  stack_.push_back(stack_.back());
+  push_slot(stack_.back());
 }
 
 void Builder::build_tuple(std::size_t first) {
+  hold_value(0);
+  hold(kItem * (stack_.size() - first));
   Slot t;
   t.value = std::make_shared<Value>();
   t.value->kind = Kind::Tuple;
@@ -104,7 +141,7 @@ void Builder::build_tuple(std::size_t first) {
     t.value->items.push_back(item.value);
   }
   stack_.resize(first);
-  stack_.push_back(std::move(t));
+  push_slot(std::move(t));
 }
 
 void Builder::tuple_from_mark() { build_tuple(take_mark()); }
@@ -150,6 +187,8 @@ void Builder::insert_item(const Slot& list, const Slot& item) {
   if (item.container == list.container) fail("would put the list inside itself (a reference cycle); refusing");
   const std::uint32_t depth = adopt(item);
   c.depth = std::max(c.depth, depth);
+  if (!memory_.fits_append(list.value->items)) fail(memory_.problem());
+  hold(kItem);
   list.value->items.push_back(item.value);
 }
 
@@ -202,6 +241,8 @@ void Builder::insert_entry(const Slot& dict, const Slot& key, const Slot& value)
     }
   }
   // Unhashable keys (Python would raise TypeError) are kept as their own entries.
+  if (!memory_.fits_append(entries)) fail(memory_.problem());
+  hold(kEntry);
   entries.emplace_back(key.value, value.value);
   c.key_hashes.push_back(key.hashable ? key.hash : 0);
   if (!key.hashable) return;
@@ -237,9 +278,12 @@ void Builder::put(std::uint64_t index, const Slot& slot) {
     return;
   }
   if (index > memo_.size()) {
+    if (memo_sparse_.find(index) == memo_sparse_.end()) hold(kSparseMemo);
     memo_sparse_[index] = slot;
     return;
   }
+  if (!memory_.fits_append(memo_)) fail(memory_.problem());
+  hold(sizeof(Slot));
   memo_.push_back(slot);
   // Keep every sparse index above memo_.size(): move entries that have become contiguous.
   while (!memo_sparse_.empty() && memo_sparse_.begin()->first == memo_.size()) {
@@ -260,14 +304,14 @@ void Builder::memo_put(std::uint64_t index) {
 
 void Builder::memo_get(std::uint64_t index) {
   if (index < memo_.size()) {
-    stack_.push_back(memo_[index]);
+    push_slot(memo_[index]);
     return;
   }
   const auto it = memo_sparse_.find(index);
   if (it == memo_sparse_.end()) {
     fail(fmt::format("memo index {} is not set ({} entries)", index, memo_.size() + memo_sparse_.size()));
   }
-  stack_.push_back(it->second);
+  push_slot(it->second);
 }
 
 ValuePtr Builder::finish() {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "coopsim/import/pickle.hpp"
+#include "coopsim/memory_budget.hpp"
 
 namespace coopsim::pickle::detail {
 
@@ -23,12 +24,15 @@ struct BuildError {
 class Builder {
  public:
   // `compare_budget`: node pairs that dict-key comparisons may visit in all (bounds the work
-  // that crafted, equal-hashing tuple keys can cause).
-  explicit Builder(std::uint64_t compare_budget) : compare_budget_(compare_budget) {}
+  // that crafted, equal-hashing tuple keys can cause). `memory`: limits.max_memory, charged
+  // for every value, stack slot, memo entry, item and entry as it is made (values dropped
+  // later are not given back: the count only grows).
+  Builder(std::uint64_t compare_budget, MemoryBudget& memory) : compare_budget_(compare_budget), memory_(memory) {}
 
   void push_scalar(std::shared_ptr<Value> v);  // None, bool, int, float, str, bytes
+  void push_constant(std::shared_ptr<Value> v);  // a shared None, True or False: no new value
   void push_empty(Value::Kind kind);           // List, Dict or Tuple
-  void mark() { marks_.push_back(stack_.size()); }
+  void mark();
   void pop();       // POP: the top value, or the MARK when nothing is above it
   void pop_mark();  // POP_MARK
   void dup();
@@ -66,6 +70,23 @@ class Builder {
     std::unique_ptr<std::unordered_multimap<std::uint64_t, std::size_t>> index;
   };
 
+  // Bytes counted per part (pickle.hpp, "Memory"): a value (make_shared: the Value, the
+  // control block and the allocation's header), a reference held by a list or tuple, a dict
+  // entry with its key hash and hash-index node, a list's or dict's parser state.
+  static constexpr std::uint64_t kValue = sizeof(Value) + 32;
+  static constexpr std::uint64_t kItem = sizeof(ValuePtr);
+  static constexpr std::uint64_t kEntry = 2 * sizeof(ValuePtr) + sizeof(std::uint64_t) + 48;
+  static constexpr std::uint64_t kContainer = sizeof(Container) + 16;
+  static constexpr std::uint64_t kSparseMemo = sizeof(Slot) + 48;
+
+  // Counts `bytes` more, or throws BuildError with the budget's problem.
+  void hold(std::uint64_t bytes);
+  // Counts a new value of `text_bytes` bytes of text, and a stack slot if the stack grows.
+  void hold_value(std::uint64_t text_bytes);
+  // Pushes onto the stack (or the marks), counting each slot the first time it is used.
+  void push_slot(Slot s);
+  void hold_slot();
+
   std::size_t fence() const { return marks_.empty() ? 0 : marks_.back(); }
   void need(std::size_t n) const;
   std::size_t take_mark();  // pops the last MARK; returns where its values start
@@ -85,6 +106,8 @@ class Builder {
   std::map<std::uint64_t, Slot> memo_sparse_;  // indices past memo_.size() (crafted pickles)
   std::vector<Container> containers_;
   std::uint64_t compare_budget_;
+  MemoryBudget& memory_;
+  std::size_t stack_peak_ = 0, marks_peak_ = 0;  // slots counted so far (vectors keep capacity)
 };
 
 }  // namespace coopsim::pickle::detail

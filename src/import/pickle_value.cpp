@@ -159,7 +159,7 @@ void check_gz(gzFile f, const std::string& path) {
 
 }  // namespace
 
-ValuePtr parse_file(const std::string& path, std::uint64_t max_bytes) {
+ValuePtr parse_file(const std::string& path, std::uint64_t max_bytes, MemoryBudget& memory) {
   errno = 0;
   const std::unique_ptr<gzFile_s, GzCloser> file(gzopen(path.c_str(), "rb"));
   if (!file) {
@@ -171,6 +171,10 @@ ValuePtr parse_file(const std::string& path, std::uint64_t max_bytes) {
   std::string bytes;
   for (;;) {
     const std::size_t have = bytes.size();
+    // The chunk is counted before it is read; a growing string copies itself.
+    if ((bytes.capacity() < have + kChunk && !memory.fits(have)) || !memory.add(kChunk)) {
+      file_error(path, memory.problem());
+    }
     bytes.resize(have + kChunk);
     const int n = gzread(file.get(), bytes.data() + have, static_cast<unsigned>(kChunk));
     if (n < 0) check_gz(file.get(), path);
@@ -182,7 +186,12 @@ ValuePtr parse_file(const std::string& path, std::uint64_t max_bytes) {
     }
   }
   check_gz(file.get(), path);  // a truncated or corrupt stream ends the reads early
-  return parse(bytes, path);
+  return parse(bytes, path, memory);
+}
+
+ValuePtr parse_file(const std::string& path, std::uint64_t max_bytes) {
+  MemoryBudget memory(Limits::default_max_memory());
+  return parse_file(path, max_bytes, memory);
 }
 
 }  // namespace coopsim::pickle

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <new>
 #include <map>
 #include <memory>
 #include <optional>
@@ -281,7 +282,13 @@ std::vector<std::uint64_t> reserved_at_ooms(const Snapshot& snap, const History&
 }  // namespace
 
 Trace import_value(const pickle::Value& root, const std::string& path, const TorchSnapshotOptions& options) {
-  const Snapshot snap = read_snapshot(root, path, options.device);
+  MemoryBudget memory(Limits::default_max_memory());
+  return import_value(root, path, options, memory);
+}
+
+Trace import_value(const pickle::Value& root, const std::string& path, const TorchSnapshotOptions& options,
+                   MemoryBudget& memory) {
+  const Snapshot snap = read_snapshot(root, path, options.device, memory);
   PyTorchOptions opts;
   try {
     opts = allocator_options(snap.allocator_settings);
@@ -365,8 +372,14 @@ Trace import_value(const pickle::Value& root, const std::string& path, const Tor
 }  // namespace torch_snapshot
 
 Trace import_torch_snapshot(const std::string& path, const TorchSnapshotOptions& options, const Limits& limits) {
-  const pickle::ValuePtr root = pickle::parse_file(path, limits.max_input_bytes);
-  Trace t = torch_snapshot::import_value(*root, path, options);
+  Trace t;
+  try {
+    MemoryBudget memory(limits.max_memory);
+    const pickle::ValuePtr root = pickle::parse_file(path, limits.max_input_bytes, memory);
+    t = torch_snapshot::import_value(*root, path, options, memory);
+  } catch (const std::bad_alloc&) {
+    throw out_of_memory(path, limits.max_memory);
+  }
   check_limits(t, limits, path);
   return t;
 }

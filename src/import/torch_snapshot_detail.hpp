@@ -20,6 +20,7 @@
 #include "coopsim/alloc/pytorch.hpp"
 #include "coopsim/allocator.hpp"
 #include "coopsim/import/pickle.hpp"
+#include "coopsim/memory_budget.hpp"
 #include "coopsim/trace.hpp"
 
 namespace coopsim::torch_snapshot::detail {
@@ -87,11 +88,28 @@ struct Snapshot {
   bool has_time = false;               // every entry has time_us
 };
 
-// Checks and extracts one device's part of a snapshot dict. Throws Error("<path>: <key>: ...").
-Snapshot read_snapshot(const pickle::Value& root, const std::string& path, int device);
+// Bytes counted in limits.max_memory per entry of the device's history and per block of its
+// segments, besides their names' text (counted four and three times: the entry or block, the
+// reconstruction, the trace, a replay round's copy). They cover what the import derives from
+// one entry or block: the reconstruction (rebuilt per replay round, two alive at once), the
+// trace's tensor and events, the builder's maps, and for a block its "final_segments" JSON.
+inline constexpr std::uint64_t kEntryBytes = 2 * (sizeof(Entry) + sizeof(std::string) + 8 + sizeof(TensorInfo) + 2 * (sizeof(TraceEvent) + 8) + 8);
+inline constexpr std::uint64_t kBlockBytes = 2 * (sizeof(SnapBlock) + 2 * sizeof(InitialBlock)) + 6 * 96;
+// Most values the header's copy of allocator_settings may have once the pickle's shared
+// references are expanded: real settings have tens; a dict of dicts shared through the memo
+// can describe 2^100.
+inline constexpr std::uint64_t kMaxSettingsValues = 65536;
 
-// Plain-data conversion of a pickle value for the trace header (dict keys as strings).
+// Checks and extracts one device's part of a snapshot dict. Throws Error("<path>: <key>: ...").
+// What it keeps is counted in `memory` (limits.max_memory).
+Snapshot read_snapshot(const pickle::Value& root, const std::string& path, int device, MemoryBudget& memory);
+
+// Plain-data conversion of a pickle value for the trace header (dict keys as strings). The
+// caller bounds its expanded size first (expanded_values).
 nlohmann::json to_json(const pickle::Value& v);
+// Values of `v` as a tree (shared references counted each time they occur), saturating at
+// 2^64 - 1; linear in the distinct values.
+std::uint64_t expanded_values(const pickle::Value& v);
 
 // "<op> in <function> (<file>:<line>)" from a frames list; either part alone, or "" if none.
 std::string name_from_frames(const pickle::Value* frames);

@@ -8,6 +8,9 @@
 #include <cmath>
 #include <limits>
 #include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "coopsim/error.hpp"
 #include "coopsim/text.hpp"
@@ -20,7 +23,7 @@ using Kind = pickle::Value::Kind;
 
 class Reader {
  public:
-  Reader(const std::string& path, int device) : path_(path), device_(device) {}
+  Reader(const std::string& path, int device, MemoryBudget& memory) : path_(path), device_(device), memory_(memory) {}
 
   [[noreturn]] void fail(const std::string& key, const std::string& problem) const {
     throw Error(fmt::format("{}: {}: {}", path_, key, problem));
@@ -78,6 +81,27 @@ class Reader {
     return v;
   }
 
+  // Counts `bytes` more in limits.max_memory, or fails naming `key`.
+  void hold(std::uint64_t bytes, const std::string& key) {
+    if (!memory_.add(bytes)) fail(key, memory_.problem());
+  }
+  template <class T>
+  void room_to_append(const std::vector<T>& v, const std::string& key) {
+    if (!memory_.fits_append(v)) fail(key, memory_.problem());
+  }
+
+  // The tensor name of a frames list: computed once per list, as a pickle may share one list
+  // among many entries (their work would otherwise multiply).
+  std::string name_of(const pickle::Value* frames) {
+    if (frames == nullptr) return {};
+    const auto it = names_.find(frames);
+    if (it != names_.end()) return it->second;
+    std::string name = name_from_frames(frames);
+    hold(64 + memory_cost::text(name.size()), "frames");
+    names_.emplace(frames, name);
+    return name;
+  }
+
   Snapshot run(const pickle::Value& root) {
     if (root.kind != Kind::Dict) fail("top level", fmt::format("expected the snapshot dict (got {})", describe(root)));
     Snapshot s;
@@ -88,6 +112,15 @@ class Reader {
     read_trace(root, s);
     if (const pickle::Value* settings = root.get("allocator_settings"); settings != nullptr) {
       if (settings->kind != Kind::Dict) fail("allocator_settings", fmt::format("expected a dict (got {})", describe(*settings)));
+      // The header keeps a tree: a pickle's shared references would be copied at every use.
+      const std::uint64_t values = expanded_values(*settings);
+      if (values > kMaxSettingsValues) {
+        fail("allocator_settings", fmt::format("more than {} values once its shared references are expanded "
+                                               "(the trace header copies them); refusing",
+                                               kMaxSettingsValues));
+      }
+      // Kept twice in the header (source and extra).
+      hold(2 * values * (memory_cost::kJsonMember + memory_cost::kJsonValue), "allocator_settings");
       s.allocator_settings = to_json(*settings);
     }
     if (const pickle::Value* ann = root.get("external_annotations"); ann != nullptr) read_annotations(*ann, s);
@@ -95,7 +128,7 @@ class Reader {
   }
 
  private:
-  void read_segments(const pickle::Value& root, Snapshot& s) const {
+  void read_segments(const pickle::Value& root, Snapshot& s) {
     const pickle::Value& segs = list(field(root, "segments", "top level"), "segments");
     for (std::size_t i = 0; i < segs.items.size(); ++i) {
       const std::string key = fmt::format("segments[{}]", i);
@@ -104,6 +137,8 @@ class Reader {
       // Files written for one device only may leave out `device`.
       const pickle::Value* dev = g.get("device");
       if (dev != nullptr && uint(*dev, key + ".device") != static_cast<std::uint64_t>(device_)) continue;
+      room_to_append(s.segments, key);
+      hold(sizeof(SnapSegment), key);
       SnapSegment seg;
       seg.addr = uint_field(g, "address", key);
       seg.size = bytes_field(g, "total_size", key);
@@ -125,6 +160,7 @@ class Reader {
       const pickle::Value& blocks = list(field(g, "blocks", key), key + ".blocks");
       std::uint64_t at = seg.addr;
       for (std::size_t j = 0; j < blocks.items.size(); ++j) {
+        room_to_append(seg.blocks, key);
         seg.blocks.push_back(read_block(*blocks.items[j], fmt::format("{}.blocks[{}]", key, j)));
         const SnapBlock& b = seg.blocks.back();
         if (b.addr != at) {
@@ -151,7 +187,7 @@ class Reader {
     }
   }
 
-  SnapBlock read_block(const pickle::Value& v, const std::string& key) const {
+  SnapBlock read_block(const pickle::Value& v, const std::string& key) {
     if (v.kind != Kind::Dict) fail(key, fmt::format("expected a dict (got {})", describe(v)));
     SnapBlock b;
     b.addr = uint_field(v, "address", key);
@@ -174,11 +210,12 @@ class Reader {
       fail(key + ".requested_size", fmt::format("{} does not fit its block of {} bytes", b.requested, b.size));
     }
     if (!b.active()) b.requested = 0;
-    b.name = name_from_frames(v.get("frames"));
+    b.name = name_of(v.get("frames"));
+    hold(kBlockBytes + 3 * memory_cost::text(b.name.size()), key);
     return b;
   }
 
-  void read_trace(const pickle::Value& root, Snapshot& s) const {
+  void read_trace(const pickle::Value& root, Snapshot& s) {
     const pickle::Value& traces = list(field(root, "device_traces", "top level"), "device_traces");
     s.devices = traces.items.size();
     if (static_cast<std::size_t>(device_) >= s.devices) {
@@ -223,10 +260,12 @@ class Reader {
         s.has_time = false;
       }
       if (en.action == Action::Alloc || en.action == Action::Oom) {
-        en.name = name_from_frames(e.get("frames"));
+        en.name = name_of(e.get("frames"));
       } else if (en.action == Action::Annotate) {
         if (const pickle::Value* m = e.get("user_metadata"); m != nullptr && m->kind == Kind::String) en.name = to_utf8(m->text);
       }
+      room_to_append(s.entries, key);
+      hold(kEntryBytes + 4 * memory_cost::text(en.name.size()), key);
       s.entries.push_back(std::move(en));
     }
   }
@@ -242,7 +281,7 @@ class Reader {
   }
 
 
-  void read_annotations(const pickle::Value& v, Snapshot& s) const {
+  void read_annotations(const pickle::Value& v, Snapshot& s) {
     const pickle::Value& anns = list(v, "external_annotations");
     for (std::size_t i = 0; i < anns.items.size(); ++i) {
       const std::string key = fmt::format("external_annotations[{}]", i);
@@ -257,18 +296,51 @@ class Reader {
       an.stage = to_utf8(text_field(a, "stage", key));
       an.name = to_utf8(text_field(a, "name", key));
       if (const pickle::Value* t = a.get("time_us"); t != nullptr) an.time_us = time_us(*t, key + ".time_us");
+      // The annotation, its mark event and its label (twice: the trace and the builder's index).
+      room_to_append(s.annotations, key);
+      hold(sizeof(Annotation) + 2 * sizeof(TraceEvent) + 3 * memory_cost::label(an.stage + an.name), key);
       s.annotations.push_back(std::move(an));
     }
   }
 
   const std::string& path_;
   int device_;
+  MemoryBudget& memory_;
+  std::unordered_map<const pickle::Value*, std::string> names_;  // frames list -> name
 };
 
 }  // namespace
 
-Snapshot read_snapshot(const pickle::Value& root, const std::string& path, int device) {
-  return Reader(path, device).run(root);
+Snapshot read_snapshot(const pickle::Value& root, const std::string& path, int device, MemoryBudget& memory) {
+  return Reader(path, device, memory).run(root);
+}
+
+std::uint64_t expanded_values(const pickle::Value& root) {
+  // Post-order over the distinct values with an explicit stack (nesting may reach
+  // pickle::kMaxDepth): a container's count is 1 plus its children's, each child counted as
+  // often as it is referenced.
+  std::unordered_map<const pickle::Value*, std::uint64_t> count;
+  std::vector<std::pair<const pickle::Value*, bool>> work{{&root, false}};
+  auto add = [](std::uint64_t a, std::uint64_t b) { return a > ~std::uint64_t{0} - b ? ~std::uint64_t{0} : a + b; };
+  while (!work.empty()) {
+    const auto [v, children_done] = work.back();
+    work.pop_back();
+    if (count.contains(v)) continue;
+    if (!children_done) {
+      work.emplace_back(v, true);
+      for (const auto& item : v->items) work.emplace_back(item.get(), false);
+      for (const auto& [k, val] : v->entries) {
+        work.emplace_back(k.get(), false);
+        work.emplace_back(val.get(), false);
+      }
+      continue;
+    }
+    std::uint64_t n = 1;
+    for (const auto& item : v->items) n = add(n, count.at(item.get()));
+    for (const auto& [k, val] : v->entries) n = add(add(n, count.at(k.get())), count.at(val.get()));
+    count.emplace(v, n);
+  }
+  return count.at(&root);
 }
 
 nlohmann::json to_json(const pickle::Value& v) {

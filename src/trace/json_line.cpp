@@ -50,6 +50,10 @@ JsonLine::Status JsonLine::parse(std::string_view line) {
   end_ = begin_ + line.size();
   fields_.clear();
   elements_.clear();
+  if (scratch_big_) {  // a long escaped string of the previous line: give its buffers back
+    scratch_.clear();
+    scratch_big_ = false;
+  }
   scratch_used_ = 0;
   error_.clear();
   duplicate_ = false;
@@ -217,6 +221,7 @@ bool JsonLine::parse_string_slow(const char* start, std::string_view& out) {
     if (c == '"') {
       ++p_;
       out = buf;
+      scratch_big_ = scratch_big_ || buf.capacity() > kKeepScratch;
       return true;
     }
     if (c == '\\') {
@@ -368,6 +373,9 @@ bool JsonLine::parse_array(JValue& out, int depth) {
   out.first = static_cast<std::uint32_t>(elements_.size());
   out.count = static_cast<std::uint32_t>(stage_[d].size());
   elements_.insert(elements_.end(), stage_[d].begin(), stage_[d].end());
+  // Each depth keeps its own staging buffer: a long array at every depth on successive lines
+  // would otherwise keep all of them at once.
+  if (stage_[d].capacity() > kKeepStaged) stage_[d] = std::vector<JValue>();
   out.text = std::string_view(start, static_cast<std::size_t>(p_ - start));
   return true;
 }

@@ -71,9 +71,12 @@ Trace Loader::run() {
   // Reserving the events from the input's size spares the vector's regrowth (copies and fresh
   // pages), which took 40 % of a 1 M-event parse (docs/performance.md). An event line has at
   // least ~26 bytes; pages reserved beyond the events read are never touched.
+  // The reservation is address space only until events fill it; it is still kept within the
+  // memory budget, and the events are counted as they arrive.
   const std::uint64_t hint = std::min(LineReader::size_hint(path_), limits_.max_input_bytes) / kEventBytesHint;
   try {
-    trace_.events.reserve(static_cast<std::size_t>(std::min(hint, limits_.max_events)));
+    trace_.events.reserve(
+        static_cast<std::size_t>(std::min({hint, limits_.max_events, limits_.max_memory / memory_cost::kEvent})));
     advise_huge_pages(trace_.events.data(), trace_.events.capacity() * sizeof(TraceEvent));
   } catch (const std::bad_alloc&) {
     // Only a hint: the vector grows as it would have.
@@ -91,6 +94,10 @@ void Loader::on_line(std::string_view line, std::uint64_t number, bool no_newlin
   std::size_t i = 0;
   while (i < line.size() && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r')) ++i;
   if (i == line.size()) return;  // blank
+  if (line.size() > longest_line_) {
+    hold((line.size() - longest_line_) * kLineBytes);
+    longest_line_ = line.size();
+  }
   switch (json_.parse(line)) {
     case JsonLine::Status::Ok: break;
     case JsonLine::Status::Malformed:
@@ -113,6 +120,7 @@ void Loader::on_header(std::string_view line) {
   if (!has_format) {
     fail(R"(missing header: the first line must be the {"format":"coopsim-trace","version":1,...} object)");
   }
+  hold(line.size() * memory_cost::kJsonPerTextByte);  // its free-form parts are kept
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(line);
@@ -264,6 +272,8 @@ void Loader::read_t_stream(TraceEvent& e) {
 
 void Loader::push_event(const TraceEvent& e) {
   if (trace_.events.size() >= limits_.max_events) fail(limit_problem(limits_.max_events, "events", "max_events"));
+  room_to_append(trace_.events);
+  hold(memory_cost::kEvent);
   trace_.events.push_back(e);
 }
 
@@ -275,6 +285,12 @@ std::uint32_t Loader::tensor_ref(std::uint64_t id, std::string_view what) const 
 
 }  // namespace trace_detail
 
-Trace load_trace(const std::string& path, const Limits& limits) { return trace_detail::Loader(path, limits).run(); }
+Trace load_trace(const std::string& path, const Limits& limits) {
+  try {
+    return trace_detail::Loader(path, limits).run();
+  } catch (const std::bad_alloc&) {
+    throw out_of_memory(path, limits.max_memory);
+  }
+}
 
 }  // namespace coopsim

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "coopsim/error.hpp"
+#include "coopsim/memory_budget.hpp"
 #include "coopsim/trace.hpp"
 #include "json_line.hpp"
 #include "line_reader.hpp"
@@ -63,7 +64,9 @@ class IdMap {
 
 class Loader final : public LineSink {
  public:
-  Loader(const std::string& path, const Limits& limits) : path_(path), limits_(limits) { trace_.path = path; }
+  Loader(const std::string& path, const Limits& limits) : path_(path), limits_(limits), budget_(limits.max_memory) {
+    trace_.path = path;
+  }
   Trace run();
   void on_line(std::string_view line, std::uint64_t number, bool no_newline) override;
 
@@ -102,6 +105,20 @@ class Loader final : public LineSink {
   std::uint32_t tensor_ref(std::uint64_t id, std::string_view what) const;
   void push_event(const TraceEvent& e);  // limits.max_events
 
+  // limits.max_memory (coopsim/memory_budget.hpp): counts `bytes` more as held, or fails.
+  void hold(std::uint64_t bytes) {
+    if (!budget_.add(bytes)) fail(budget_.problem());
+  }
+  // Fails unless appending to `v` fits (a full vector copies itself while it grows).
+  template <class T>
+  void room_to_append(const std::vector<T>& v) const {
+    if (!budget_.fits_append(v)) fail(budget_.problem());
+  }
+  static constexpr std::uint64_t kIdBytes = memory_cost::kLoaderOp;
+  static constexpr std::uint64_t kTensorState = memory_cost::kLoaderTensor;
+  static constexpr std::uint64_t kLineBytes = memory_cost::kLoaderLine;
+  static constexpr std::uint64_t kMapNode = memory_cost::kMapNode;
+
   // loader_definitions.cpp
   void on_tensor();
   void tensor_list(Key k, std::uint64_t op_id, std::vector<TensorId>& out) const;
@@ -128,6 +145,8 @@ class Loader final : public LineSink {
 
   std::string path_;
   Limits limits_;
+  MemoryBudget budget_;
+  std::uint64_t longest_line_ = 0;  // its parse buffers are kept (and counted)
   Trace trace_;
   JsonLine json_;
   JsonLine inner_;  // nested objects (the blocks of a segment record)

@@ -32,6 +32,8 @@ void Loader::on_tensor() {
     t.name = std::string(name->text);
   }
   if (trace_.tensors.size() >= kNoIndex - 1) fail("too many tensors (at most 4294967294)");
+  room_to_append(trace_.tensors);
+  hold(memory_cost::tensor(t) + kTensorState);
   const auto idx = static_cast<std::uint32_t>(trace_.tensors.size());
   t.id = TensorId{idx};
   t.file_id = id;
@@ -114,6 +116,8 @@ void Loader::on_op() {
     op.random = r->boolean;
   }
   if (trace_.ops.size() >= kNoIndex - 1) fail("too many ops (at most 4294967294)");
+  room_to_append(trace_.ops);
+  hold(memory_cost::op(op) + kIdBytes);
   const auto idx = static_cast<std::uint32_t>(trace_.ops.size());
   op.id = OpId{idx};
   trace_.ops.push_back(std::move(op));

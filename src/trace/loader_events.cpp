@@ -136,6 +136,7 @@ void Loader::on_mark() {
   read_t_stream(e);
   auto it = label_index_.find(label->text);
   if (it == label_index_.end()) {
+    hold(2 * memory_cost::label(label->text) + kMapNode);  // the label and its index entry
     it = label_index_.emplace(std::string(label->text), static_cast<std::uint32_t>(trace_.labels.size())).first;
     trace_.labels.emplace_back(label->text);
   }

@@ -56,6 +56,7 @@ void Loader::on_segment() {
       fail(fmt::format("{}: overlaps segment {} (line {})", prefix, prev->first, prev->second.second));
     }
   }
+  hold(memory_cost::segment(seg) + kMapNode);  // and its entry in initial_extent_
   initial_extent_.emplace(seg.addr, std::make_pair(seg.addr + size, line_));
   trace_.initial_segments.push_back(std::move(seg));
 }
@@ -125,6 +126,7 @@ void Loader::on_segment_address() {
   a.stream = read_stream();
   a.pool = read_pool();
   a.expandable = read_expandable();
+  hold(sizeof(SegmentAddress));
   trace_.segment_addresses.push_back(a);
 }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Bad-input catalogue of the command line for the importers and the input caps (issue 8 part 7),
-reported as TAP. Each case checks the exact one-line error, exit status 1, and that no output
+"""Bad-input catalogue of the command line for the importers, the input caps (issue 8 part 7) and
+the memory budget (issue 15), reported as TAP. Each case checks the exact one-line error, exit status 1, and that no output
 file (nor its .tmp) was left behind. Trace v1 errors are in tests/catalogue/, config and run
 errors in cli_test.py, plan errors in tests/unit/plan_format_test.cpp and plan_cli_test.py.
 
@@ -95,7 +95,7 @@ bad("torch-snapshot: --limit max_input_bytes", imp("torch-snapshot", s1, "--limi
 # --- import --limit itself ---------------------------------------------------------------------
 bad("import: unknown --limit key", imp("dtr", MLP, "--limit", "max_tensor=5"),
     "limits.max_tensor: unknown parameter (valid for limits: max_input_bytes, max_tensors, max_events, "
-    "max_op_fan_in, max_recompute_depth)", [out])
+    "max_op_fan_in, max_recompute_depth, max_memory)", [out])
 bad("import: --limit without a value", imp("dtr", MLP, "--limit", "max_tensors"),
     "--limit max_tensors: expected key=value", [out])
 bad("import: --limit of 0", imp("dtr", MLP, "--limit", "max_events=0"), "limits.max_events: must be at least 1, got 0",
@@ -137,6 +137,69 @@ bad("run: limits value not an integer", run("--set", "limits.max_tensors=many"),
 cfg = write("limits.json", '{"limits": {"max_events": 0}}\n')
 bad("run: limits in a config file name the file", run("-c", cfg),
     f"{cfg}: limits.max_events: must be at least 1, got 0", [rep, csv])
+
+# --- the memory budget (limits.max_memory, docs/limits.md "Memory budget"): small inputs made here
+# that describe huge data; the budgets are lowered so that each case takes about a second, and
+# tests/unit/memory_budget_test.cpp works out where each refusal falls ------------------------
+budget = lambda size: ["--limit", f"max_memory={size}"]
+
+# A snapshot whose allocator_settings is a 100-level dict, each level's two keys referring to
+# the level below: Python's pickler writes each level once and fetches it from the memo.
+level = {}
+for _ in range(100):
+    level = {"a": level, "b": level}
+shared = write("shared.pickle", pickle.dumps({"segments": [], "device_traces": [[]], "allocator_settings": level},
+                                             protocol=4))
+results.append(("the shared-dict snapshot is small", os.path.getsize(shared) < 3000, os.path.getsize(shared)))
+bad("torch-snapshot: 2^100 values shared through the memo, at the default budget", imp("torch-snapshot", shared),
+    f"{shared}: allocator_settings: more than 65536 values once its shared references are expanded (the trace header "
+    "copies them); refusing", [out])
+
+# 2^28 Nones between MARK and LIST, written in pieces: a 256 KB gzip file.
+nones = path("nones.pickle.gz")
+with gzip.open(nones, "wb", compresslevel=9) as f:
+    f.write(b"\x80\x02(")
+    piece = b"N" * (1 << 20)
+    for _ in range(256):
+        f.write(piece)
+    f.write(b"l.")
+results.append(("the Nones pickle is small", os.path.getsize(nones) < 300_000, os.path.getsize(nones)))
+bad("torch-snapshot: 2^28 Nones", imp("torch-snapshot", nones, *budget("512MiB")),
+    f"{nones}: byte 4194307: NONE: more than 536870912 bytes of memory (limits.max_memory)", [out])
+
+# 3*10^8 marks: one gzip member of 10^6 marks, 300 times (28 MB each decompressed).
+marks = path("marks.jsonl.gz")
+with open(marks, "wb") as f:
+    f.write(gzip.compress(b'{"format":"coopsim-trace","version":1}\n'))
+    member = gzip.compress(b'{"kind":"mark","label":"x"}\n' * 1_000_000)
+    for _ in range(300):
+        f.write(member)
+bad("run: 3*10^8 mark events", ["run", marks, "--set", "limits.max_memory=64MiB", "-o", rep, "--csv", csv],
+    f"{marks}:1166668: more than 67108864 bytes of memory (limits.max_memory)", [rep, csv])
+bad("run: the count cap when it is lower", ["run", marks, "--set", "limits.max_memory=64MiB", "--set",
+                                            "limits.max_events=1000", "-o", rep],
+    f"{marks}:1002: more than 1000 events (limits.max_events)", [rep])
+
+# DTR copy-on-write: the k-th MUTATE of p names a tensor p followed by k '$'.
+log = ('{"ANNOTATION":"START","INSTRUCTION":"ANNOTATE"}\n{"INSTRUCTION":"CONSTANT","NAME":"p"}\n'
+       '{"INSTRUCTION":"MEMORY","MEMORY":"64","NAME":"p"}\n' +
+       '{"ARGS":["p"],"INSTRUCTION":"MUTATE","MUTATE":[0],"NAME":"add_","TIME":"1"}\n' * 20000)
+cow = write("cow.log", log)
+bad("dtr: quadratic copy-on-write names", imp("dtr", cow, "--copy-on-write", *budget("64MiB")),
+    f"{cow}:10926: more than 67108864 bytes of memory (limits.max_memory)", [out])
+
+# Kineto: one event carrying a 10^6-element array.
+kineto = write("k.json", '{"traceEvents":[{"ph":"X","name":"a","ts":1,"dur":1,"args":{"x":[0' + ",0" * 1_000_000 +
+               ']}}]}\n')
+bad("kineto: one event's args", imp("kineto", kineto, *budget("16MiB")),
+    f"{kineto}:1: traceEvents[0]: more than 16777216 bytes of memory (limits.max_memory)", [out])
+
+# The key's own errors.
+bad("import: max_memory above 100%", imp("dtr", cow, *budget("150%")),
+    "limits.max_memory: expected a size such as 8GiB or a share of the machine's memory such as 25%, got '150%'",
+    [out])
+bad("run: max_memory of 0", ["run", marks, "--set", "limits.max_memory=0", "-o", rep],
+    "limits.max_memory: must be greater than 0", [rep])
 
 print(f"1..{len(results)}")
 for i, (name, ok, detail) in enumerate(results, 1):

@@ -9,7 +9,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (const bool cow : {false, true}) {
     Trace t;
     try {
-      t = import_dtr_log(path, DtrOptions{cow});
+      t = import_dtr_log(path, DtrOptions{cow}, fuzz::fuzz_limits());
     } catch (const Error& e) {
       fuzz::check_message(e);
       continue;

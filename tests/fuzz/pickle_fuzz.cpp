@@ -8,16 +8,17 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace coopsim;
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);
+  MemoryBudget memory(fuzz::fuzz_limits().max_memory);  // the values, then the import
   pickle::ValuePtr root;
   try {
-    root = pickle::parse(bytes, "fuzz.pickle");
+    root = pickle::parse(bytes, "fuzz.pickle", memory);
   } catch (const Error& e) {
     fuzz::check_message(e);
     return 0;
   }
   Trace t;
   try {
-    t = torch_snapshot::import_value(*root, "fuzz.pickle", TorchSnapshotOptions{0});
+    t = torch_snapshot::import_value(*root, "fuzz.pickle", TorchSnapshotOptions{0}, memory);
   } catch (const Error& e) {
     fuzz::check_message(e);
     return 0;

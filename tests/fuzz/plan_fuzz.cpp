@@ -8,7 +8,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string text(reinterpret_cast<const char*>(data), size);
   gpu::Plan plan;
   try {
-    plan = gpu::parse_plan(text, "fuzz.plan.json");
+    plan = gpu::parse_plan(text, "fuzz.plan.json", fuzz::fuzz_limits());
   } catch (const Error& e) {
     fuzz::check_message(e);
     return 0;

@@ -7,7 +7,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string path = fuzz::write_temp("trace.jsonl", data, size);
   Trace t;
   try {
-    t = load_trace(path);
+    t = load_trace(path, fuzz::fuzz_limits());
   } catch (const TraceError& e) {
     fuzz::check_message(e);
     fuzz::require(e.file() == path, "error names another file", e.what());

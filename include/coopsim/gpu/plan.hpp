@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "coopsim/error.hpp"
+#include "coopsim/limits.hpp"
 #include "coopsim/units.hpp"
 
 namespace coopsim {
@@ -134,10 +135,13 @@ Plan plan_from_runlog(const Trace& trace, const RunLog& log, const Report& repor
 std::string plan_to_text(const Plan& plan);
 
 // Reads a plan with every key and type checked; `file` names it in errors. Syntax errors are
-// TraceError ("file:line: problem"), everything else PlanError.
-Plan parse_plan(const std::string& text, const std::string& file);
-// Reads the file, parses it and (unless `check` is false) runs check_plan.
-Plan load_plan(const std::string& path, bool check = true);
+// TraceError ("file:line: problem"), everything else PlanError. The text, its JSON document
+// and the plan must fit in limits.max_memory (counted before the document is built: "file:
+// more than N bytes of memory (limits.max_memory)").
+Plan parse_plan(const std::string& text, const std::string& file, const Limits& limits = {});
+// Reads the file (at most limits.max_input_bytes), parses it and (unless `check` is false)
+// runs check_plan.
+Plan load_plan(const std::string& path, bool check = true, const Limits& limits = {});
 
 // Physical soundness; throws PlanError("file", "steps[N]", ...) naming the first bad step.
 void check_plan(const Plan& plan, const std::string& file);

@@ -41,6 +41,14 @@
 //   (10000 levels of lists take under 512 KiB to destroy in an -O2 build).
 // * Memory is proportional to the input (length fields are checked against the bytes left
 //   before anything is allocated); parse_file() reads at most kMaxInputBytes.
+// * Memory (limits.max_memory, coopsim/memory_budget.hpp): the bytes read, every value made
+//   (sizeof(Value) + 32, plus text past 15 bytes), every stack slot, mark and memo entry the
+//   first time it is used, every list or tuple item (16) and dict entry (88) are counted as
+//   they are made, and parsing stops with "... (limits.max_memory)" before the budget is passed.
+//   Values dropped later are not given back. None, True and False are shared constants (a
+//   list of 10^8 Nones holds 10^8 references, not 10^8 values). A value fetched from the memo
+//   is shared, never copied: readers that walk the tree must count what they expand
+//   (docs/limits.md).
 #pragma once
 
 #include <cstddef>
@@ -52,6 +60,7 @@
 #include <vector>
 
 #include "coopsim/error.hpp"
+#include "coopsim/memory_budget.hpp"
 
 namespace coopsim::pickle {
 
@@ -91,10 +100,14 @@ class PickleError : public Error {
 };
 
 // Parse one pickle from memory. `name` prefixes errors. Throws coopsim::Error with
-// "<name>: byte <offset>: <problem>".
+// "<name>: byte <offset>: <problem>". The values are counted in `memory` (without it, in a
+// budget of the default limits.max_memory).
+ValuePtr parse(std::string_view bytes, const std::string& name, MemoryBudget& memory);
 ValuePtr parse(std::string_view bytes, const std::string& name);
 // Read a file (gzip detected by magic bytes, via zlib) and parse it. Refuses more than
 // kMaxInputBytes or `max_bytes` (limits.max_input_bytes) decompressed bytes, whichever is less.
+// The bytes read count in `memory` too.
+ValuePtr parse_file(const std::string& path, std::uint64_t max_bytes, MemoryBudget& memory);
 ValuePtr parse_file(const std::string& path, std::uint64_t max_bytes = kMaxInputBytes);
 
 }  // namespace coopsim::pickle

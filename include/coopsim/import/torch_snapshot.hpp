@@ -15,13 +15,18 @@
 #include "coopsim/allocator.hpp"
 #include "coopsim/import/importers.hpp"
 #include "coopsim/import/pickle.hpp"
+#include "coopsim/memory_budget.hpp"
 #include "coopsim/trace.hpp"
 
 namespace coopsim::torch_snapshot {
 
 // Converts an already parsed snapshot (the dict _snapshot() returns). `path` names the input in
 // error messages ("<path>: <key>: problem") and in the trace's header. Throws coopsim::Error.
+// What it builds is counted in `memory` (limits.max_memory; without it, a budget of the
+// default), after what the pickle's values already hold.
 Trace import_value(const pickle::Value& root, const std::string& path, const TorchSnapshotOptions& options);
+Trace import_value(const pickle::Value& root, const std::string& path, const TorchSnapshotOptions& options,
+                   MemoryBudget& memory);
 
 // The `pytorch` model's options for a recorded `allocator_settings` dict (as the importer keeps
 // it in the header): max_split_size (-1 = off), max_non_split_rounding_size,
