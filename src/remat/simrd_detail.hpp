@@ -15,6 +15,10 @@ namespace coopsim::simrd::detail {
 
 inline constexpr std::uint32_t kNone = 0xffffffffU;
 
+// Sums of op costs (ns) in the heuristics: Python's integers do not wrap, and sums of int64
+// costs (ops of 6e18 ns) would; 128 bits hold any sum a trace can make.
+__extension__ using Cost = __int128;
+
 // tensor.py Operator: compute, output sizes (views 0), total_size = their sum.
 struct SOp {
   std::int64_t compute = 0;
@@ -36,13 +40,13 @@ struct STensor {
 // direction, or parents when reverse), and the material storages bounding them.
 struct SRegion {
   std::unordered_set<std::uint32_t> interior, frontier;
-  std::int64_t compute = 0;
+  Cost compute = 0;
 };
 
 // tensor.py Storage, with the runtime's meta (last_access_int, region, region_rev, ecn).
 struct SStorage {
   std::int64_t size = 0;
-  std::int64_t compute = 0;  // Storage.get_compute: sum over the distinct ops of its tensors
+  Cost compute = 0;  // Storage.get_compute: sum over the distinct ops of its tensors
   bool material = false;
   bool pinned = false;
   bool created = false;
@@ -120,7 +124,7 @@ class State {
   bool has_outputs_ = false;
   std::vector<std::uint8_t> released_;
   mutable std::vector<std::uint32_t> uf_parent_;  // eq-class nodes (optimization/eqclass.py)
-  std::vector<std::int64_t> uf_value_;
+  std::vector<Cost> uf_value_;
   std::int64_t clock_ = 1;  // RuntimeBase: clock starts at 1
   std::int64_t memory_ = 0;
   double remat_limit_ = std::numeric_limits<double>::infinity();

@@ -35,16 +35,16 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // Python's int / int, correctly rounded: exact when both fit in a double's 53 bits (IEEE division
 // of exact operands); otherwise through long double (64 bits), which can differ in the last bit.
-double quotient(std::int64_t c, __int128 d) {
+double quotient(Cost c, __int128 d) {
   constexpr __int128 kExact = __int128{1} << 53;
-  if (d < kExact && c < (std::int64_t{1} << 53) && c > -(std::int64_t{1} << 53)) {
-    return static_cast<double>(c) / static_cast<double>(static_cast<std::int64_t>(d));
+  if (d < kExact && c < kExact && c > -kExact) {
+    return static_cast<double>(static_cast<std::int64_t>(c)) / static_cast<double>(static_cast<std::int64_t>(d));
   }
   return static_cast<double>(static_cast<long double>(c) / static_cast<long double>(d));
 }
 
 // Python's `c / (m * s) if m * s > 0 else inf` over integers (s may be -inf before a first use).
-double ratio(std::int64_t c, std::int64_t m, double last_access, std::int64_t clock) {
+double ratio(Cost c, std::int64_t m, double last_access, std::int64_t clock) {
   if (std::isinf(last_access)) return m > 0 ? 0.0 : kInf;  // c / inf = 0; 0 * inf = nan, not > 0
   const auto stale = static_cast<__int128>(clock - static_cast<std::int64_t>(last_access));
   const __int128 denom = static_cast<__int128>(m) * stale;
@@ -62,7 +62,7 @@ bool State::uses_eq_classes() const { return config_.heuristic == EvictionScore:
 
 void State::update_compute(std::uint32_t s) {
   std::vector<std::uint32_t> seen;
-  std::int64_t c = 0;
+  Cost c = 0;
   for (std::uint32_t t : storages_[s].tensors) {
     const std::uint32_t op = tensors_[t].op;
     if (std::find(seen.begin(), seen.end(), op) != seen.end()) continue;
@@ -183,7 +183,7 @@ double State::cost(std::uint32_t s) const {
     case EvictionScore::Dtr:
       return ratio(st.compute + st.fwd.compute + st.rev.compute, st.size, st.last_access, clock_);
     case EvictionScore::DtrEq: {
-      std::int64_t c = st.compute;
+      Cost c = st.compute;
       std::vector<std::uint32_t> roots;
       for (std::uint32_t t : st.tensors) {
         for (const auto* list : {&ops_[tensors_[t].op].inputs, &tensors_[t].children}) {
