@@ -8,6 +8,7 @@
 
 #include "coopsim/commands.hpp"
 #include "coopsim/error.hpp"
+#include "coopsim/text.hpp"
 #include "coopsim/sweep.hpp"
 
 namespace coopsim::sweep {
@@ -94,13 +95,15 @@ Manifest read_manifest(const fs::path& dir) {
   OJ j;
   try {
     j = OJ::parse(read_text(file));
-  } catch (const OJ::parse_error&) {
+  } catch (const OJ::exception&) {  // a syntax error, or a number beyond a double (1e999)
     throw Error(file.string() + ": not a sweep manifest (invalid JSON)");
   }
   Manifest m;
   try {
     m.coopsim_version = j.at("coopsim_version").get<std::string>();
     m.config_hash = std::stoull(j.at("config_hash").get<std::string>(), nullptr, 16);
+    // Counts must be unsigned: get<std::size_t>() of -1 would wrap to 2^64 - 1.
+    if (!j.at("runs").is_number_unsigned() || !j.at("searches").is_number_unsigned()) throw Error("negative count");
     m.runs = j.at("runs").get<std::size_t>();
     m.searches = j.at("searches").get<std::size_t>();
     if (!j.at("shard").is_null()) m.shard = parse_shard(j.at("shard").get<std::string>());
@@ -168,8 +171,8 @@ Finished read_finished(const fs::path& dir, const Manifest& m) {
     OJ doc;
     try {
       doc = OJ::parse(read_text(json));
-    } catch (const OJ::parse_error& e) {
-      throw Error(json.string() + ": invalid JSON (" + std::string(e.what()) + ")");
+    } catch (const OJ::exception& e) {
+      throw Error(json.string() + ": invalid JSON (" + one_line(cut_last_read(json_message(e.what()))) + ")");
     }
     if (!doc.is_object() || !doc.contains("runs") || !doc.at("runs").is_array()) {
       throw Error(json.string() + ": expected an object with a \"runs\" list");
@@ -183,7 +186,7 @@ Finished read_finished(const fs::path& dir, const Manifest& m) {
       OJ e;
       try {
         e = OJ::parse(lines[i]);
-      } catch (const OJ::parse_error&) {
+      } catch (const OJ::exception&) {
         throw TraceError(journal.string(), i + 1, "invalid JSON");
       }
       add_entry(e, m.runs, journal, i + 1, f.entries);

@@ -179,6 +179,27 @@ for i, (name, budgets, expected) in enumerate(SWEEPS):
     config(name, ["sweep", cfg, "-o", path(f"out{i}")], cfg + expected)
 case("no sweep left an output directory", not any(os.path.exists(path(f"out{i}")) for i in range(len(SWEEPS))))
 
+# A sweep directory read back by --resume: numbers a manifest or results.json cannot hold.
+good = write("good.json", '{"traces": ["peak1000.jsonl"], "allocators": ["bestfit"], "policies": ["keep"], '
+                          '"budgets": ["1KiB", "2KiB"]}')
+code, out, err = run("sweep", good, "-o", path("done"), "-j", "1")
+case("a small sweep runs", code == 0, err)
+for name, file, old, new, expected in (
+        ("--resume: a manifest count beyond a double", "sweep.json", '"runs": 2', '"runs": 1e999',
+         "not a sweep manifest (invalid JSON)"),
+        ("--resume: a negative manifest count", "sweep.json", '"runs": 2', '"runs": -1',
+         "not a sweep manifest (expected coopsim_version, config_hash, runs, searches, shard)"),
+        ("--resume: a run index beyond a double", "results.json", '"run": 1', '"run": 1e999',
+         "invalid JSON (number overflow parsing '1e999')")):
+    d = path("resume-" + file + new[-3:])
+    shutil.copytree(path("done"), d)
+    target = os.path.join(d, file)
+    with open(target, encoding="utf-8") as f:
+        text = f.read()
+    with open(target, "w", encoding="utf-8") as f:
+        f.write(text.replace(old, new, 1))
+    config(name, ["sweep", good, "-o", d, "--resume"], f"{target}: {expected}")
+
 print(f"1..{len(results)}")
 for i, (name, ok, detail) in enumerate(results, 1):
     print(f"{'ok' if ok else 'not ok'} {i} - {name}")
