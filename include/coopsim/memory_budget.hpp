@@ -71,6 +71,9 @@ std::uint64_t tensor(const TensorInfo& t);
 std::uint64_t op(const OpInfo& o);
 inline std::uint64_t label(std::string_view s) { return sizeof(std::string) + text(s.size()); }
 std::uint64_t segment(const InitialSegment& s);
+// What a loaded trace holds by these costs (events, tensors, ops, labels, segments; saturating):
+// a sweep, which keeps all its traces at once, loads each within what the ones before it left.
+std::uint64_t trace(const Trace& t);
 // The trace loader's own state per op and per tensor besides the trace: the id map at its peak
 // (6 slots of 16 bytes per id while it rehashes) and the definition line; for tensors also the
 // liveness (24), the view-base flag and the op-membership marks.

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "coopsim/limits.hpp"
 #include "coopsim/report.hpp"
 #include "coopsim/simulation.hpp"
 #include "coopsim/trace.hpp"
@@ -52,6 +53,7 @@ struct SweepConfig {
   std::vector<BudgetSpec> budgets;
   std::vector<Variant> variants;        // at least one ("base" when the file names none)
   MinBudgetSpec minbudget;
+  Limits limits;                        // base.limits: what loading the traces may take
 };
 
 // Parses and checks every key (names, sizes, ratios, override keys and values) before anything

@@ -96,6 +96,19 @@ std::uint64_t segment(const InitialSegment& s) {
   return sizeof(InitialSegment) + sizeof(InitialBlock) * s.blocks.size();
 }
 
+std::uint64_t trace(const Trace& t) {
+  std::uint64_t sum = 0;
+  const auto add = [&sum](std::uint64_t n) {
+    if (__builtin_add_overflow(sum, n, &sum)) sum = std::numeric_limits<std::uint64_t>::max();
+  };
+  if (__builtin_mul_overflow(kEvent, t.events.size(), &sum)) sum = std::numeric_limits<std::uint64_t>::max();
+  for (const TensorInfo& x : t.tensors) add(tensor(x));
+  for (const OpInfo& o : t.ops) add(op(o));
+  for (const std::string& l : t.labels) add(label(l));
+  for (const InitialSegment& g : t.initial_segments) add(segment(g));
+  return sum;
+}
+
 }  // namespace memory_cost
 
 }  // namespace coopsim

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "coopsim/error.hpp"
+#include "coopsim/limits.hpp"
 #include "coopsim/sweep.hpp"
 #include "coopsim/text.hpp"
 
@@ -18,7 +19,7 @@ using OJ = nlohmann::ordered_json;
 
 const char* const kTopKeys[] = {"description", "traces", "allocators", "policies", "budgets",
                                 "variants",    "base",   "minbudget"};
-const char* const kBaseKeys[] = {"description", "link", "engine", "params"};
+const char* const kBaseKeys[] = {"description", "link", "engine", "params", "limits"};
 const char* const kVariantKeys[] = {"description", "set", "allocators", "policies"};
 constexpr std::size_t kMaxRangeBudgets = 100000;
 
@@ -273,7 +274,7 @@ SweepConfig parse_sweep_config(const std::string& text, const std::string& sourc
   SimConfig base;
   if (doc.contains("base")) {
     const OJ& b = doc.at("base");
-    if (!b.is_object()) throw c.err("base", "expected an object with link, engine or params");
+    if (!b.is_object()) throw c.err("base", "expected an object with link, engine, params or limits");
     for (const auto& [k, v] : b.items()) {
       if (k == "budget" || k == "allocator" || k == "policy") {
         throw c.err("base." + k, "the sweep's " + (k == "policy" ? std::string("policies") : k + "s") + " list sets it");
@@ -286,6 +287,7 @@ SweepConfig parse_sweep_config(const std::string& text, const std::string& sourc
     } catch (const ConfigError& e) {
       throw c.rekey(e, "base");
     }
+    cfg.limits = limits_from_json(base.doc.value("limits", nlohmann::json()));
   }
 
   if (doc.contains("variants")) {

@@ -5,14 +5,18 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <iostream>
 #include <mutex>
+#include <string_view>
 #include <thread>
 
 #include "coopsim/commands.hpp"
 #include "coopsim/error.hpp"
+#include "coopsim/limits.hpp"
+#include "coopsim/memory_budget.hpp"
 #include "coopsim/output_file.hpp"
 #include "coopsim/sweep.hpp"
 #include "coopsim_config.h"
@@ -109,8 +113,26 @@ int command_sweep(const SweepArgs& args, std::ostream& out) {
   if (!args.shard.empty()) shard = parse_shard(args.shard);
   const Shard slice = shard.value_or(Shard{});
   std::vector<Trace> traces;
+  // The sweep holds all its traces at once: they share one limits.max_memory, each loaded
+  // within what the ones before it left.
+  const std::uint64_t budget = cfg.limits.max_memory;
+  std::uint64_t held = 0;
   for (std::size_t i = 0; i < cfg.traces.size(); ++i) {
-    traces.push_back(load_trace(resolve_trace_path(cfg, i)));
+    Limits limits = cfg.limits;
+    if (held >= budget) {
+      throw Error(fmt::format("{}: the sweep's traces before it hold {} bytes: {}", resolve_trace_path(cfg, i), held,
+                              MemoryBudget(budget).problem()));
+    }
+    limits.max_memory = budget - held;
+    try {
+      traces.push_back(load_trace(resolve_trace_path(cfg, i), limits));
+    } catch (const Error& e) {
+      const std::string_view what = e.what();
+      if (held == 0 || !what.ends_with("(limits.max_memory)")) throw;
+      throw Error(fmt::format("{}; the sweep's traces share it: those before this one hold {} of its {} bytes", what,
+                              held, budget));
+    }
+    held += std::min(memory_cost::trace(traces.back()), budget - held);
     traces.back().path = cfg.traces[i];  // reports name the trace as the config does, wherever it runs
   }
   const Plan plan = make_plan(cfg, traces);

@@ -279,6 +279,22 @@ bad("a bad variant value names the variant and key", ["sweep", badvar, "-o", out
 badtr = write("badtr.json", json.dumps(dict(SWEEP, traces=["nope.jsonl"])))
 bad("a missing trace names its path next to the config", ["sweep", badtr, "-o", out_dir],
     f"coopsim: error: {path('nope.jsonl')}", (out_dir,), prefix=True)
+# The sweep holds all its traces at once: they share base.limits.max_memory. The bundled trace
+# (about 140 KB by docs/limits.md's costs) loads alone within 256 KiB, a second copy does not.
+import re  # noqa: E402
+for name in ("a.jsonl.gz", "b.jsonl.gz"):
+    shutil.copy(TRACE, path(name))
+share = {"traces": ["a.jsonl.gz"], "allocators": ["bestfit"], "policies": ["keep"], "budgets": {"ratios": [1.0]},
+         "base": {"limits": {"max_memory": "256KiB"}}}
+code, _, err = run("sweep", write("one.json", json.dumps(share)), "-o", path("one"))
+case("a trace loads within the sweep's base.limits.max_memory", code == 0, err[:300])
+two = write("two.json", json.dumps(dict(share, traces=["a.jsonl.gz", "b.jsonl.gz"])))
+code, _, err = run("sweep", two, "-o", out_dir)
+m = re.fullmatch(re.escape(f"coopsim: error: {path('b.jsonl.gz')}:") + r"\d+: more than (\d+) bytes of memory "
+                 r"\(limits\.max_memory\); the sweep's traces share it: those before this one hold (\d+) of its "
+                 r"262144 bytes", err.strip())
+case("a sweep's traces share base.limits.max_memory: the second copy is refused, naming what the first holds",
+     code == 1 and m and int(m[1]) + int(m[2]) == 262144 and not os.path.exists(out_dir), f"{code} {err!r}")
 bad("merge of a directory that is not a sweep", ["merge", tmp, "-o", out_dir],
     f"coopsim: error: {tmp}/sweep.json: missing: not a sweep output directory", (out_dir,))
 
