@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "coopsim/error.hpp"
+#include "coopsim/text.hpp"
 
 namespace coopsim {
 
@@ -198,8 +199,11 @@ Params::Params(std::string component, const nlohmann::json& object, std::span<co
     }
     const std::string key = component_.empty() ? excerpt(k) : component_ + "." + excerpt(k);
     if (found == nullptr) {
-      throw ConfigError(key, "unknown parameter (valid for " + component_ + ": " +
-                                 valid_keys(docs_) + ")");
+      std::vector<std::string> names;
+      for (const auto& d : docs_) names.emplace_back(d.key);
+      const std::string guess = closest_name(k, names);
+      throw ConfigError(key, "unknown parameter (valid for " + component_ + ": " + valid_keys(docs_) + ")" +
+                                 (guess.empty() ? "" : "; did you mean '" + guess + "'?"));
     }
     given_[k] = canonical(*found, v, key);
   }

@@ -148,6 +148,11 @@ config("--set a huge value is quoted cut", ["run", TRACE, "--set", "allocator=" 
        f"allocator: unknown allocator '{'z' * 80}...' (100000 bytes) (valid: {ALLOCATORS})")
 config("--set a close allocator name", ["run", TRACE, "--set", "allocator=bestfti"],
        f"allocator: unknown allocator 'bestfti' (valid: {ALLOCATORS}); did you mean 'bestfit'?")
+config("--set a close parameter name", ["run", TRACE, "-p", "dtr", "--set", "dtr.heuristc=lru"],
+       "dtr.heuristc: unknown parameter (valid for dtr: heuristic, seed, compat, dealloc, inplace, thrash_limit); "
+       "did you mean 'heuristic'?")
+config("--set a parameter name close to none", ["run", TRACE, "-p", "dtr", "--set", "dtr.zzzzz=lru"],
+       "dtr.zzzzz: unknown parameter (valid for dtr: heuristic, seed, compat, dealloc, inplace, thrash_limit)")
 big_cfg = write("big.json", json.dumps({"allocator": "w" * (1 << 20)}))
 config("a config file's huge value is quoted cut", ["run", TRACE, "-c", big_cfg],
        f"{big_cfg}: allocator: unknown allocator '{'w' * 80}...' (1048576 bytes) (valid: {ALLOCATORS})")

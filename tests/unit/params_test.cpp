@@ -43,7 +43,7 @@ TEST_CASE("given values are converted and reported as resolved", "[params]") {
 TEST_CASE("unknown keys and bad values name the key", "[params]") {
   const auto d = docs();
   CHECK_THROWS_WITH(Params("comp", nlohmann::json{{"sise", 1}}, d),
-                    "comp.sise: unknown parameter (valid for comp: size, count, ratio, on, mode, delay)");
+                    "comp.sise: unknown parameter (valid for comp: size, count, ratio, on, mode, delay); did you mean 'size'?");
   CHECK_THROWS_WITH(Params("comp", nlohmann::json{{"size", "lots"}}, d),
                     "comp.size: expected a size such as 512MiB, 8GiB or plain bytes, got \"lots\"");
   CHECK_THROWS_WITH(Params("comp", nlohmann::json{{"mode", "c"}}, d), "comp.mode: invalid value 'c' (valid: a, b)");
