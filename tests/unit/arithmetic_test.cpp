@@ -9,6 +9,7 @@
 #include <string>
 
 #include "coopsim/alloc/fungible.hpp"
+#include "coopsim/allocator.hpp"
 #include "coopsim/builtin.hpp"
 #include "coopsim/engine.hpp"
 #include "coopsim/error.hpp"
@@ -213,4 +214,22 @@ TEST_CASE("arithmetic: simrd's replay compares bytes with the budget without wra
   const Report tight = simulate(b.trace(), doc);
   CHECK(tight.status == RunStatus::Completed);
   CHECK(tight.time.recomputes == 3);
+}
+
+TEST_CASE("arithmetic: the simulated device refuses to hand out addresses past 2^64", "[arithmetic]") {
+  // cudaMalloc's model never reuses an address: four cycles of 2^62 bytes reach 2^64.
+  DeviceMemory dev(Bytes{1ULL << 63});
+  const std::uint64_t size = 1ULL << 62;
+  for (int i = 0; i < 3; ++i) {
+    const auto a = dev.malloc(Bytes{size});
+    REQUIRE(a.has_value());
+    CHECK(*a == DeviceMemory::kBaseAddress + static_cast<std::uint64_t>(i) * size);
+    dev.free(*a, Bytes{size});
+  }
+  CHECK_THROWS_WITH(dev.malloc(Bytes{size}),
+                    "the simulated device ran out of addresses: its cudaMalloc calls handed out more than 2^64 "
+                    "bytes in this run (it never reuses an address); 4611686018427387904 more bytes requested at "
+                    "0xc0007f0000000000");
+  CHECK(dev.used().value == 0);
+  CHECK(dev.mallocs() == 3);
 }
