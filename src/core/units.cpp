@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <string>
 
 #include "coopsim/error.hpp"
@@ -173,6 +174,8 @@ Bytes percent_of_peak(double percent, Bytes peak, const std::string& key) {
 }
 
 std::string format_bytes(Bytes b) {
+  // Byte sums saturate (docs/limits.md, "Arithmetic"): the largest value means "at least".
+  if (b.value == std::numeric_limits<std::uint64_t>::max()) return "at least 16777216.00 TiB (saturated)";
   constexpr std::array<std::string_view, 5> names{"B", "KiB", "MiB", "GiB", "TiB"};
   double v = static_cast<double>(b.value);
   std::size_t u = 0;

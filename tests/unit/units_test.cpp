@@ -34,6 +34,8 @@ TEST_CASE("round_up rounds to the unit and saturates", "[units]") {
 TEST_CASE("sizes and times print with units", "[units]") {
   CHECK(format_bytes(Bytes{512}) == "512 B");
   CHECK(format_bytes(Bytes{3ULL << 29}) == "1.50 GiB");
+  CHECK(format_bytes(Bytes{~0ULL - 1}) == "16777216.00 TiB");
+  CHECK(format_bytes(Bytes{~0ULL}) == "at least 16777216.00 TiB (saturated)");  // a saturated sum
   CHECK(format_time(SimTime{1500}) == "1.500 us");
   CHECK(format_time(SimTime{2'000'000'000}) == "2.000 s");
 }
