@@ -164,11 +164,23 @@ std::optional<Bytes> scale_bytes(double fraction, Bytes of) {
   return Bytes{static_cast<std::uint64_t>(v)};
 }
 
+namespace {
+// A percentage as a user writes it: 0.0000001, not 1e-07 (exponents only beyond what a plain
+// decimal shows in 40 places).
+std::string plain_decimal(double v) {
+  if (!(v > 1e-40 && v < 1e15)) return fmt::format("{:g}", v);
+  std::string s = fmt::format("{:.40f}", v);
+  s.erase(s.find_last_not_of('0') + 1);
+  if (s.back() == '.') s.pop_back();
+  return s;
+}
+}  // namespace
+
 Bytes percent_of_peak(double percent, Bytes peak, const std::string& key) {
   if (peak.value == 0) throw ConfigError(key, "the trace's peak live bytes are 0: give a size");
   if (const auto b = scale_bytes(percent / 100.0, peak)) return *b;
-  throw ConfigError(key, fmt::format("{:g}% of the trace's peak live bytes ({} B) is {}; give a {} percentage or a size",
-                                     percent, peak.value,
+  throw ConfigError(key, fmt::format("{}% of the trace's peak live bytes ({} B) is {}; give a {} percentage or a size",
+                                     plain_decimal(percent), peak.value,
                                      percent >= 100 ? "more than 2^64 - 1 bytes" : "less than one byte",
                                      percent >= 100 ? "smaller" : "larger"));
 }
