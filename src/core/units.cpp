@@ -168,11 +168,17 @@ namespace {
 // A percentage as a user writes it: 0.0000001, not 1e-07 (exponents only beyond what a plain
 // decimal shows in 40 places).
 std::string plain_decimal(double v) {
-  if (!(v > 1e-40 && v < 1e15)) return fmt::format("{:g}", v);
-  std::string s = fmt::format("{:.40f}", v);
-  s.erase(s.find_last_not_of('0') + 1);
-  if (s.back() == '.') s.pop_back();
-  return s;
+  const std::string shortest = fmt::format("{}", v);  // the shortest text that reads back as v
+  const std::size_t e = shortest.find('e');
+  if (e == std::string::npos || !(v > 1e-40 && v < 1e15)) return shortest;
+  std::string digits = shortest.substr(0, e);
+  const std::size_t dot = digits.find('.');
+  if (dot != std::string::npos) digits.erase(dot, 1);
+  // The decimal point goes after the first digit, moved by the exponent.
+  const long point = 1 + std::strtol(shortest.c_str() + e + 1, nullptr, 10);
+  if (point <= 0) return "0." + std::string(static_cast<std::size_t>(-point), '0') + digits;
+  if (static_cast<std::size_t>(point) >= digits.size()) return digits + std::string(point - digits.size(), '0');
+  return digits.insert(static_cast<std::size_t>(point), ".");
 }
 }  // namespace
 

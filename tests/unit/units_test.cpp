@@ -92,6 +92,9 @@ TEST_CASE("a percentage of the peak that gives no byte names the peak", "[units]
   CHECK_THROWS_WITH(percent_of_peak(1e-7, Bytes{123456}, "--budget"),  // written as typed, not 1e-07
                     "--budget: 0.0000001% of the trace's peak live bytes (123456 B) is less than one byte; give a "
                     "larger percentage or a size");
+  CHECK_THROWS_WITH(percent_of_peak(1.5e-9, Bytes{123456}, "--budget"),
+                    "--budget: 0.0000000015% of the trace's peak live bytes (123456 B) is less than one byte; give a "
+                    "larger percentage or a size");
   CHECK_THROWS_WITH(percent_of_peak(200, Bytes{~0ULL}, "--budget"),
                     "--budget: 200% of the trace's peak live bytes (18446744073709551615 B) is more than 2^64 - 1 "
                     "bytes; give a smaller percentage or a size");
