@@ -73,8 +73,8 @@ struct SwapPlanEntry {
   std::uint32_t tensor, out_at, in_at, use_at;
 };
 
-// How a recompute policy wants the engine to run the trace (DTR's runtime rules, §2.1–2.2 and
-// Coop §1.7–1.8 of reference/algorithms.md).
+// How a recompute policy wants the engine to run the trace (DTR's runtime rules and
+// Coop's in-place and pinning rules: docs/models/dtr-dte.md, docs/models/coop.md).
 enum class DeallocMode : std::uint8_t {
   Eager,      // on the trace's free: evict (memory freed, still recomputable) - the default
   Banish,     // free for good; resident children become unevictable (evicted ones keep it)

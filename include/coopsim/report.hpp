@@ -109,7 +109,7 @@ struct Report {
   RunStatus status = RunStatus::Completed;
   std::optional<OomPoint> oom;
   std::optional<ThrashPoint> thrash;
-  // Memory ratio in both conventions (algorithms.md §1.9): budget / the trace's no-eviction peak
+  // Memory ratio in both conventions (docs/models/coop.md): budget / the trace's no-eviction peak
   // of live bytes (DTR), and budget / the largest budget of the sweep the run belongs to (Coop;
   // a single run is its own sweep).
   Bytes trace_peak_live;

@@ -1,7 +1,7 @@
 """The recordable models: the eight DNNs of the Coop evaluation, a GPT-2-style decoder and a tiny MLP.
 
-Default batch sizes and inputs are those of Coop's evaluation (../shared/reference/algorithms.md, "Models
-and batch sizes", from the plotting script of the Coop artifact): ResNet-50 115, ResNet-152 55,
+Default batch sizes and inputs are those of Coop's evaluation (docs/models/coop.md, "Evaluation
+models", from the plotting script of the Coop artifact): ResNet-50 115, ResNet-152 55,
 Inception-v3 96 at 299x299, U-Net 5 at 460x608, BERT-Large 4 at sequence 512, Swin-T 40, BiLSTM 2048
 (input 100, 256 units, sequence 128), DenseNet-121 70; images are 224x224 unless stated. GPT-2 (not in
 that list) uses batch 8 at its full context of 1024. All weights are random (torchvision models are built

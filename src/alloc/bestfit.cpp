@@ -1,6 +1,6 @@
 // `bestfit`: Coop's arena allocator, placement rules only (no eviction, no groups).
 // Source: Oneflow-Inc/oneflow @25c8978c1c : oneflow/core/vm/remat/allocator.{h,cpp}
-// (RematEpAllocator; see also reference/algorithms.md sections 1.1, 1.5, 1.6). Modelled rules:
+// (RematEpAllocator; see also docs/models/bestfit-fungible.md). Modelled rules:
 //  * InitMemory() takes ONE block of the whole budget; it is cut into pieces that tile it, kept
 //    in address order (ptr2piece_, prev/next links).
 //  * Every request is rounded up to 512 B (kCudaMemAllocAlignSize; here param `alignment`).

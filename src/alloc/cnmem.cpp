@@ -1,5 +1,5 @@
 // `cnmem`: NVIDIA cnmem, root manager, NULL stream, no stealing.
-// Source: NVIDIA/cnmem @37896cc : src/cnmem.cpp, include/cnmem.h (reference/algorithms.md s.7).
+// Source: NVIDIA/cnmem @37896cc : src/cnmem.cpp, include/cnmem.h (docs/models/cnmem.md).
 // Modelled rules (Manager::allocate / findBestBlockUnsafe / allocateBlockUnsafe /
 // extractBlockUnsafe / releaseBlockUnsafe, cnmemInit, cnmemMalloc):
 //  * cnmemMalloc rounds every size up to CNMEM_GRANULARITY = 512.

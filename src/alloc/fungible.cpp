@@ -1,7 +1,7 @@
 // `fungible`: DTR's address-blind memory assumption.
 // Source: uwsampl/dtr-prototype @eff53cc4 : simrd/simrd/runtime/v2.py (make-room loop) and
-// dtr_code/dtr-implementation.patch (CheckpointTensorImpl.cpp); reference/algorithms.md s.2.1,
-// s.2.5. Modelled rules:
+// dtr_code/dtr-implementation.patch (CheckpointTensorImpl.cpp); docs/models/bestfit-fungible.md.
+// Modelled rules:
 //  * Memory is one number: an allocation fits iff memory_usage + size <= budget; otherwise the
 //    runtime must evict (policy, not modelled here).
 //  * Freeing returns the bytes to the counter at once; which bytes were freed does not matter,

@@ -1,7 +1,7 @@
 // `smartpool`: SINGA's SmartPool, lifetime-aware offline pool.
 // Source: apache/singa PR #412 (never merged; refs/pull/412/head) @0f3722d3 :
 // src/core/memory/memory.cc (SmartMemPool), include/singa/core/memory.h;
-// reference/algorithms.md s.5.1-5.3. Modelled rules:
+// docs/models/smartpool.md. Modelled rules:
 //  * Blocks (PoolOptInfoToBlockLifeTime): each alloc of the planned iteration paired with the
 //    next free of the same tensor in it: lifetime [r, d) in event order. An alloc without a free
 //    inside the iteration is a cross-iteration block with d = end of the iteration. A free of a

@@ -1,7 +1,7 @@
 // `smartpool` planning: from one iteration of the trace to pool offsets.
 // Source: apache/singa PR #412 @0f3722d3 : src/core/memory/memory.cc (SmartMemPool::Plan,
 // PoolOptInfoToBlockLifeTime, AssignColorToVertices, MergeColoredSegments,
-// BestFitAllocation/FirstFitAllocation); reference/algorithms.md s.5.2. The per-block offset
+// BestFitAllocation/FirstFitAllocation); docs/models/smartpool.md. The per-block offset
 // rule is shared with `coopsim plan --method smartpool-bf|ff` (plan::place_in_order).
 #include <algorithm>
 #include <limits>

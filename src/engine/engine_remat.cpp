@@ -1,5 +1,5 @@
-// Recompute policies: the engine's side of DTR's runtime rules (reference/algorithms.md §2.1,
-// §2.2) with Coop's in-place and pinning rules (§1.7, §1.8). The policy only chooses victims
+// Recompute policies: the engine's side of DTR's runtime rules
+// (docs/models/dtr-dte.md) with Coop's in-place and pinning rules (docs/models/coop.md). The policy only chooses victims
 // (Evict actions); everything here is mechanism:
 //  * an op pins its inputs, rematerializes the evicted ones (parents first, with an explicit
 //    stack, so long chains cannot overflow the C++ stack; limits.max_recompute_depth caps how

@@ -1,5 +1,5 @@
 // The run as a PyTorch memory snapshot (the dict torch.cuda.memory._snapshot() returns; schema
-// in ../shared/reference/trace-formats.md §2.2), pickled by src/export/pickle_writer.
+// in docs/import-torch-snapshot.md), pickled by src/export/pickle_writer.
 //
 // Mapping from the event log: each Alloc record (trace allocations, swap-in targets, recompute
 // outputs alike: every block the device held) is an `alloc` of the tensor's requested bytes at

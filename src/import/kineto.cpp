@@ -11,7 +11,7 @@
 //    record_function user ranges are not ops) becomes one v1 op and one compute event, so no
 //    time is counted twice. Its duration is the GPU time it caused: the kernels, memcpys and
 //    memsets on the device whose correlation id matches a runtime call inside the op
-//    (§3.4); in a trace without GPU activity, the op's own CPU dur. Its outputs are the
+//    (docs/import-kineto.md); in a trace without GPU activity, the op's own CPU dur. Its outputs are the
 //    tensors allocated inside it (at any depth) that are still live when it ends; it has no
 //    inputs (Kineto does not record dataflow). With KinetoOptions::et, the ops and their
 //    tensors come from an Execution Trace of the same run instead (src/import/et_*.cpp). The compute event sits at the op's end, after

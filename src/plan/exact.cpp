@@ -1,7 +1,7 @@
 // The exact decision driver: splits the problem into independent parts (no buffer alive across
 // their boundary), and decides each with a portfolio of the level search (MiniMalloc's
 // canonical search) and the skyline search: complete runs over MiniMalloc's preorderings under
-// a node limit that doubles each round (MiniMalloc's round robin, algorithms.md §16.1),
+// a node limit that doubles each round (MiniMalloc's round robin, docs/models/static-planners.md),
 // interleaved with short randomized restarts. Every reported placement is re-verified here.
 #include <algorithm>
 #include <iterator>

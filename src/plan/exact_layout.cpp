@@ -1,5 +1,5 @@
 // Capacity-independent data for the exact search: sections, overlaps, section totals and the
-// static preorderings (MiniMalloc's default WAT/TAW/TWA, algorithms.md §16.1).
+// static preorderings (MiniMalloc's default WAT/TAW/TWA, docs/models/static-planners.md).
 #include <algorithm>
 #include <numeric>
 #include <string_view>

@@ -1,5 +1,5 @@
 // Level search: depth-first search over canonical placements, written from the ideas published
-// for MiniMalloc (Moffitt, ASPLOS 2023; algorithms.md §16.1). No MiniMalloc code is used.
+// for MiniMalloc (Moffitt, ASPLOS 2023; docs/models/static-planners.md). No MiniMalloc code is used.
 //  * canonical solutions: every buffer sits at its minimum offset (0 or the top of a lifetime-
 //    overlapping buffer placed before it), and buffers are placed in non-decreasing order of
 //    (offset, preorder rank) — one rising level for the whole problem. Pushing every buffer

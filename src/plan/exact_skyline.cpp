@@ -1,6 +1,6 @@
 // Skyline search: depth-first search that always fills the lowest valley of the skyline (the
 // tops placed so far, per section), in the manner of bottom-left-fill searches for rectangle
-// packing, with MiniMalloc's section inference and dynamic decomposition (algorithms.md §16.1).
+// packing, with MiniMalloc's section inference and dynamic decomposition (docs/models/static-planners.md).
 // Unlike the level search there is no global level: each region of the time axis rises on its
 // own.
 //  * branching: at the lowest valley V (a maximal run of sections at the least floor f), either

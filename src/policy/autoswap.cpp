@@ -1,4 +1,4 @@
-// autoswap policy (see include/coopsim/policy/autoswap.hpp; reference/algorithms.md §6).
+// autoswap policy (see include/coopsim/policy/autoswap.hpp; docs/models/swap-policies.md).
 #include "coopsim/policy/autoswap.hpp"
 
 #include <algorithm>
@@ -156,7 +156,7 @@ std::optional<SwapScore> parse_score(const std::string& s) {
 std::vector<ParamDoc> AutoSwapPolicy::param_docs() {
   return {
       ParamDoc{"score", ParamType::String, "majority",
-               "priority score (algorithms.md §6.2): doa-origin = idle time, doa = idle time - "
+               "priority score (docs/models/swap-policies.md): doa-origin = idle time, doa = idle time - "
                "swap-out - swap-in time, aoa = doa x size, wdoa = sum of (load - limit) over the "
                "gap, majority = sum of the doa-origin, aoa and wdoa ranks (AutoSwap's Plan())",
                {"doa-origin", "doa", "aoa", "wdoa", "majority"}},

@@ -1,5 +1,5 @@
-// capuchin: the Capuchin-like hybrid (include/coopsim/policy/hybrid.hpp; reference/algorithms.md
-// §15): swap by FreeTime while copies hide, then MSPS for the rest.
+// capuchin: the Capuchin-like hybrid (include/coopsim/policy/hybrid.hpp;
+// docs/models/swap-policies.md): swap by FreeTime while copies hide, then MSPS for the rest.
 #include <algorithm>
 #include <numeric>
 #include <set>

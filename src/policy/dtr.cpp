@@ -9,7 +9,7 @@ namespace coopsim {
 std::vector<ParamDoc> DtrPolicy::param_docs() {
   std::vector<ParamDoc> d{
       ParamDoc{"heuristic", ParamType::String, "dtr-eq",
-               "eviction score (algorithms.md §2.3): dtr = h_DTR with the full evicted "
+               "eviction score (docs/models/dtr-dte.md): dtr = h_DTR with the full evicted "
                "neighbourhood e*, dtr-eq = its union-find approximation, dtr-local = no "
                "neighbourhood, lru, largest, msps (Capuchin), random (seeded)",
                {"dtr", "dtr-eq", "dtr-local", "lru", "largest", "msps", "random"}},

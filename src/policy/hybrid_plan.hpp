@@ -4,7 +4,7 @@
 // leave, a re-simulation on serial copy lanes to confirm a plan, and the runtime executor that
 // turns a plan into SwapOut/SwapIn/Evict actions.
 //
-// Model (the engine's, reference/algorithms.md §6.4, §10, §15): event times from a stall-free
+// Model (the engine's; docs/models/pooch.md): event times from a stall-free
 // replay (swap_detail::model_event_times); a swap of a gap frees the tensor's bytes once its
 // device-to-host copy ends and takes them again when the host-to-device copy starts; the
 // transfer is free when out + in fit in the gap, else the excess is a stall. A recompute frees

@@ -1,4 +1,4 @@
-// pooch: the PoocH-like greedy (include/coopsim/policy/hybrid.hpp; reference/algorithms.md §10).
+// pooch: the PoocH-like greedy (include/coopsim/policy/hybrid.hpp; docs/models/pooch.md).
 #include <algorithm>
 #include <set>
 

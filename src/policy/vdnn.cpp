@@ -1,4 +1,4 @@
-// vdnn policy (see include/coopsim/policy/vdnn.hpp; reference/algorithms.md §12).
+// vdnn policy (see include/coopsim/policy/vdnn.hpp; docs/models/swap-policies.md).
 #include "coopsim/policy/vdnn.hpp"
 
 #include <algorithm>

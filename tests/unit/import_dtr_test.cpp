@@ -1,5 +1,5 @@
 // DTR log importer: hand-written logs (tests/data/dtr/) converted in both MUTATE modes and
-// checked against expectations worked out by hand from DTR's rules (trace-formats.md §1.5-1.6,
+// checked against expectations worked out by hand from DTR's rules (docs/import-dtr.md,
 // simrd's parse.py), replayed, written and loaded back; plus a catalogue of malformed logs with
 // their exact messages.
 #include <catch2/catch.hpp>

@@ -140,7 +140,7 @@ TEST_CASE("plan: MiniMalloc challenging set A-K", "[plan][shared]") {
     WARN("../shared absent; skipping");
     return;
   }
-  // Greedy heights from ../shared/reference/algorithms.md §16.2 (computed independently):
+  // Greedy heights computed independently of coopsim (docs/models/static-planners.md):
   // SmartPool BF, SmartPool FF, greedy-by-size.
   struct Row { const char* name; std::int64_t bf, ff, gbs; };
   const Row rows[] = {

@@ -145,8 +145,8 @@ TEST_CASE("smartpool: planning the MiniMalloc challenging set gives the referenc
     WARN("../shared absent; skipping");
     return;
   }
-  // SmartPool BF (quirk) / FF heights of ../shared/reference/algorithms.md s.16.2 (computed
-  // independently there): every buffer a normal block with [r, d) = [lower, upper).
+  // SmartPool BF (quirk) / FF heights computed independently of coopsim
+  // (docs/models/static-planners.md): every buffer a normal block with [r, d) = [lower, upper).
   struct Row {
     const char* name;
     std::uint64_t bf, ff;

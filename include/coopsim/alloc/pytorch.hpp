@@ -5,7 +5,8 @@
 // max_split_size rejections, should_split, segment-local try_merge_blocks, the malloc slow path
 // alloc_block -> release_available_cached_blocks -> release_cached_blocks -> OOM, GC by block age,
 // expandable segments) and the AllocatorConfig of @065861fb (defaults, the 16 power-of-two
-// rounding buckets). Written from the reference description in our own words; no upstream code.
+// rounding buckets). Written in our own words from docs/models/pytorch-caching-allocator.md;
+// no upstream code.
 //
 // The device budget (`capacity`) plays the role of the per-process memory fraction
 // (allowed_memory_maximum, set_fraction = true) and of the physical device at the same time:

@@ -33,7 +33,7 @@ struct TorchSnapshotOptions {
 };
 Trace import_torch_snapshot(const std::string& path, const TorchSnapshotOptions& options, const Limits& limits = {});
 
-// Kineto / PyTorch profiler Chrome traces (.json or .json.gz) with [memory] events (§3).
+// Kineto / PyTorch profiler Chrome traces (.json or .json.gz) with [memory] events (docs/import-kineto.md).
 struct KinetoOptions {
   int device = 0;
   // A PyTorch Execution Trace (ET / Chakra host trace JSON, optionally .gz) of the same run:

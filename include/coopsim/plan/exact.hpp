@@ -1,7 +1,7 @@
 // Exact decision search: "can every buffer be placed within [0, capacity)?" — depth-first
 // searches over canonical placements with section inference, dominance pruning and dynamic
 // decomposition, written from the ideas published for MiniMalloc (Moffitt, ASPLOS 2023;
-// ../shared/reference/algorithms.md §16.1), plus a skyline (bottom-left-fill) variant. No
+// docs/models/static-planners.md), plus a skyline (bottom-left-fill) variant. No
 // MiniMalloc code is used.
 //
 // The search is complete: `Infeasible` is a proof that no placement of height <= capacity

@@ -1,13 +1,13 @@
 // autoswap: AutoSwap's offline swap planner (Zhang et al., "AutoSwap: Automatic Memory Swapping
 // for Deep Learning", 2019; apache/singa PR #412 @8e8a7e15 src/core/device/swap_gpu.cc
-// SwapGPU::Plan/SelectBlock/Scheduling; reference/algorithms.md §6). Per iteration of the trace:
+// SwapGPU::Plan/SelectBlock/Scheduling; docs/models/swap-policies.md). Per iteration of the trace:
 // candidates are the idle gaps of blocks >= smallest_block between two consecutive uses that
 // straddle the iteration's load peak; they are ranked by a priority score (DOA_origin, DOA, AOA,
 // WDOA or the majority vote of DOA_origin/AOA/WDOA ranks, AutoSwap's default) and taken
 // greedily, each lowering the load curve over [ready, next use), until the peak is under the
 // budget. Swap-outs start at the ready index (use + 4 events after a read, + 6 after a write);
 // swap-ins are scheduled backwards from the next use on one serial H2D lane with the linear
-// PCIe fit of §6.4 (the `link` preset; default pcie3-x16 = AutoSwap's measured constants), no
+// PCIe fit (the `link` preset; default pcie3-x16 = AutoSwap's measured constants), no
 // earlier than just after the peak. When an allocation fails anyway, the resident, unpinned
 // tensor whose next use is furthest away (Belady) is swapped out.
 // Departures: iterations come from the trace's iteration events (no

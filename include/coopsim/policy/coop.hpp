@@ -1,7 +1,7 @@
 // coop: Coop's co-optimization of tensor allocation and rematerialization (Zhang et al.,
 // "Coop: Memory is not a Commodity", NeurIPS 2023; code Oneflow-Inc/oneflow @25c8978c1c
-// oneflow/core/vm/remat/*; reference/algorithms.md §1). Three techniques, each switchable:
-//  * layout-aware eviction (§1.5): after best fit fails, the O(N) sliding window over the
+// oneflow/core/vm/remat/*; docs/models/coop.md). Three techniques, each switchable:
+//  * layout-aware eviction: after best fit fails, the O(N) sliding window over the
 //    allocator's address-ordered ranges finds the contiguous run (free ranges cost 0; pinned or
 //    unevictable tensors and segment boundaries are barriers) of minimum summed h = eq-class
 //    cost / staleness that is at least the rounded request, and evicts exactly its tensors; the
@@ -9,13 +9,13 @@
 //    window, or one that is already free but the allocator still refuses, e.g. PyTorch's pools)
 //    and on address-blind allocators (fungible), it falls back to the per-tensor loop with the
 //    same h (so OOM means nothing evictable is left);
-//  * op-guided allocation / cheap tensor partitioning (§1.6): expensive tensors take the low end
+//  * op-guided allocation / cheap tensor partitioning: expensive tensors take the low end
 //    of the best-fit hole, cheap ones the high end (AllocRequest::high_end; honoured by bestfit).
 //    Classified by producing op name (OneFlow's is_high_op list, mapped to ATen names) or by
 //    cost density (op time / bytes) against a threshold (0 = the trace's median). Tensors with
 //    no producing op (parameters, inputs) count as expensive: they are unevictable and belong
 //    together at the low end;
-//  * recomputable in-place (§1.7): the engine's InPlaceMode::Recomputable; off = copy-on-write.
+//  * recomputable in-place: the engine's InPlaceMode::Recomputable; off = copy-on-write.
 // `ablation` takes the paper's legend labels and turns one technique off.
 #pragma once
 

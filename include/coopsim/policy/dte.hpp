@@ -1,4 +1,4 @@
-// dte: MegEngine's DTR heuristic as Coop's DTE baseline (reference/algorithms.md §3 and §1.2:
+// dte: MegEngine's DTR heuristic as Coop's DTE baseline (docs/models/dtr-dte.md;
 // ONEFLOW_REMAT_HEURISTIC_DTE=1 in Oneflow-Inc/oneflow @25c8978c1c tensor_storage.cpp). The
 // same per-tensor loop as dtr, scoring eq-class cost / (staleness x (bytes + the free bytes
 // contiguous to the tensor on both sides)), so tensors next to free space go first; no

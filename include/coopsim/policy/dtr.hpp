@@ -1,10 +1,10 @@
 // dtr: Dynamic Tensor Rematerialization's eviction loop with its heuristic family, selectable by
 // name (Kirisame et al., ICLR 2021; uwsampl/dtr-prototype @eff53cc4 simrd/simrd/heuristic/*.py;
-// reference/algorithms.md §2). On a failed allocation it evicts the argmin of the heuristic over
+// docs/models/dtr-dte.md). On a failed allocation it evicts the argmin of the heuristic over
 // the evictable resident tensors (address order, lowest address on ties) and lets the engine
 // retry, until the request fits or nothing is evictable (OOM). Default heuristic dtr-eq (the
 // union-find approximation the DTR prototype and Coop's DTR baseline use) with copy-on-write
-// in-place updates (Coop's baseline, §1.10).
+// in-place updates (Coop's baseline).
 //
 // `compat=simrd` selects the simrd compatibility profile instead: the engine hands the whole
 // replay to coopsim::simrd::replay (include/coopsim/remat/simrd.hpp), which follows the rules of

@@ -1,5 +1,5 @@
-// Hybrid swap/recompute policies, planned offline from the trace (reference/algorithms.md §10,
-// §15); the model they share is in src/policy/hybrid_plan.hpp. Per iteration, while the
+// Hybrid swap/recompute policies, planned offline from the trace
+// (docs/models/pooch.md, docs/models/swap-policies.md); the model they share is in src/policy/hybrid_plan.hpp. Per iteration, while the
 // modelled peak of requested bytes exceeds limit_ratio x budget, they take a tensor's idle gap
 // that covers the current peak out of memory, by swapping it (free when the copies hide under
 // the gap's compute, else the excess is a stall) or by evicting it after the use that opens
@@ -10,7 +10,7 @@
 //  * pooch — PoocH-like (Ito et al., "Profiling-based Out-of-core Hybrid method", PPoPP'19
 //    poster): each step picks, over the gaps covering the peak, the action with the least
 //    estimated added time per byte saved (swap preferred on ties). The original greedy is not
-//    public; this follows the and algorithms.md §10's reading of it.
+//    public; this follows the reading of it (docs/models/pooch.md).
 //  * capuchin — Capuchin-like (Peng et al., ASPLOS'20): swaps first, in descending FreeTime =
 //    idle - out - in, while the copies can hide (FreeTime > 0); then, for the rest, the gap
 //    with the highest MSPS = bytes / recompute time, swapped or recomputed, whichever adds less

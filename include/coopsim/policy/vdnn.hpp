@@ -1,5 +1,5 @@
 // vdnn: vDNN's layer-wise offload (Rhu et al., "vDNN: Virtualized Deep Neural Networks for
-// Scalable, Memory-Efficient Neural Network Design", MICRO 2016; reference/algorithms.md §12).
+// Scalable, Memory-Efficient Neural Network Design", MICRO 2016; docs/models/swap-policies.md).
 // Per iteration, the forward pass is the part before the trace's "backward" mark; its layers are
 // the compute events (vdnn-all) or only the convolutions (vdnn-conv: op name contains "conv").
 // The input feature maps of those layers (activation/input storages used again in backward) are

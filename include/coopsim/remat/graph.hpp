@@ -1,16 +1,16 @@
 // The rematerialization graph the engine keeps under recompute policies (DTR's runtime model,
-// reference/algorithms.md §2.1, with Coop's bookkeeping §1.2–1.4, §1.8).
+// docs/models/dtr-dte.md, with Coop's bookkeeping: docs/models/coop.md).
 //
 //  * A RematValue is one version of a storage's contents. A storage gets a new value when it is
 //    allocated and, for values that already have a producer, when an op updates it in place:
-//    under recomputable in-place (Coop's "fbip", §1.7) the new value keeps the block and the old
+//    under recomputable in-place (Coop's "fbip") the new value keeps the block and the old
 //    one becomes an evicted, released value that its original producer can still recompute;
 //    under copy-on-write the new value gets a new block and the old one is released.
 //  * An RematExecution is one run of a trace op: the values it read and wrote. Rematerializing a
 //    value re-runs its producer with exactly those input values, so histories stay exact.
-//  * The logical clock advances by every executed op's cost, recomputations included (§1.4);
+//  * The logical clock advances by every executed op's cost, recomputations included;
 //    staleness = clock - last access, floored at 1 ns so that h stays finite.
-//  * Eq-class union-find (§1.3): evicting a value merges it with the evicted inputs and outputs
+//  * Eq-class union-find: evicting a value merges it with the evicted inputs and outputs
 //    of its producer; the class root accumulates the members' compute costs; (re)computing a
 //    value subtracts its cost from its root and makes it a singleton again (upstream's rule,
 //    approximate by design: members that pointed through it keep their stale links).
@@ -86,7 +86,7 @@ class RematGraph {
     return it->second;
   }
 
-  // Costs, in ns of compute (see the header comment and algorithms.md).
+  // Costs, in ns of compute (see the header comment and docs/models/dtr-dte.md).
   // Coop / DTR prototype eq-class approximation: c(t) + sum over evicted inputs and outputs u
   // of t's producer of max(cost of u's class, c(u)).
   [[nodiscard]] double eq_class_cost(std::uint32_t v) const;

@@ -1,6 +1,6 @@
 // Coop's layout-aware eviction search (Zhang et al., "Coop: Memory is not a Commodity",
 // NeurIPS 2023; code: Oneflow-Inc/oneflow @25c8978c1c oneflow/core/vm/remat/allocator.cpp,
-// RematEpAllocator::EvictAndFindPieceOnce, restated in ../shared/reference/algorithms.md §1.5).
+// RematEpAllocator::EvictAndFindPieceOnce, restated in docs/models/coop.md).
 //
 // Over the arena's pieces in address order, a two-pointer scan finds the contiguous range of
 // minimum summed eviction cost whose bytes reach `required`:

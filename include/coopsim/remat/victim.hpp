@@ -1,5 +1,5 @@
 // Per-tensor eviction scores and the per-tensor victim search shared by the recompute policies
-// (reference/algorithms.md §1.2, §1.5 "DTR and DTE baselines", §2.3, §3). The smallest score is
+// (docs/models/dtr-dte.md, docs/models/coop.md). The smallest score is
 // evicted; candidates are the evictable resident values, scanned in address order, and a strict
 // '<' keeps the lowest address on ties (EvictAndFindPieceLoop).
 //
