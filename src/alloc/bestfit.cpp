@@ -15,11 +15,12 @@
 // Departures: the arena is reserved at construction (upstream: on first use) and is the budget
 // rounded down to `alignment`, so every piece stays aligned; a 0-byte request is an
 // InvariantError (upstream returns nullptr); deallocate() also checks the block's sizes.
-#include "coopsim/alloc/bestfit.hpp"
+#include "bestfit.hpp"
 
 #include <fmt/format.h>
 
-#include "coopsim/error.hpp"
+#include "coopsim/base/error.hpp"
+#include "coopsim/alloc/registry.hpp"
 
 namespace coopsim {
 
@@ -125,5 +126,8 @@ void BestFitAllocator::check_invariants() const {
     fail(fmt::format("footprint {} != highest used end {}", stats().footprint.value, footprint));
   }
 }
+
+// Its line in the registry (src/alloc/registry.cpp).
+AllocatorRegistry::Entry bestfit_allocator_entry() { return AllocatorRegistry::entry_for<BestFitAllocator>(); }
 
 }  // namespace coopsim

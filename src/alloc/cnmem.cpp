@@ -18,11 +18,12 @@
 // search are an ordered index and a hash map that pick the same block; a reservation equal to
 // the capacity is allowed (upstream: strictly below total memory); can_grow=false without an
 // initial reservation, and a 0-byte request, are errors (upstream: a NULL result).
-#include "coopsim/alloc/cnmem.hpp"
+#include "cnmem.hpp"
 
 #include <fmt/format.h>
 
-#include "coopsim/error.hpp"
+#include "coopsim/base/error.hpp"
+#include "coopsim/alloc/registry.hpp"
 
 namespace coopsim {
 
@@ -173,5 +174,8 @@ void CnMemAllocator::check_invariants() const {
   }
   if (!opts_.can_grow && regions_.size() > 1) fail("grew although can_grow is false");
 }
+
+// Its line in the registry (src/alloc/registry.cpp).
+AllocatorRegistry::Entry cnmem_allocator_entry() { return AllocatorRegistry::entry_for<CnMemAllocator>(); }
 
 }  // namespace coopsim

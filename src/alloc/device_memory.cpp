@@ -1,8 +1,8 @@
 // Simulated cudaMalloc/cudaFree: a capacity check plus a bump pointer for addresses.
 #include <fmt/format.h>
 
-#include "coopsim/allocator.hpp"
-#include "coopsim/error.hpp"
+#include "coopsim/alloc/allocator.hpp"
+#include "coopsim/base/error.hpp"
 
 namespace coopsim {
 

@@ -11,13 +11,14 @@
 // coopsim additions: blocks get fake addresses from a counter (advanced by each block's size,
 // never reused) so live blocks are distinct and never overlap; stats in PyTorch vocabulary with
 // reserved = allocated, largest_free = capacity - allocated, free_ranges = 1 if any byte is free.
-#include "coopsim/alloc/fungible.hpp"
+#include "fungible.hpp"
 
 #include <algorithm>
 
 #include <fmt/format.h>
 
-#include "coopsim/error.hpp"
+#include "coopsim/base/error.hpp"
+#include "coopsim/alloc/registry.hpp"
 
 namespace coopsim {
 
@@ -121,5 +122,8 @@ void FungibleAllocator::check_invariants() const {
     }
   }
 }
+
+// Its line in the registry (src/alloc/registry.cpp).
+AllocatorRegistry::Entry fungible_allocator_entry() { return AllocatorRegistry::entry_for<FungibleAllocator>(); }
 
 }  // namespace coopsim

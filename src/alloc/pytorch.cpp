@@ -10,8 +10,9 @@
 #include <iterator>
 #include <string>
 
-#include "coopsim/error.hpp"
-#include "src/alloc/pytorch_impl.hpp"
+#include "coopsim/base/error.hpp"
+#include "coopsim/alloc/registry.hpp"
+#include "pytorch_impl.hpp"
 
 namespace coopsim {
 
@@ -341,5 +342,8 @@ std::uint64_t PyTorchCachingAllocator::Impl::reserve_address_space(std::uint64_t
 
 void PyTorchCachingAllocator::Impl::release_address_space(std::uint64_t /*addr*/,
                                                           std::uint64_t /*size*/) {}
+
+// Its line in the registry (src/alloc/registry.cpp).
+AllocatorRegistry::Entry pytorch_allocator_entry() { return AllocatorRegistry::entry_for<PyTorchCachingAllocator>(); }
 
 }  // namespace coopsim

@@ -18,8 +18,8 @@
 #include <string>
 #include <utility>
 
-#include "coopsim/error.hpp"
-#include "src/alloc/pytorch_impl.hpp"
+#include "coopsim/base/error.hpp"
+#include "pytorch_impl.hpp"
 
 namespace coopsim {
 

@@ -66,8 +66,8 @@
 #include <vector>
 
 #include "coopsim/alloc/pytorch.hpp"
-#include "coopsim/allocator.hpp"
-#include "coopsim/alloc/detail/addr_map.hpp"
+#include "coopsim/alloc/allocator.hpp"
+#include "detail/addr_map.hpp"
 
 namespace coopsim {
 

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <iterator>
 
-#include "coopsim/error.hpp"
-#include "src/alloc/pytorch_impl.hpp"
+#include "coopsim/base/error.hpp"
+#include "pytorch_impl.hpp"
 
 namespace coopsim {
 

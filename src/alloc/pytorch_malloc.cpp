@@ -6,8 +6,8 @@
 #include <iterator>
 #include <string>
 
-#include "coopsim/error.hpp"
-#include "src/alloc/pytorch_impl.hpp"
+#include "coopsim/base/error.hpp"
+#include "pytorch_impl.hpp"
 
 namespace coopsim {
 

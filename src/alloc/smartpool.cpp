@@ -1,6 +1,6 @@
 // `smartpool`: SINGA's SmartPool, lifetime-aware offline pool.
 // Source: apache/singa PR #412 (never merged; refs/pull/412/head) @0f3722d3 :
-// src/core/memory/memory.cc (SmartMemPool), include/singa/core/memory.h;
+// src/base/memory/memory.cc (SmartMemPool), include/singa/core/memory.h;
 // docs/models/smartpool.md. Modelled rules:
 //  * Blocks (PoolOptInfoToBlockLifeTime): each alloc of the planned iteration paired with the
 //    next free of the same tensor in it: lifetime [r, d) in event order. An alloc without a free
@@ -46,15 +46,16 @@
 //  * Not reproduced: MergeColoredSegments stores merged ranges as int (wrong for pools over
 //    2 GiB), and a placed block [0, 0] (1 byte at offset 0) is not seen as a neighbour.
 //  * Sizes are exact, as in SINGA; device addresses are 512-aligned (DeviceMemory). No seeding.
-#include "coopsim/alloc/smartpool.hpp"
+#include "smartpool.hpp"
 
 #include <algorithm>
 #include <string>
 
 #include <fmt/format.h>
 
-#include "coopsim/error.hpp"
-#include "coopsim/trace.hpp"
+#include "coopsim/base/error.hpp"
+#include "coopsim/alloc/registry.hpp"
+#include "coopsim/model/trace.hpp"
 
 namespace coopsim {
 
@@ -354,5 +355,8 @@ void SmartPoolAllocator::check_invariants() const {
   if (device_.used() > capacity_) fail("the device holds more than the capacity");
   if (figures_.peak_fallback_live < figures_.fallback_live) fail("peak fallback below the current");
 }
+
+// Its line in the registry (src/alloc/registry.cpp).
+AllocatorRegistry::Entry smartpool_allocator_entry() { return AllocatorRegistry::entry_for<SmartPoolAllocator>(); }
 
 }  // namespace coopsim

@@ -1,7 +1,7 @@
 // One-line usage errors for CLI11's parse errors (cli_errors.hpp). CLI11's own messages span two
 // lines ("... / Run with --help for more information."), report a missing positional before an
 // unknown option, and exit 105-114; this file rebuilds each message from the parser's state.
-#include "src/app/cli_errors.hpp"
+#include "cli_errors.hpp"
 
 #include <fmt/format.h>
 
@@ -12,8 +12,8 @@
 #include <string_view>
 #include <utility>
 
-#include "coopsim/error.hpp"
-#include "coopsim/text.hpp"
+#include "coopsim/base/error.hpp"
+#include "coopsim/base/text.hpp"
 
 namespace coopsim::cli {
 namespace {

@@ -6,12 +6,12 @@
 #include <cstring>
 #include <iostream>
 
-#include "coopsim/commands.hpp"
-#include "coopsim/error.hpp"
-#include "coopsim/text.hpp"
-#include "coopsim/output_file.hpp"
+#include "coopsim/cli/commands.hpp"
+#include "coopsim/base/error.hpp"
+#include "coopsim/base/text.hpp"
+#include "coopsim/base/output_file.hpp"
 #include "coopsim_config.h"
-#include "src/app/cli_errors.hpp"
+#include "cli_errors.hpp"
 #include "stdout_sink.hpp"
 
 namespace {

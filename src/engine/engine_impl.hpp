@@ -4,7 +4,7 @@
 // engine_remat.cpp (recompute policies: values, rematerialization, eviction, release).
 #pragma once
 
-#include "coopsim/engine.hpp"
+#include "coopsim/engine/engine.hpp"
 
 #include <fmt/format.h>
 
@@ -13,7 +13,7 @@
 #include <queue>
 #include <stdexcept>
 
-#include "coopsim/error.hpp"
+#include "coopsim/base/error.hpp"
 
 
 namespace coopsim::engine_detail {

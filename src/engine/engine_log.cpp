@@ -1,4 +1,4 @@
-// The engine's side of the run's event log (include/coopsim/runlog.hpp): one record per
+// The engine's side of the run's event log (include/coopsim/model/runlog.hpp): one record per
 // physical step, appended only when EngineOptions::log is set. Versions count the trace's
 // writes to a storage since its allocation (version_ per storage; value_version_ per value
 // under recompute policies, where a recompute writes its value's version again).

@@ -1,9 +1,9 @@
 // The simrd compatibility profile of the dtr policy (dtr.compat=simrd): the engine does not
 // replay the trace itself but hands it to coopsim::simrd::replay, whose model (one memory
 // counter, storages, simrd's pool order) cannot be expressed through the allocator and the
-// per-value graph; the result is copied into the report (include/coopsim/remat/simrd.hpp).
+// per-value graph; the result is copied into the report (include/coopsim/policy/remat/simrd.hpp).
 #include "coopsim/policy/dtr.hpp"
-#include "coopsim/remat/simrd.hpp"
+#include "coopsim/policy/remat/simrd.hpp"
 #include "engine_impl.hpp"
 
 namespace coopsim::engine_detail {

@@ -25,7 +25,7 @@
 #include <utility>
 #include <vector>
 
-#include "coopsim/error.hpp"
+#include "coopsim/base/error.hpp"
 #include "coopsim/import/importers.hpp"
 #include "dtr_simrd.hpp"
 #include "dtr_records.hpp"

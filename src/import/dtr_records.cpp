@@ -13,9 +13,9 @@
 #include <unordered_set>
 #include <utility>
 
-#include "coopsim/error.hpp"
-#include "coopsim/text.hpp"
-#include "coopsim/limits.hpp"
+#include "coopsim/base/error.hpp"
+#include "coopsim/base/text.hpp"
+#include "coopsim/base/limits.hpp"
 
 namespace coopsim::dtr_detail {
 namespace {

@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "coopsim/memory_budget.hpp"
+#include "coopsim/model/memory_budget.hpp"
 
 namespace coopsim::dtr_detail {
 

@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-#include "coopsim/error.hpp"
+#include "coopsim/base/error.hpp"
 #include "dtr_records.hpp"
 
 namespace coopsim::dtr_detail {

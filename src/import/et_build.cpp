@@ -29,7 +29,7 @@
 #include <filesystem>
 #include <unordered_map>
 
-#include "coopsim/error.hpp"
+#include "coopsim/base/error.hpp"
 #include "et_detail.hpp"
 
 namespace coopsim::et_detail {

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "coopsim/import/importers.hpp"
-#include "coopsim/limits.hpp"
-#include "coopsim/memory_budget.hpp"
-#include "coopsim/trace.hpp"
+#include "coopsim/base/limits.hpp"
+#include "coopsim/model/memory_budget.hpp"
+#include "coopsim/model/trace.hpp"
 #include "kineto_detail.hpp"
 
 namespace coopsim::et_detail {

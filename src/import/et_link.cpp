@@ -20,7 +20,7 @@
 #include <set>
 #include <unordered_map>
 
-#include "coopsim/error.hpp"
+#include "coopsim/base/error.hpp"
 #include "et_detail.hpp"
 
 namespace coopsim::et_detail {

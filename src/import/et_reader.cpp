@@ -14,7 +14,7 @@
 #include <limits>
 #include <map>
 
-#include "coopsim/error.hpp"
+#include "coopsim/base/error.hpp"
 #include "et_detail.hpp"
 
 namespace coopsim::et_detail {

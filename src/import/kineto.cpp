@@ -32,7 +32,7 @@
 #include <set>
 #include <tuple>
 
-#include "coopsim/error.hpp"
+#include "coopsim/base/error.hpp"
 #include "coopsim/import/importers.hpp"
 #include "et_detail.hpp"
 #include "kineto_detail.hpp"

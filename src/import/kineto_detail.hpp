@@ -3,8 +3,8 @@
 // conversion rules and docs/import-kineto.md for the user-facing description.
 #pragma once
 
-#include "coopsim/error.hpp"
-#include "coopsim/memory_budget.hpp"
+#include "coopsim/base/error.hpp"
+#include "coopsim/model/memory_budget.hpp"
 
 #include <nlohmann/json.hpp>
 

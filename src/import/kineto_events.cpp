@@ -11,7 +11,7 @@
 #include <cmath>
 #include <limits>
 
-#include "coopsim/error.hpp"
+#include "coopsim/base/error.hpp"
 #include "kineto_detail.hpp"
 
 namespace coopsim::kineto_detail {

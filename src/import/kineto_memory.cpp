@@ -21,7 +21,7 @@
 #include <map>
 #include <numeric>
 
-#include "coopsim/error.hpp"
+#include "coopsim/base/error.hpp"
 #include "kineto_detail.hpp"
 
 namespace coopsim::kineto_detail {

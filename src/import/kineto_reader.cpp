@@ -11,9 +11,9 @@
 #include <streambuf>
 #include <istream>
 
-#include "coopsim/error.hpp"
-#include "coopsim/text.hpp"
-#include "coopsim/limits.hpp"
+#include "coopsim/base/error.hpp"
+#include "coopsim/base/text.hpp"
+#include "coopsim/base/limits.hpp"
 #include "kineto_detail.hpp"
 
 namespace coopsim::kineto_detail {

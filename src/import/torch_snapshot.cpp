@@ -20,10 +20,10 @@
 #include <memory>
 #include <optional>
 
-#include "coopsim/engine.hpp"
+#include "coopsim/engine/engine.hpp"
 #include "coopsim/policy/keep.hpp"
 
-#include "coopsim/error.hpp"
+#include "coopsim/base/error.hpp"
 #include "torch_snapshot_detail.hpp"
 
 namespace coopsim {

@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "coopsim/alloc/pytorch.hpp"
-#include "coopsim/allocator.hpp"
-#include "coopsim/import/pickle.hpp"
-#include "coopsim/memory_budget.hpp"
-#include "coopsim/trace.hpp"
+#include "coopsim/alloc/allocator.hpp"
+#include "coopsim/formats/pickle.hpp"
+#include "coopsim/model/memory_budget.hpp"
+#include "coopsim/model/trace.hpp"
 
 namespace coopsim::torch_snapshot::detail {
 

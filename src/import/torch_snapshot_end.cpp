@@ -7,7 +7,7 @@
 #include <functional>
 #include <charconv>
 
-#include "coopsim/error.hpp"
+#include "coopsim/base/error.hpp"
 #include "coopsim/import/torch_snapshot.hpp"
 
 namespace coopsim::torch_snapshot {
@@ -127,8 +127,8 @@ std::optional<std::vector<SeedSegment>> final_segments(const Trace& trace) {
   return out;
 }
 
-EndStateComparison compare_end_state(const std::vector<SeedSegment>& recorded, const std::vector<SeedSegment>& model) {
-  EndStateComparison c;
+EndStateCheck compare_end_state(const std::vector<SeedSegment>& recorded, const std::vector<SeedSegment>& model) {
+  EndStateCheck c;
   c.recorded_segments = recorded.size();
   c.model_segments = model.size();
   for (const auto& s : recorded) c.recorded_reserved += s.size();

@@ -8,7 +8,7 @@
 
 #include <string_view>
 
-#include "coopsim/text.hpp"
+#include "coopsim/base/text.hpp"
 #include "torch_snapshot_detail.hpp"
 
 namespace coopsim::torch_snapshot::detail {

@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "coopsim/error.hpp"
-#include "coopsim/text.hpp"
+#include "coopsim/base/error.hpp"
+#include "coopsim/base/text.hpp"
 #include "torch_snapshot_detail.hpp"
 
 namespace coopsim::torch_snapshot::detail {

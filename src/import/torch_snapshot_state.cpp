@@ -35,7 +35,7 @@
 
 #include <algorithm>
 
-#include "coopsim/error.hpp"
+#include "coopsim/base/error.hpp"
 #include "torch_snapshot_state.hpp"
 
 namespace coopsim::torch_snapshot::detail {

@@ -1,10 +1,11 @@
-// autoswap policy (see include/coopsim/policy/autoswap.hpp; docs/models/swap-policies.md).
-#include "coopsim/policy/autoswap.hpp"
+// autoswap policy (see src/policy/autoswap.hpp; docs/models/swap-policies.md).
+#include "autoswap.hpp"
+#include "coopsim/policy/registry.hpp"
 
 #include <algorithm>
 #include <numeric>
 
-#include "coopsim/error.hpp"
+#include "coopsim/base/error.hpp"
 #include "swap_schedule.hpp"
 
 namespace coopsim {
@@ -225,5 +226,8 @@ std::vector<AutoSwapPolicy::Entry> AutoSwapPolicy::plan() const {
   for (const PlannedSwap& p : schedule_->plan()) out.push_back({p.tensor, p.out_at, p.in_at, p.use_at});
   return out;
 }
+
+// Its line in the registry (src/policy/registry.cpp).
+PolicyRegistry::Entry autoswap_policy_entry() { return PolicyRegistry::entry_for<AutoSwapPolicy>(); }
 
 }  // namespace coopsim

@@ -1,11 +1,12 @@
-// capuchin: the Capuchin-like hybrid (include/coopsim/policy/hybrid.hpp;
+// capuchin: the Capuchin-like hybrid (src/policy/hybrid.hpp;
 // docs/models/swap-policies.md): swap by FreeTime while copies hide, then MSPS for the rest.
 #include <algorithm>
 #include <numeric>
 #include <set>
 
-#include "coopsim/policy/hybrid.hpp"
-#include "hybrid_plan.hpp"
+#include "hybrid.hpp"
+#include "coopsim/policy/registry.hpp"
+#include "hybrid_decisions.hpp"
 
 namespace coopsim {
 
@@ -100,5 +101,8 @@ void CapuchinPolicy::choose(const HybridPlanner& planner, std::size_t b, std::si
     }
   }
 }
+
+// Its line in the registry (src/policy/registry.cpp).
+PolicyRegistry::Entry capuchin_policy_entry() { return PolicyRegistry::entry_for<CapuchinPolicy>(); }
 
 }  // namespace coopsim

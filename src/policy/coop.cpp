@@ -1,11 +1,12 @@
-// coop policy (see include/coopsim/policy/coop.hpp).
-#include "coopsim/policy/coop.hpp"
+// coop policy (see src/policy/coop.hpp).
+#include "coop.hpp"
+#include "coopsim/policy/registry.hpp"
 
 #include <algorithm>
 #include <array>
 
-#include "coopsim/error.hpp"
-#include "coopsim/remat/sliding_window.hpp"
+#include "coopsim/base/error.hpp"
+#include "remat/sliding_window.hpp"
 
 namespace coopsim {
 
@@ -151,5 +152,8 @@ std::vector<Action> CoopPolicy::on_alloc_failure(const AllocRequest& request, co
   if (auto v = find_victim(view, EvictionScore::Dte, draws_)) return {Action::evict(*v)};
   return {};
 }
+
+// Its line in the registry (src/policy/registry.cpp).
+PolicyRegistry::Entry coop_policy_entry() { return PolicyRegistry::entry_for<CoopPolicy>(); }
 
 }  // namespace coopsim

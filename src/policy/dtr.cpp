@@ -1,8 +1,9 @@
 // dtr policy (see include/coopsim/policy/dtr.hpp).
 #include "coopsim/policy/dtr.hpp"
+#include "coopsim/policy/registry.hpp"
 
-#include "coopsim/error.hpp"
-#include "coopsim/remat/simrd.hpp"
+#include "coopsim/base/error.hpp"
+#include "coopsim/policy/remat/simrd.hpp"
 
 namespace coopsim {
 
@@ -44,5 +45,8 @@ std::vector<Action> DtrPolicy::on_alloc_failure(const AllocRequest&, const Memor
   if (auto v = find_victim(view, score_, draws_)) return {Action::evict(*v)};
   return {};
 }
+
+// Its line in the registry (src/policy/registry.cpp).
+PolicyRegistry::Entry dtr_policy_entry() { return PolicyRegistry::entry_for<DtrPolicy>(); }
 
 }  // namespace coopsim

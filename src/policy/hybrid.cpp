@@ -1,9 +1,9 @@
-// The hybrid policies' shared driver (include/coopsim/policy/hybrid.hpp): per-iteration
+// The hybrid policies' shared driver (src/policy/hybrid.hpp): per-iteration
 // planning with re-simulation on serial lanes, parameters, and the runtime executor.
-#include "coopsim/policy/hybrid.hpp"
+#include "hybrid.hpp"
 
-#include "coopsim/error.hpp"
-#include "hybrid_plan.hpp"
+#include "coopsim/base/error.hpp"
+#include "hybrid_decisions.hpp"
 
 namespace coopsim {
 

@@ -1,6 +1,6 @@
-#include "coopsim/policy.hpp"
+#include "coopsim/policy/policy.hpp"
 
-#include "coopsim/error.hpp"
+#include "coopsim/base/error.hpp"
 
 namespace coopsim {
 

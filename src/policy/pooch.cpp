@@ -1,9 +1,10 @@
-// pooch: the PoocH-like greedy (include/coopsim/policy/hybrid.hpp; docs/models/pooch.md).
+// pooch: the PoocH-like greedy (src/policy/hybrid.hpp; docs/models/pooch.md).
 #include <algorithm>
 #include <set>
 
-#include "coopsim/policy/hybrid.hpp"
-#include "hybrid_plan.hpp"
+#include "hybrid.hpp"
+#include "coopsim/policy/registry.hpp"
+#include "hybrid_decisions.hpp"
 
 namespace coopsim {
 
@@ -53,5 +54,8 @@ void PoochPolicy::choose(const hybrid_detail::HybridPlanner& planner, std::size_
     chosen.push_back(g);
   }
 }
+
+// Its line in the registry (src/policy/registry.cpp).
+PolicyRegistry::Entry pooch_policy_entry() { return PolicyRegistry::entry_for<PoochPolicy>(); }
 
 }  // namespace coopsim

@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "coopsim/link.hpp"
-#include "coopsim/policy.hpp"
+#include "coopsim/model/link.hpp"
+#include "coopsim/policy/policy.hpp"
 
 namespace coopsim::swap_detail {
 
@@ -67,7 +67,7 @@ class SwapSchedule {
 // again counts as furthest; lowest index on ties). Empty when nothing qualifies.
 std::vector<Action> furthest_next_use_swap_out(const UseIndex& uses, const MemoryView& view);
 
-// Planning link: the named preset of include/coopsim/link.hpp.
+// Planning link: the named preset of include/coopsim/model/link.hpp.
 LinkModel planning_link(const std::string& preset);
 std::vector<std::string> link_preset_names();
 

@@ -1,11 +1,12 @@
-// vdnn policy (see include/coopsim/policy/vdnn.hpp; docs/models/swap-policies.md).
-#include "coopsim/policy/vdnn.hpp"
+// vdnn policy (see src/policy/vdnn.hpp; docs/models/swap-policies.md).
+#include "vdnn.hpp"
+#include "coopsim/policy/registry.hpp"
 
 #include <algorithm>
 #include <cctype>
 #include <string>
 
-#include "coopsim/error.hpp"
+#include "coopsim/base/error.hpp"
 #include "swap_schedule.hpp"
 
 namespace coopsim {
@@ -112,5 +113,8 @@ std::vector<VdnnPolicy::Entry> VdnnPolicy::plan() const {
   for (const PlannedSwap& p : schedule_->plan()) out.push_back({p.tensor, p.out_at, p.in_at, p.use_at});
   return out;
 }
+
+// Its line in the registry (src/policy/registry.cpp).
+PolicyRegistry::Entry vdnn_policy_entry() { return PolicyRegistry::entry_for<VdnnPolicy>(); }
 
 }  // namespace coopsim

@@ -1,4 +1,4 @@
-// DirLock (coopsim/sweep.hpp): one writer per sweep directory. flock rather than an O_EXCL
+// DirLock (coopsim/sweep/sweep.hpp): one writer per sweep directory. flock rather than an O_EXCL
 // pid file because the kernel releases it when the process dies, however it dies: a sweep killed
 // with SIGKILL or a crashed node never leaves a lock that blocks the next run.
 #include <fcntl.h>
@@ -10,8 +10,8 @@
 #include <cstring>
 #include <string>
 
-#include "coopsim/error.hpp"
-#include "coopsim/sweep.hpp"
+#include "coopsim/base/error.hpp"
+#include "coopsim/sweep/sweep.hpp"
 
 namespace coopsim::sweep {
 

@@ -6,9 +6,8 @@
 
 #include <ostream>
 
-#include "coopsim/commands.hpp"
-#include "coopsim/error.hpp"
-#include "coopsim/sweep.hpp"
+#include "coopsim/base/error.hpp"
+#include "coopsim/sweep/sweep.hpp"
 
 namespace coopsim {
 

@@ -6,9 +6,9 @@
 
 #include <ostream>
 
-#include "coopsim/commands.hpp"
-#include "coopsim/error.hpp"
-#include "coopsim/sweep.hpp"
+#include "coopsim/base/error.hpp"
+#include "coopsim/sweep/sweep.hpp"
+#include "coopsim/formats/trace_file.hpp"
 
 namespace coopsim {
 namespace sweep {
@@ -111,8 +111,9 @@ int command_minbudget(const MinBudgetArgs& args, std::ostream& out) {
   const sweep::MinBudgetResult r = sweep::find_min_budget(cfg, trace, opt);
   const double ratio =
       r.peak.value == 0 ? 0.0 : static_cast<double>(r.budget.value) / static_cast<double>(r.peak.value);
-  const std::string allocator = cfg.doc.value("allocator", "pytorch");
-  const std::string policy = cfg.doc.value("policy", "keep");
+  const Params top = top_level_params(cfg.doc);
+  const std::string allocator = top.get_string("allocator");
+  const std::string policy = top.get_string("policy");
   if (args.json) {
     nlohmann::ordered_json j;
     j["trace"] = args.trace;

@@ -6,10 +6,11 @@
 #include <fstream>
 #include <sstream>
 
-#include "coopsim/commands.hpp"
-#include "coopsim/error.hpp"
-#include "coopsim/text.hpp"
-#include "coopsim/sweep.hpp"
+#include "coopsim/base/error.hpp"
+#include "coopsim/base/output_file.hpp"
+#include "coopsim/base/text.hpp"
+#include "coopsim/sweep/sweep.hpp"
+#include "coopsim/output/report_writers.hpp"
 
 namespace coopsim::sweep {
 namespace {

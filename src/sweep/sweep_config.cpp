@@ -7,10 +7,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "coopsim/error.hpp"
-#include "coopsim/limits.hpp"
-#include "coopsim/sweep.hpp"
-#include "coopsim/text.hpp"
+#include "coopsim/base/error.hpp"
+#include "coopsim/base/limits.hpp"
+#include "coopsim/sweep/sweep.hpp"
+#include "coopsim/base/text.hpp"
 
 namespace coopsim::sweep {
 namespace {

@@ -13,12 +13,12 @@
 #include <string_view>
 #include <thread>
 
-#include "coopsim/commands.hpp"
-#include "coopsim/error.hpp"
-#include "coopsim/limits.hpp"
-#include "coopsim/memory_budget.hpp"
-#include "coopsim/output_file.hpp"
-#include "coopsim/sweep.hpp"
+#include "coopsim/base/error.hpp"
+#include "coopsim/base/limits.hpp"
+#include "coopsim/model/memory_budget.hpp"
+#include "coopsim/base/output_file.hpp"
+#include "coopsim/sweep/sweep.hpp"
+#include "coopsim/formats/trace_file.hpp"
 #include "coopsim_config.h"
 
 namespace coopsim {

@@ -9,8 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "coopsim/error.hpp"
-#include "coopsim/trace.hpp"
+#include "coopsim/base/error.hpp"
+#include "coopsim/model/trace.hpp"
+#include "coopsim/formats/trace_file.hpp"
 #include "test_paths.hpp"
 
 namespace fs = std::filesystem;

@@ -5,8 +5,8 @@
 #include <map>
 #include <random>
 
-#include "coopsim/builtin.hpp"
-#include "coopsim/error.hpp"
+#include "coopsim/sim/builtin.hpp"
+#include "coopsim/base/error.hpp"
 
 using namespace coopsim;
 

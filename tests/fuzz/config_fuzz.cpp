@@ -1,8 +1,8 @@
 // libFuzzer harness: the config loader. The input is a config file for load_config +
 // check_config; a first line starting with "--set " is applied as an override after loading
 // (the rest of the input is the file), so that apply_override is fuzzed as well.
-#include "coopsim/limits.hpp"
-#include "coopsim/simulation.hpp"
+#include "coopsim/base/limits.hpp"
+#include "coopsim/sim/simulation.hpp"
 #include "fuzz_common.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -18,8 +18,9 @@
 #include <string_view>
 #include <vector>
 
-#include "coopsim/error.hpp"
-#include "coopsim/trace.hpp"
+#include "coopsim/base/error.hpp"
+#include "coopsim/model/trace.hpp"
+#include "coopsim/formats/trace_file.hpp"
 
 namespace coopsim::fuzz {
 

@@ -1,7 +1,7 @@
 // libFuzzer harness: coopsim's pickle reader and the torch-snapshot importer on its result. A
 // parsed value is converted as a snapshot of device 0; an imported trace must be a valid
 // trace v1, written and loaded back unchanged.
-#include "coopsim/import/pickle.hpp"
+#include "coopsim/formats/pickle.hpp"
 #include "coopsim/import/torch_snapshot.hpp"
 #include "fuzz_common.hpp"
 

@@ -1,6 +1,6 @@
 // libFuzzer harness: the plan loader (parse_plan) and the plan checker. A plan that parses must
 // print (plan_to_text) to text that parses back to the same plan.
-#include "coopsim/gpu/plan.hpp"
+#include "coopsim/replay/replay_plan.hpp"
 #include "fuzz_common.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

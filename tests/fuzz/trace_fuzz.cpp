@@ -1,6 +1,7 @@
 // libFuzzer harness: the trace v1 loader (load_trace) on arbitrary bytes (plain or gzip). An
 // accepted trace must survive write_trace + load_trace unchanged, and summarize() must run.
 #include "fuzz_common.hpp"
+#include "coopsim/formats/trace_file.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace coopsim;

@@ -2,7 +2,9 @@
 // field with figures worked out by hand from each model's rules (derivations inline).
 #include <catch2/catch.hpp>
 
-#include "coopsim/simulation.hpp"
+#include "coopsim/sim/simulation.hpp"
+#include "coopsim/formats/trace_file.hpp"
+#include "coopsim/output/report_writers.hpp"
 
 using namespace coopsim;
 

@@ -7,8 +7,8 @@
 #include <iostream>
 #include <string>
 
-#include "coopsim/gpu/plan.hpp"
-#include "coopsim/gpu/replay.hpp"
+#include "coopsim/replay/replay_plan.hpp"
+#include "coopsim/replay/replay.hpp"
 #include "plan_scenarios.hpp"
 
 using namespace coopsim;

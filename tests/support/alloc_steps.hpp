@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "coopsim/allocator.hpp"
+#include "coopsim/alloc/allocator.hpp"
 
 namespace coopsim::test {
 

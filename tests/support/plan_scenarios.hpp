@@ -10,10 +10,10 @@
 
 #include <set>
 
-#include "coopsim/gpu/plan.hpp"
-#include "coopsim/link.hpp"
-#include "coopsim/report.hpp"
-#include "coopsim/runlog.hpp"
+#include "coopsim/replay/replay_plan.hpp"
+#include "coopsim/model/link.hpp"
+#include "coopsim/model/report.hpp"
+#include "coopsim/model/runlog.hpp"
 #include "trace_builder.hpp"
 
 namespace coopsim::test {

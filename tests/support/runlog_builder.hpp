@@ -1,4 +1,4 @@
-// Builds event logs (include/coopsim/runlog.hpp) by hand for the validator and export tests,
+// Builds event logs (include/coopsim/model/runlog.hpp) by hand for the validator and export tests,
 // record by record, the way the engine appends them.
 #pragma once
 
@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "coopsim/runlog.hpp"
+#include "coopsim/model/runlog.hpp"
 #include "trace_builder.hpp"
 
 namespace coopsim::test {

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "coopsim/trace.hpp"
+#include "coopsim/model/trace.hpp"
 
 namespace coopsim::test {
 

@@ -8,10 +8,11 @@
 #include <limits>
 #include <string>
 
-#include "coopsim/builtin.hpp"
-#include "coopsim/error.hpp"
+#include "coopsim/sim/builtin.hpp"
+#include "coopsim/base/error.hpp"
 #include "coopsim/import/importers.hpp"
-#include "coopsim/simulation.hpp"
+#include "coopsim/sim/simulation.hpp"
+#include "coopsim/formats/trace_file.hpp"
 #include "test_paths.hpp"
 #include "trace_builder.hpp"
 

@@ -8,13 +8,13 @@
 #include <limits>
 #include <string>
 
-#include "coopsim/alloc/fungible.hpp"
-#include "coopsim/allocator.hpp"
-#include "coopsim/builtin.hpp"
-#include "coopsim/engine.hpp"
-#include "coopsim/error.hpp"
-#include "coopsim/link.hpp"
-#include "coopsim/simulation.hpp"
+#include "alloc/fungible.hpp"
+#include "coopsim/alloc/allocator.hpp"
+#include "coopsim/sim/builtin.hpp"
+#include "coopsim/engine/engine.hpp"
+#include "coopsim/base/error.hpp"
+#include "coopsim/model/link.hpp"
+#include "coopsim/sim/simulation.hpp"
 #include "trace_builder.hpp"
 
 using namespace coopsim;

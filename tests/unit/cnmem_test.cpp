@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "coopsim/alloc/cnmem.hpp"
-#include "coopsim/error.hpp"
+#include "alloc/cnmem.hpp"
+#include "coopsim/base/error.hpp"
 #include "alloc_steps.hpp"
 
 using namespace coopsim;

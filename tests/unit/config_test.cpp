@@ -3,8 +3,8 @@
 
 #include <fstream>
 
-#include "coopsim/error.hpp"
-#include "coopsim/simulation.hpp"
+#include "coopsim/base/error.hpp"
+#include "coopsim/sim/simulation.hpp"
 #include "test_paths.hpp"
 #include "trace_builder.hpp"
 

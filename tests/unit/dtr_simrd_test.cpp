@@ -15,12 +15,12 @@
 #include <sstream>
 #include <string>
 
-#include "coopsim/commands.hpp"
-#include "coopsim/error.hpp"
+#include "coopsim/cli/commands.hpp"
+#include "coopsim/base/error.hpp"
 #include "coopsim/import/importers.hpp"
-#include "coopsim/remat/simrd.hpp"
-#include "coopsim/simulation.hpp"
-#include "coopsim/trace.hpp"
+#include "coopsim/policy/remat/simrd.hpp"
+#include "coopsim/sim/simulation.hpp"
+#include "coopsim/model/trace.hpp"
 
 using namespace coopsim;
 

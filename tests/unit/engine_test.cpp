@@ -1,9 +1,9 @@
 // Engine behaviour on tiny hand-worked traces: time, stalls, swaps, OOM points, fragmentation.
 #include <catch2/catch.hpp>
 
-#include "coopsim/alloc/bestfit.hpp"
-#include "coopsim/alloc/fungible.hpp"
-#include "coopsim/engine.hpp"
+#include "alloc/bestfit.hpp"
+#include "alloc/fungible.hpp"
+#include "coopsim/engine/engine.hpp"
 #include "coopsim/policy/keep.hpp"
 #include "trace_builder.hpp"
 

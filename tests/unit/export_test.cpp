@@ -8,8 +8,8 @@
 #include <map>
 #include <string>
 
-#include "coopsim/export.hpp"
-#include "coopsim/validate.hpp"
+#include "coopsim/output/export.hpp"
+#include "coopsim/validate/validate.hpp"
 #include "runlog_builder.hpp"
 
 using namespace coopsim;

@@ -9,9 +9,9 @@
 #include <tuple>
 #include <vector>
 
-#include "../../src/export/pickle_writer.hpp"
-#include "coopsim/allocator.hpp"
-#include "coopsim/export.hpp"
+#include "coopsim/formats/pickle_writer.hpp"
+#include "coopsim/alloc/allocator.hpp"
+#include "coopsim/output/export.hpp"
 #include "coopsim/import/torch_snapshot.hpp"
 #include "runlog_builder.hpp"
 

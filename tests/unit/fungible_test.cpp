@@ -7,8 +7,8 @@
 #include <random>
 #include <vector>
 
-#include "coopsim/alloc/fungible.hpp"
-#include "coopsim/error.hpp"
+#include "alloc/fungible.hpp"
+#include "coopsim/base/error.hpp"
 #include "alloc_steps.hpp"
 
 using namespace coopsim;

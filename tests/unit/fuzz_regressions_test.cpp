@@ -7,10 +7,11 @@
 #include <iterator>
 #include <string>
 
-#include "coopsim/error.hpp"
-#include "coopsim/gpu/plan.hpp"
+#include "coopsim/base/error.hpp"
+#include "coopsim/replay/replay_plan.hpp"
 #include "coopsim/import/importers.hpp"
-#include "coopsim/simulation.hpp"
+#include "coopsim/sim/simulation.hpp"
+#include "coopsim/formats/trace_file.hpp"
 #include "test_paths.hpp"
 
 using namespace coopsim;

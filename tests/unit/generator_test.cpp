@@ -9,11 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "coopsim/error.hpp"
+#include "coopsim/base/error.hpp"
 #include "test_paths.hpp"
-#include "coopsim/generator.hpp"
-#include "coopsim/params.hpp"
-#include "coopsim/trace.hpp"
+#include "coopsim/generate/generator.hpp"
+#include "coopsim/base/params.hpp"
+#include "coopsim/model/trace.hpp"
+#include "coopsim/formats/trace_file.hpp"
 
 using namespace coopsim;
 

@@ -6,10 +6,10 @@
 
 #include <map>
 
-#include "coopsim/alloc/bestfit.hpp"
-#include "coopsim/alloc/fungible.hpp"
-#include "coopsim/engine.hpp"
-#include "coopsim/policy/hybrid.hpp"
+#include "alloc/bestfit.hpp"
+#include "alloc/fungible.hpp"
+#include "coopsim/engine/engine.hpp"
+#include "policy/hybrid.hpp"
 #include "coopsim/policy/keep.hpp"
 #include "trace_builder.hpp"
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "coopsim/error.hpp"
+#include "coopsim/base/error.hpp"
 #include "coopsim/import/importers.hpp"
 #include "test_paths.hpp"
 

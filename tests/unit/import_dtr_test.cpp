@@ -11,11 +11,12 @@
 #include <string>
 #include <vector>
 
-#include "coopsim/commands.hpp"
-#include "coopsim/error.hpp"
+#include "coopsim/cli/commands.hpp"
+#include "coopsim/base/error.hpp"
 #include "coopsim/import/importers.hpp"
-#include "coopsim/simulation.hpp"
-#include "coopsim/trace.hpp"
+#include "coopsim/sim/simulation.hpp"
+#include "coopsim/model/trace.hpp"
+#include "coopsim/formats/trace_file.hpp"
 #include "test_paths.hpp"
 
 namespace fs = std::filesystem;

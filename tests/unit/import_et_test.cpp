@@ -24,12 +24,13 @@
 #include <string>
 #include <vector>
 
-#include "coopsim/error.hpp"
+#include "coopsim/base/error.hpp"
 #include "coopsim/import/importers.hpp"
-#include "coopsim/report.hpp"
-#include "coopsim/simulation.hpp"
-#include "coopsim/trace.hpp"
-#include "src/import/et_detail.hpp"
+#include "coopsim/model/report.hpp"
+#include "coopsim/sim/simulation.hpp"
+#include "coopsim/model/trace.hpp"
+#include "coopsim/formats/trace_file.hpp"
+#include "import/et_detail.hpp"
 #include "test_paths.hpp"
 
 namespace fs = std::filesystem;

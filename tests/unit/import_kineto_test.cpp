@@ -16,10 +16,11 @@
 #include <string>
 #include <vector>
 
-#include "coopsim/error.hpp"
+#include "coopsim/base/error.hpp"
 #include "coopsim/import/importers.hpp"
-#include "coopsim/trace.hpp"
-#include "src/import/kineto_detail.hpp"
+#include "coopsim/model/trace.hpp"
+#include "coopsim/formats/trace_file.hpp"
+#include "import/kineto_detail.hpp"
 #include "test_paths.hpp"
 
 namespace fs = std::filesystem;

@@ -9,7 +9,7 @@
 #include <set>
 
 #include "coopsim/alloc/pytorch.hpp"
-#include "coopsim/engine.hpp"
+#include "coopsim/engine/engine.hpp"
 #include "coopsim/import/torch_snapshot.hpp"
 #include "coopsim/policy/keep.hpp"
 #include "test_paths.hpp"

@@ -8,11 +8,12 @@
 #include <fstream>
 
 #include "coopsim/alloc/pytorch.hpp"
-#include "coopsim/engine.hpp"
-#include "coopsim/error.hpp"
+#include "coopsim/engine/engine.hpp"
+#include "coopsim/base/error.hpp"
 #include "coopsim/import/torch_snapshot.hpp"
 #include "coopsim/policy/keep.hpp"
-#include "coopsim/simulation.hpp"
+#include "coopsim/sim/simulation.hpp"
+#include "coopsim/formats/trace_file.hpp"
 #include "pickle_test_support.hpp"
 #include "test_paths.hpp"
 #include "torch_snapshot_test_support.hpp"

@@ -1,4 +1,4 @@
-// Input caps (include/coopsim/limits.hpp, docs/limits.md): the "limits" config section, and the
+// Input caps (include/coopsim/base/limits.hpp, docs/limits.md): the "limits" config section, and the
 // exact one-line error of every cap in the trace loader and the importers.
 #include <catch2/catch.hpp>
 #include <zlib.h>
@@ -7,10 +7,11 @@
 #include <fstream>
 #include <string>
 
-#include "coopsim/error.hpp"
+#include "coopsim/base/error.hpp"
 #include "coopsim/import/importers.hpp"
-#include "coopsim/limits.hpp"
-#include "coopsim/simulation.hpp"
+#include "coopsim/base/limits.hpp"
+#include "coopsim/sim/simulation.hpp"
+#include "coopsim/formats/trace_file.hpp"
 #include "test_paths.hpp"
 
 namespace fs = std::filesystem;

@@ -1,4 +1,4 @@
-// limits.max_memory (coopsim/memory_budget.hpp, docs/limits.md "Memory budget"): its default
+// limits.max_memory (coopsim/model/memory_budget.hpp, docs/limits.md "Memory budget"): its default
 // and syntax, and small inputs describing huge data, generated here, that every reader refuses
 // with the one-line budget error before allocating it: a pickle dict shared 2^100 times through
 // the memo, 2^28 Nones in a 256 KB gzip pickle, 3*10^8 mark events in a gzip trace, 10^6 tensors,
@@ -14,12 +14,13 @@
 #include <sstream>
 #include <string>
 
-#include "coopsim/error.hpp"
-#include "coopsim/gpu/plan.hpp"
+#include "coopsim/base/error.hpp"
+#include "coopsim/replay/replay_plan.hpp"
 #include "coopsim/import/importers.hpp"
-#include "coopsim/import/pickle.hpp"
-#include "coopsim/limits.hpp"
-#include "coopsim/memory_budget.hpp"
+#include "coopsim/formats/pickle.hpp"
+#include "coopsim/base/limits.hpp"
+#include "coopsim/model/memory_budget.hpp"
+#include "coopsim/formats/trace_file.hpp"
 #include "test_paths.hpp"
 
 namespace fs = std::filesystem;

@@ -3,8 +3,8 @@
 // policy under a compute-overhead limit.
 #include <catch2/catch.hpp>
 
-#include "coopsim/generator.hpp"
-#include "coopsim/sweep.hpp"
+#include "coopsim/generate/generator.hpp"
+#include "coopsim/sweep/sweep.hpp"
 #include "trace_builder.hpp"
 
 using namespace coopsim;

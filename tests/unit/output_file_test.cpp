@@ -1,4 +1,4 @@
-// OutputFile (coopsim/output_file.hpp): temporary file + rename for regular targets, direct
+// OutputFile (coopsim/base/output_file.hpp): temporary file + rename for regular targets, direct
 // writes to FIFOs and character devices, write-through symbolic links, refusals, the signal
 // cleanup; check_output_paths; the sweep directory lock.
 #include <fcntl.h>
@@ -14,10 +14,10 @@
 #include <set>
 #include <sstream>
 
-#include "coopsim/commands.hpp"
-#include "coopsim/error.hpp"
-#include "coopsim/output_file.hpp"
-#include "coopsim/sweep.hpp"
+#include "coopsim/cli/commands.hpp"
+#include "coopsim/base/error.hpp"
+#include "coopsim/base/output_file.hpp"
+#include "coopsim/sweep/sweep.hpp"
 #include "test_paths.hpp"
 
 using namespace coopsim;

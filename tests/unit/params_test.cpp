@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
-#include "coopsim/error.hpp"
-#include "coopsim/params.hpp"
+#include "coopsim/base/error.hpp"
+#include "coopsim/base/params.hpp"
 
 using namespace coopsim;
 

@@ -9,8 +9,8 @@
 #include <random>
 #include <string>
 
-#include "coopsim/error.hpp"
-#include "coopsim/import/pickle.hpp"
+#include "coopsim/base/error.hpp"
+#include "coopsim/formats/pickle.hpp"
 #include "pickle_test_support.hpp"
 
 using coopsim::pickle::PickleError;

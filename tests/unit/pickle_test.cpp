@@ -1,4 +1,4 @@
-// coopsim's allow-list pickle reader (include/coopsim/import/pickle.hpp). Byte strings are
+// coopsim's allow-list pickle reader (include/coopsim/formats/pickle.hpp). Byte strings are
 // worked by hand from the Python pickle protocol specification (Lib/pickletools.py); string
 // literals are split where a hex escape would swallow the next character ("\x05" "a").
 #include <catch2/catch.hpp>
@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "coopsim/error.hpp"
-#include "coopsim/import/pickle.hpp"
+#include "coopsim/base/error.hpp"
+#include "coopsim/formats/pickle.hpp"
 #include "pickle_test_support.hpp"
 #include "test_paths.hpp"
 

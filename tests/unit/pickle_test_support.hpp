@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "coopsim/error.hpp"
-#include "coopsim/import/pickle.hpp"
+#include "coopsim/base/error.hpp"
+#include "coopsim/formats/pickle.hpp"
 
 namespace pickle_test {
 

@@ -1,4 +1,4 @@
-// Exact decision search (include/coopsim/plan/exact.hpp) and the planner built on it: hand-worked
+// Exact decision search (src/planner/exact.hpp) and the planner built on it: hand-worked
 // instances where greedy placement misses the optimum and where the optimum exceeds the
 // max-live bound, quick answers, independent parts, budgets, determinism; MiniMalloc's example
 // and easy challenging instances when ../shared is present.
@@ -6,10 +6,10 @@
 
 #include <sstream>
 
-#include "coopsim/error.hpp"
-#include "coopsim/plan/exact.hpp"
-#include "coopsim/plan/planner.hpp"
-#include "coopsim/plan/problem.hpp"
+#include "coopsim/base/error.hpp"
+#include "planner/exact.hpp"
+#include "coopsim/planner/planner.hpp"
+#include "coopsim/planner/problem.hpp"
 #include "test_paths.hpp"
 
 using namespace coopsim::plan;

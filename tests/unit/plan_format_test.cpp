@@ -6,8 +6,8 @@
 
 #include <fstream>
 
-#include "coopsim/error.hpp"
-#include "coopsim/gpu/plan.hpp"
+#include "coopsim/base/error.hpp"
+#include "coopsim/replay/replay_plan.hpp"
 #include "plan_scenarios.hpp"
 #include "test_paths.hpp"
 

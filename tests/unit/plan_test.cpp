@@ -5,10 +5,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "coopsim/error.hpp"
-#include "coopsim/plan/check.hpp"
-#include "coopsim/plan/planner.hpp"
-#include "coopsim/plan/problem.hpp"
+#include "coopsim/base/error.hpp"
+#include "coopsim/planner/check.hpp"
+#include "coopsim/planner/planner.hpp"
+#include "coopsim/planner/problem.hpp"
 #include "test_paths.hpp"
 
 using namespace coopsim::plan;

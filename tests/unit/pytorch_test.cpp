@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "coopsim/alloc/pytorch.hpp"
-#include "coopsim/error.hpp"
+#include "coopsim/base/error.hpp"
 
 using namespace coopsim;
 

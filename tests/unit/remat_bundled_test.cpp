@@ -5,8 +5,9 @@
 // thrashing; a completed run executed every op of the trace.
 #include <catch2/catch.hpp>
 
-#include "coopsim/builtin.hpp"
-#include "coopsim/simulation.hpp"
+#include "coopsim/sim/builtin.hpp"
+#include "coopsim/sim/simulation.hpp"
+#include "coopsim/formats/trace_file.hpp"
 #include "bundled_traces.hpp"
 
 using namespace coopsim;

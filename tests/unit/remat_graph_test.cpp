@@ -3,11 +3,11 @@
 // evicted-ancestor cost (MSPS); and the heuristic family end to end.
 #include <catch2/catch.hpp>
 
-#include "coopsim/alloc/fungible.hpp"
-#include "coopsim/engine.hpp"
+#include "alloc/fungible.hpp"
+#include "coopsim/engine/engine.hpp"
 #include "coopsim/policy/dtr.hpp"
-#include "coopsim/remat/graph.hpp"
-#include "coopsim/remat/victim.hpp"
+#include "coopsim/policy/remat/graph.hpp"
+#include "coopsim/policy/remat/victim.hpp"
 #include "trace_builder.hpp"
 
 using namespace coopsim;

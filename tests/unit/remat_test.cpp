@@ -4,10 +4,10 @@
 // loop on the paper's motivating layout. Every expected figure is derived in the comments.
 #include <catch2/catch.hpp>
 
-#include "coopsim/alloc/bestfit.hpp"
-#include "coopsim/alloc/fungible.hpp"
-#include "coopsim/engine.hpp"
-#include "coopsim/policy/coop.hpp"
+#include "alloc/bestfit.hpp"
+#include "alloc/fungible.hpp"
+#include "coopsim/engine/engine.hpp"
+#include "policy/coop.hpp"
 #include "coopsim/policy/dtr.hpp"
 #include "trace_builder.hpp"
 

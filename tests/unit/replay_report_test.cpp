@@ -5,11 +5,11 @@
 
 #include <fstream>
 
-#include "coopsim/error.hpp"
-#include "coopsim/gpu/replay_report.hpp"
-#include "coopsim/link.hpp"
-#include "coopsim/params.hpp"
-#include "coopsim/simulation.hpp"
+#include "coopsim/base/error.hpp"
+#include "coopsim/replay/replay_report.hpp"
+#include "coopsim/model/link.hpp"
+#include "coopsim/base/params.hpp"
+#include "coopsim/sim/simulation.hpp"
 #include "plan_scenarios.hpp"
 #include "test_paths.hpp"
 

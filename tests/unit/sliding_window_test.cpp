@@ -1,7 +1,7 @@
 // Hand-worked cases for Coop's sliding-window search (rules in sliding_window.hpp).
 #include <catch2/catch.hpp>
 
-#include "coopsim/remat/sliding_window.hpp"
+#include "policy/remat/sliding_window.hpp"
 
 using namespace coopsim;
 

@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "coopsim/alloc/smartpool.hpp"
-#include "coopsim/builtin.hpp"
-#include "coopsim/error.hpp"
-#include "coopsim/plan/problem.hpp"
+#include "alloc/smartpool.hpp"
+#include "coopsim/sim/builtin.hpp"
+#include "coopsim/base/error.hpp"
+#include "coopsim/planner/problem.hpp"
 #include "smartpool_test_support.hpp"
 #include "test_paths.hpp"
 

@@ -9,12 +9,13 @@
 #include <map>
 #include <vector>
 
-#include "coopsim/alloc/smartpool.hpp"
-#include "coopsim/engine.hpp"
-#include "coopsim/error.hpp"
+#include "alloc/smartpool.hpp"
+#include "coopsim/engine/engine.hpp"
+#include "coopsim/base/error.hpp"
 #include "coopsim/policy/keep.hpp"
-#include "coopsim/report.hpp"
-#include "coopsim/trace.hpp"
+#include "coopsim/model/report.hpp"
+#include "coopsim/model/trace.hpp"
+#include "coopsim/formats/trace_file.hpp"
 #include "smartpool_test_support.hpp"
 
 using namespace coopsim;

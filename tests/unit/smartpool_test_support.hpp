@@ -8,8 +8,8 @@
 #include <map>
 #include <vector>
 
-#include "coopsim/alloc/smartpool.hpp"
-#include "coopsim/trace.hpp"
+#include "alloc/smartpool.hpp"
+#include "coopsim/model/trace.hpp"
 #include "trace_builder.hpp"
 
 namespace coopsim::test {

@@ -10,10 +10,10 @@
 #include <utility>
 #include <vector>
 
-#include "../../src/export/pickle_writer.hpp"
+#include "coopsim/formats/pickle_writer.hpp"
 #include "coopsim/alloc/pytorch.hpp"
-#include "coopsim/engine.hpp"
-#include "coopsim/error.hpp"
+#include "coopsim/engine/engine.hpp"
+#include "coopsim/base/error.hpp"
 #include "coopsim/import/torch_snapshot.hpp"
 #include "coopsim/policy/keep.hpp"
 #include "torch_snapshot_test_support.hpp"

@@ -7,8 +7,9 @@
 // holds). Runs end completed, out of memory or thrashing; a completed run executed every op.
 #include <catch2/catch.hpp>
 
-#include "coopsim/builtin.hpp"
-#include "coopsim/simulation.hpp"
+#include "coopsim/sim/builtin.hpp"
+#include "coopsim/sim/simulation.hpp"
+#include "coopsim/formats/trace_file.hpp"
 #include "bundled_traces.hpp"
 
 using namespace coopsim;
@@ -18,14 +19,15 @@ TEST_CASE("keep, swap and hybrid policies pass the plan checks on every bundled 
   REQUIRE(traces.size() >= 10);
   const auto& c = builtin_components();
   const std::vector<int> percents = coopsim::test::bundled_percents({30, 50, 70, 90, 100});
-  const std::vector<std::pair<std::string, nlohmann::json>> policies{
-      {"keep", nlohmann::json::object()},
-      {"autoswap", nlohmann::json::object()},
-      {"vdnn", {{"variant", "all"}}},
-      {"vdnn", {{"variant", "conv"}}},
-      {"pooch", nlohmann::json::object()},
-      {"capuchin", nlohmann::json::object()},
-  };
+  // Every registered policy but the recompute ones (remat_bundled_test.cpp), with its defaults,
+  // plus vDNN's second variant: a policy added to the registry runs here from its first build.
+  std::vector<std::pair<std::string, nlohmann::json>> policies;
+  for (const auto& entry : c.policies.entries()) {
+    if (entry.name == "coop" || entry.name == "dte" || entry.name == "dtr") continue;
+    policies.emplace_back(entry.name, nlohmann::json::object());
+  }
+  policies.emplace_back("vdnn", nlohmann::json{{"variant", "conv"}});
+  REQUIRE(policies.size() >= 6);
   std::uint64_t runs = 0, swap_runs = 0, completed = 0, swapped = 0, recomputed = 0;
   for (const auto& path : traces) {
     const Trace trace = load_trace(path.string());

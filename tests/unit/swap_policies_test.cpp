@@ -3,11 +3,11 @@
 // every event). An illegal action (a pinned or non-resident tensor) would throw.
 #include <catch2/catch.hpp>
 
-#include "coopsim/alloc/fungible.hpp"
-#include "coopsim/engine.hpp"
-#include "coopsim/policy/autoswap.hpp"
+#include "alloc/fungible.hpp"
+#include "coopsim/engine/engine.hpp"
+#include "policy/autoswap.hpp"
 #include "coopsim/policy/keep.hpp"
-#include "coopsim/policy/vdnn.hpp"
+#include "policy/vdnn.hpp"
 #include "trace_builder.hpp"
 
 using namespace coopsim;

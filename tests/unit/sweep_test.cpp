@@ -5,8 +5,8 @@
 
 #include <set>
 
-#include "coopsim/error.hpp"
-#include "coopsim/sweep.hpp"
+#include "coopsim/base/error.hpp"
+#include "coopsim/sweep/sweep.hpp"
 #include "trace_builder.hpp"
 
 using namespace coopsim;

@@ -1,10 +1,10 @@
-// Text helpers for input-derived strings (include/coopsim/text.hpp) and the one-line rule of
+// Text helpers for input-derived strings (include/coopsim/base/text.hpp) and the one-line rule of
 // the error classes built on them.
 #include <catch2/catch.hpp>
 
-#include "coopsim/error.hpp"
-#include "coopsim/simulation.hpp"
-#include "coopsim/text.hpp"
+#include "coopsim/base/error.hpp"
+#include "coopsim/sim/simulation.hpp"
+#include "coopsim/base/text.hpp"
 
 using namespace coopsim;
 

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "coopsim/alloc/pytorch.hpp"
-#include "coopsim/engine.hpp"
-#include "coopsim/import/pickle.hpp"
+#include "coopsim/engine/engine.hpp"
+#include "coopsim/formats/pickle.hpp"
 #include "coopsim/import/torch_snapshot.hpp"
 #include "coopsim/policy/keep.hpp"
 

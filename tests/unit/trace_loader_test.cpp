@@ -12,8 +12,9 @@
 #include <sstream>
 #include <string>
 
-#include "coopsim/error.hpp"
-#include "coopsim/trace.hpp"
+#include "coopsim/base/error.hpp"
+#include "coopsim/model/trace.hpp"
+#include "coopsim/formats/trace_file.hpp"
 #include "test_paths.hpp"
 
 namespace fs = std::filesystem;

@@ -1,7 +1,7 @@
 #include <catch2/catch.hpp>
 
-#include "coopsim/params.hpp"
-#include "coopsim/units.hpp"
+#include "coopsim/base/params.hpp"
+#include "coopsim/base/units.hpp"
 
 using namespace coopsim;
 

@@ -8,8 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "coopsim/simulation.hpp"
-#include "coopsim/validate.hpp"
+#include "coopsim/sim/simulation.hpp"
+#include "coopsim/validate/validate.hpp"
+#include "coopsim/formats/trace_file.hpp"
 #include "runlog_builder.hpp"
 
 using namespace coopsim;

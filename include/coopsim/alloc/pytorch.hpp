@@ -23,9 +23,9 @@
 #include <string_view>
 #include <vector>
 
-#include "coopsim/allocator.hpp"
-#include "coopsim/params.hpp"
-#include "coopsim/units.hpp"
+#include "coopsim/alloc/allocator.hpp"
+#include "coopsim/base/params.hpp"
+#include "coopsim/base/units.hpp"
 
 namespace coopsim {
 

@@ -12,11 +12,12 @@
 #include <vector>
 
 #include "coopsim/alloc/pytorch.hpp"
-#include "coopsim/allocator.hpp"
+#include "coopsim/alloc/allocator.hpp"
 #include "coopsim/import/importers.hpp"
-#include "coopsim/import/pickle.hpp"
-#include "coopsim/memory_budget.hpp"
-#include "coopsim/trace.hpp"
+#include "coopsim/formats/pickle.hpp"
+#include "coopsim/model/memory_budget.hpp"
+#include "coopsim/model/report.hpp"
+#include "coopsim/model/trace.hpp"
 
 namespace coopsim::torch_snapshot {
 
@@ -41,15 +42,9 @@ std::optional<std::vector<SeedSegment>> final_segments(const Trace& trace);
 
 // Segment-by-segment comparison of a model's end state with the recorded one. Adjacent free
 // blocks are merged on both sides first (a snapshot and a model may cut free space differently
-// only where nothing can tell them apart).
-struct EndStateComparison {
-  bool segments_match = false;   // addresses, sizes, streams, pools and block layouts
-  bool reserved_match = false;   // total segment bytes
-  std::uint64_t recorded_segments = 0, model_segments = 0;
-  Bytes recorded_reserved, model_reserved;
-  std::string first_difference;  // empty when everything matches
-};
-EndStateComparison compare_end_state(const std::vector<SeedSegment>& recorded, const std::vector<SeedSegment>& model);
+// only where nothing can tell them apart). The result is the report's EndStateCheck
+// (coopsim/model/report.hpp).
+EndStateCheck compare_end_state(const std::vector<SeedSegment>& recorded, const std::vector<SeedSegment>& model);
 
 // What `coopsim import torch-snapshot` prints after writing `output`: the `coopsim run` line that
 // replays it with the recorded allocator settings (`--set pytorch.…` for every non-default one;

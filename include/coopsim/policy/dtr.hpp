@@ -7,7 +7,7 @@
 // in-place updates (Coop's baseline).
 //
 // `compat=simrd` selects the simrd compatibility profile instead: the engine hands the whole
-// replay to coopsim::simrd::replay (include/coopsim/remat/simrd.hpp), which follows the rules of
+// replay to coopsim::simrd::replay (include/coopsim/policy/remat/simrd.hpp), which follows the rules of
 // DTR's reference simulator (RuntimeV2EagerOptimized) rather than coopsim's engine.
 #pragma once
 
@@ -15,8 +15,8 @@
 #include <string_view>
 #include <vector>
 
-#include "coopsim/policy.hpp"
-#include "coopsim/remat/victim.hpp"
+#include "coopsim/policy/policy.hpp"
+#include "coopsim/policy/remat/victim.hpp"
 
 namespace coopsim {
 

@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "coopsim/policy.hpp"
+#include "coopsim/policy/policy.hpp"
 
 namespace coopsim {
 

@@ -1,9 +1,9 @@
 // Address-ordered piece list with a (size, address) free index; see piece_list.hpp.
-#include "coopsim/alloc/detail/piece_list.hpp"
+#include "piece_list.hpp"
 
 #include <fmt/format.h>
 
-#include "coopsim/error.hpp"
+#include "coopsim/base/error.hpp"
 
 namespace coopsim::detail {
 

@@ -1,0 +1,150 @@
+// The rematerialization graph the engine keeps under recompute policies (DTR's runtime model,
+// docs/models/dtr-dte.md, with Coop's bookkeeping: docs/models/coop.md).
+//
+//  * A RematValue is one version of a storage's contents. A storage gets a new value when it is
+//    allocated and, for values that already have a producer, when an op updates it in place:
+//    under recomputable in-place (Coop's "fbip") the new value keeps the block and the old
+//    one becomes an evicted, released value that its original producer can still recompute;
+//    under copy-on-write the new value gets a new block and the old one is released.
+//  * An RematExecution is one run of a trace op: the values it read and wrote. Rematerializing a
+//    value re-runs its producer with exactly those input values, so histories stay exact.
+//  * The logical clock advances by every executed op's cost, recomputations included;
+//    staleness = clock - last access, floored at 1 ns so that h stays finite.
+//  * Eq-class union-find: evicting a value merges it with the evicted inputs and outputs
+//    of its producer; the class root accumulates the members' compute costs; (re)computing a
+//    value subtracts its cost from its root and makes it a singleton again (upstream's rule,
+//    approximate by design: members that pointed through it keep their stale links).
+//
+// Policies read this through MemoryView::remat(); only the engine changes it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "coopsim/alloc/allocator.hpp"
+#include "coopsim/model/trace.hpp"
+#include "coopsim/base/units.hpp"
+
+namespace coopsim {
+
+enum class ValueState : std::uint8_t {
+  Resident,     // holds a block
+  Evicted,      // no memory; its producer can recompute it
+  Gone,         // freed for good (banished, or released without a producer)
+  SwappingOut,  // hybrid policies: copy to the host in flight; still holds its block
+  SwappedOut,   // only the host copy exists (swapped in, not recomputed, when needed)
+  SwappingIn,   // copy back in flight into a new block
+};
+
+struct RematValue {
+  std::uint32_t storage = kNoIndex;   // trace tensor index of the storage root
+  Bytes size;
+  std::uint32_t producer = kNoIndex;  // execution that computed it; kNoIndex: none yet / constant
+  ValueState state = ValueState::Resident;
+  bool released = false;     // no external reference left (the trace freed or replaced it)
+  bool unevictable = false;  // constants, random outputs, mutated state, accumulated gradients
+  std::uint32_t pins = 0;    // inputs of the op being executed or recomputed
+  SimTime last_access{0};    // logical clock at its last use or (re)computation
+  SimTime compute{0};        // its producer's cost (0 without one)
+  Block block;               // valid while Resident
+  std::uint32_t recomputes = 0;
+};
+
+struct RematExecution {
+  std::uint32_t op = kNoIndex;  // trace op index
+  SimTime cost{0};
+  std::vector<std::uint32_t> inputs, outputs;  // value indices
+};
+
+class RematGraph {
+ public:
+  // ---- read side (policies) ----
+  [[nodiscard]] const RematValue& value(std::uint32_t v) const { return values_[v]; }
+  [[nodiscard]] const RematExecution& execution(std::uint32_t e) const { return executions_[e]; }
+  [[nodiscard]] std::size_t value_count() const { return values_.size(); }
+  [[nodiscard]] SimTime clock() const { return clock_; }
+  // Consumers: executions that read the value.
+  [[nodiscard]] const std::vector<std::uint32_t>& consumers(std::uint32_t v) const { return consumers_[v]; }
+
+  // Resident, unpinned, not unevictable, and with a producer to recompute it.
+  [[nodiscard]] bool evictable(std::uint32_t v) const {
+    const RematValue& x = values_[v];
+    return x.state == ValueState::Resident && x.pins == 0 && !x.unevictable && x.producer != kNoIndex;
+  }
+  [[nodiscard]] SimTime staleness(std::uint32_t v) const {
+    const SimTime s = clock_ - values_[v].last_access;
+    return s < SimTime{1} ? SimTime{1} : s;
+  }
+  // Values holding a block (resident, or with a copy in flight) by block address (address
+  // order is the scan order of per-tensor loops).
+  [[nodiscard]] const std::map<std::uint64_t, std::uint32_t>& resident_by_address() const { return by_addr_; }
+  [[nodiscard]] std::optional<std::uint32_t> resident_at(std::uint64_t addr) const {
+    auto it = by_addr_.find(addr);
+    if (it == by_addr_.end()) return std::nullopt;
+    return it->second;
+  }
+
+  // Costs, in ns of compute (see the header comment and docs/models/dtr-dte.md).
+  // Coop / DTR prototype eq-class approximation: c(t) + sum over evicted inputs and outputs u
+  // of t's producer of max(cost of u's class, c(u)).
+  [[nodiscard]] double eq_class_cost(std::uint32_t v) const;
+  // h_DTR's full evicted neighbourhood: c(t) + c(evicted ancestors reachable through evicted
+  // values) + c(evicted descendants reachable through evicted values); each value once.
+  // `scanned` (optional) counts the values visited.
+  [[nodiscard]] double neighbourhood_cost(std::uint32_t v, std::uint64_t* scanned = nullptr) const;
+  // c(t) + c(evicted ancestors): what rematerializing t would recompute (MSPS).
+  [[nodiscard]] double ancestor_cost(std::uint32_t v, std::uint64_t* scanned = nullptr) const;
+
+  // Some evicted descendant, reachable through evicted values, still has an external
+  // reference: freeing v for good would make it impossible to recompute.
+  [[nodiscard]] bool needed_by_evicted(std::uint32_t v) const;
+  // v's producer can run again: it exists, is not random, and none of its inputs is gone.
+  [[nodiscard]] bool recomputable(std::uint32_t v, const Trace& trace) const;
+
+  // ---- write side (engine) ----
+  std::uint32_t add_value(std::uint32_t storage, Bytes size, bool unevictable);
+  std::uint32_t add_execution(std::uint32_t op, SimTime cost, std::vector<std::uint32_t> inputs,
+                              std::vector<std::uint32_t> outputs);
+  void advance(SimTime cost) { clock_ += cost; }
+  void touch(std::uint32_t v) { values_[v].last_access = clock_; }
+  void pin(std::uint32_t v) { ++values_[v].pins; }
+  void unpin(std::uint32_t v) { --values_[v].pins; }
+  void set_unevictable(std::uint32_t v) { values_[v].unevictable = true; }
+  void set_released(std::uint32_t v) { values_[v].released = true; }
+  void set_producer(std::uint32_t v, std::uint32_t execution);
+  void place(std::uint32_t v, const Block& b);        // -> Resident with block b
+  void evict(std::uint32_t v);                        // Resident -> Evicted (+ eq-class merge)
+  void mark_evicted_without_memory(std::uint32_t v);  // Resident -> Evicted; block handed on
+  void drop(std::uint32_t v);                         // -> Gone (block, if any, already freed)
+  void begin_swap_out(std::uint32_t v);               // Resident -> SwappingOut (keeps its block)
+  void finish_swap_out(std::uint32_t v);              // SwappingOut -> SwappedOut (block freed)
+  void begin_swap_in(std::uint32_t v, const Block& b);  // SwappedOut -> SwappingIn with block b
+  void finish_swap_in(std::uint32_t v);               // SwappingIn -> Resident
+  void computed(std::uint32_t v);                     // eq-class update after (re)compute
+  // v is gone for good: every resident value whose recomputation would need it (directly, or
+  // through evicted values) becomes unevictable.
+  void lock_dependents(std::uint32_t v);
+
+ private:
+  std::uint32_t find_root(std::uint32_t v) const;
+  template <class Visit>
+  bool walk_descendants(std::uint32_t v, Visit visit) const;
+  void merge(std::uint32_t a, std::uint32_t b);
+
+  std::vector<RematValue> values_;
+  std::vector<RematExecution> executions_;
+  std::vector<std::vector<std::uint32_t>> consumers_;
+  std::map<std::uint64_t, std::uint32_t> by_addr_;
+  SimTime clock_{0};
+  mutable std::vector<std::uint32_t> uf_parent_;  // path halving in find_root
+  std::vector<double> uf_cost_;                   // class roots: summed compute (ns); a double so
+                                                  // that sums of huge costs cannot wrap (exact
+                                                  // below 2^53 ns, 104 days)
+  mutable std::vector<std::uint32_t> visit_mark_;  // neighbourhood searches
+  mutable std::uint32_t visit_epoch_ = 0;
+  mutable std::vector<std::uint32_t> stack_;
+};
+
+}  // namespace coopsim

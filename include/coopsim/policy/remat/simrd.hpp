@@ -1,0 +1,55 @@
+// The simrd compatibility profile of the dtr policy (`--set dtr.compat=simrd`): a replay of an
+// imported DTR trace under the rules of DTR's reference simulator, simrd's
+// `RuntimeV2EagerOptimized` (uwsampl/dtr-prototype@eff53cc4 simrd/simrd/runtime/v2.py), as its
+// paper evaluation runs it (simrd_experiments/eval/pareto/run.py: run_pareto).
+//
+// simrd's model differs from coopsim's engine in ways that cannot be expressed as a victim
+// choice: memory is a single counter (no allocator, no addresses), costs and eviction are per
+// storage (the tensors on it, views included), dead storages are evicted rather than freed and
+// stay in the graph (they can be recomputed and are counted in neighbourhood costs), the
+// candidate order is the order in which storages became evictable, and rematerialized parents
+// stay resident. The profile therefore runs its own replay of the trace events; the rules and
+// where each comes from are listed in simrd.cpp and docs/import-dtr.md.
+#pragma once
+
+#include <cstdint>
+
+#include "coopsim/policy/remat/victim.hpp"
+#include "coopsim/model/trace.hpp"
+#include "coopsim/base/units.hpp"
+
+namespace coopsim::simrd {
+
+enum class Outcome : std::uint8_t { Completed, OutOfMemory, Thrashed };
+
+struct Config {
+  Bytes budget;
+  EvictionScore heuristic = EvictionScore::Dtr;  // dtr, dtr-eq, dtr-local, msps, lru, largest
+  double overhead_limit = 2.0;                   // simrd's remat_limit = baseline x (limit - 1); 0 = none
+};
+
+struct Result {
+  Outcome outcome = Outcome::Completed;
+  std::int64_t clock = 0;           // compute executed (ops + recomputations), ns; simrd's clock - 1
+  std::int64_t baseline = 0;        // the trace's op time (simrd's baseline model_compute)
+  std::int64_t remat_compute = 0;   // recomputation time
+  std::uint64_t recomputes = 0;     // ops re-run
+  std::uint64_t evictions = 0;      // by the heuristic
+  std::uint64_t eager_evictions = 0;  // at release
+  Bytes peak;                       // simrd's max_memory (after each op's outputs are charged)
+  Bytes requested;                  // the allocation that failed (OutOfMemory)
+  std::size_t stop_event = 0;       // event index where the run stopped (events.size(): at the end)
+  // simrd's overhead figure: clock / baseline (its clock starts at 1; the 1 ns is left out).
+  [[nodiscard]] double overhead() const {
+    return baseline == 0 ? 1.0 : static_cast<double>(clock) / static_cast<double>(baseline);
+  }
+};
+
+// Heuristics simrd's paper evaluation uses, minus RandomStorage (Python's random stream cannot be
+// reproduced): the others are deterministic.
+[[nodiscard]] bool supported(EvictionScore h);
+
+// Replays `trace` (best imported with `import dtr --compat simrd`) at `config.budget`.
+Result replay(const Trace& trace, const Config& config);
+
+}  // namespace coopsim::simrd

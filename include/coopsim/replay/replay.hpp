@@ -1,0 +1,84 @@
+// The CUDA backend's boundary (plain C++: no CUDA header crosses it) and the report of a replay.
+//
+// The backend (src/replay/*.cu, built only when the Meson `cuda` feature finds nvcc) replays a
+// plan on one device: one cudaMalloc arena of the plan's arena size, every tensor at its
+// planned offset, one kernel per op or recompute (checks its inputs' integrity pattern, spins
+// for the op's simulated duration on the measured SM clock, writes its outputs' pattern),
+// swaps as cudaMemcpyAsync between the arena and pinned host copies on a device-to-host and a
+// host-to-device stream, and every `after` entry as a cudaStreamWaitEvent. The link fit below
+// and the report (replay_report.hpp) are plain C++ and always built.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "coopsim/replay/replay_plan.hpp"
+
+namespace coopsim::gpu {
+
+struct DeviceInfo {
+  int index = 0;
+  std::string name;
+  int compute_major = 0, compute_minor = 0;
+  int sm_count = 0;
+  int clock_khz = 0;                 // cudaDevAttrClockRate (peak)
+  std::uint64_t memory_bytes = 0;
+  int driver_version = 0;            // cudaDriverGetVersion, e.g. 13000
+  int runtime_version = 0;           // cudaRuntimeGetVersion
+};
+
+struct ReplaySettings {
+  int iterations = 5;                // timed replays of the whole plan
+  int warmup = 1;                    // untimed replays before them
+  bool graph = true;                 // capture one replay as a CUDA graph and launch it (else issue from the host)
+  bool poison = false;               // fill blocks allocated without content with a pattern no version has
+  std::uint32_t sample_stride = 1;   // check and write every Nth 4-byte word of a tensor
+};
+
+struct Calibration {
+  double cycles_per_ns = 0.0;        // measured SM clock (clock64 cycles per ns of CUDA-event time)
+  double kernel_overhead_ns = 0.0;   // launch-to-launch time of an empty op kernel, taken off every spin
+};
+
+// What one replay measured. Times are CUDA-event times in ns.
+struct ReplayMeasurement {
+  Calibration calibration;
+  std::vector<double> iteration_ns;   // per timed iteration: start to the compute stream's last step
+  std::vector<double> all_streams_ns; // per timed iteration: start until every stream finished
+  std::vector<double> step_ns;        // per step: mean duration over timed iterations (0 for markers)
+  double host_issue_ns = 0.0;         // host wall time to issue one iteration (graph: one launch)
+  std::uint32_t first_failing_step = kNoStep;  // integrity: the first step that found a wrong pattern
+  std::uint64_t fills = 0, poisons = 0;        // pattern writes at allocations, per iteration
+};
+
+// One timed copy between pinned host memory and the device.
+struct LinkSample {
+  bool device_to_host = true;
+  std::uint64_t bytes = 0;
+  double ns = 0.0;
+};
+
+// Least-squares fit ns = latency + bytes * ns_per_byte over one direction's samples.
+struct LinkFit {
+  double ns_per_byte = 0.0;
+  double latency_ns = 0.0;
+  double r2 = 0.0;   // coefficient of determination
+  std::size_t samples = 0;
+};
+// Throws Error when the samples hold fewer than two distinct sizes or time does not grow with size.
+LinkFit fit_link(const std::vector<LinkSample>& samples, bool device_to_host);
+
+// The backend: defined only in builds with CUDA (COOPSIM_HAVE_CUDA), in src/replay/*.cu.
+namespace cuda {
+// Number of usable devices; 0 with `why` set when there is none or no driver.
+int device_count(std::string& why);
+// Selects the device; throws Error when it cannot.
+DeviceInfo open_device(int index);
+ReplayMeasurement replay(const Plan& plan, const ReplaySettings& settings);
+// Timed copies of a sweep of sizes in both directions, `repeats` times each.
+std::vector<LinkSample> measure_link(int repeats);
+}  // namespace cuda
+
+}  // namespace coopsim::gpu

@@ -1,0 +1,113 @@
+// The unpickler's stack machine for plain data: the value stack, MARKs, the memo, and the
+// list / tuple / dict opcodes, with Python's semantics (Lib/pickle.py _Unpickler,
+// Modules/_pickle.c). It knows nothing about bytes; pickle.cpp decodes opcodes and calls it.
+// Problems are thrown as BuildError and reported by the caller with the opcode and its offset.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "coopsim/formats/pickle.hpp"
+#include "coopsim/model/memory_budget.hpp"
+
+namespace coopsim::pickle::detail {
+
+struct BuildError {
+  std::string problem;
+};
+
+class Builder {
+ public:
+  // `compare_budget`: node pairs that dict-key comparisons may visit in all (bounds the work
+  // that crafted, equal-hashing tuple keys can cause). `memory`: limits.max_memory, charged
+  // for every value, stack slot, memo entry, item and entry as it is made (values dropped
+  // later are not given back: the count only grows).
+  Builder(std::uint64_t compare_budget, MemoryBudget& memory) : compare_budget_(compare_budget), memory_(memory) {}
+
+  void push_scalar(std::shared_ptr<Value> v);  // None, bool, int, float, str, bytes
+  void push_constant(std::shared_ptr<Value> v);  // a shared None, True or False: no new value
+  void push_empty(Value::Kind kind);           // List, Dict or Tuple
+  void mark();
+  void pop();       // POP: the top value, or the MARK when nothing is above it
+  void pop_mark();  // POP_MARK
+  void dup();
+  void tuple_from_mark();
+  void tuple_of(std::size_t n);  // TUPLE1..3
+  void list_from_mark();
+  void dict_from_mark();
+  void append();
+  void appends();
+  void set_item();
+  void set_items();
+  void memoize();  // MEMOIZE: index = number of memo entries
+  void memo_put(std::uint64_t index);
+  void memo_get(std::uint64_t index);
+  bool has_open_mark() const { return !marks_.empty(); }
+  // STOP: exactly one value and no open MARK.
+  ValuePtr finish();
+
+ private:
+  static constexpr std::uint32_t kNoContainer = 0xffffffffU;
+  static constexpr std::size_t kIndexAfter = 16;  // dicts past this many entries get a hash index
+
+  struct Slot {
+    std::shared_ptr<Value> value;
+    std::uint64_t hash = 0;                   // when hashable
+    std::uint32_t depth = 1;                  // scalars and tuples; lists and dicts: Container
+    std::uint32_t container = kNoContainer;   // lists and dicts: index into containers_
+    bool hashable = true;
+  };
+  // Parser-side state of one list or dict, shared by every slot that refers to it.
+  struct Container {
+    std::uint32_t depth = 1;
+    bool complete = false;  // placed inside another container: no further mutation
+    std::vector<std::uint64_t> key_hashes;  // dicts: hash of each entry's key
+    std::unique_ptr<std::unordered_multimap<std::uint64_t, std::size_t>> index;
+  };
+
+  // Bytes counted per part (pickle.hpp, "Memory"): a value (make_shared: the Value, the
+  // control block and the allocation's header), a reference held by a list or tuple, a dict
+  // entry with its key hash and hash-index node, a list's or dict's parser state.
+  static constexpr std::uint64_t kValue = sizeof(Value) + 32;
+  static constexpr std::uint64_t kItem = sizeof(ValuePtr);
+  static constexpr std::uint64_t kEntry = 2 * sizeof(ValuePtr) + sizeof(std::uint64_t) + 48;
+  static constexpr std::uint64_t kContainer = sizeof(Container) + 16;
+  static constexpr std::uint64_t kSparseMemo = sizeof(Slot) + 48;
+
+  // Counts `bytes` more, or throws BuildError with the budget's problem.
+  void hold(std::uint64_t bytes);
+  // Counts a new value of `text_bytes` bytes of text, and a stack slot if the stack grows.
+  void hold_value(std::uint64_t text_bytes);
+  // Pushes onto the stack (or the marks), counting each slot the first time it is used.
+  void push_slot(Slot s);
+  void hold_slot();
+
+  std::size_t fence() const { return marks_.empty() ? 0 : marks_.back(); }
+  void need(std::size_t n) const;
+  std::size_t take_mark();  // pops the last MARK; returns where its values start
+  std::uint32_t depth_of(const Slot& s) const;
+  void check_depth(std::size_t depth) const;
+  // Records that `child` goes inside a container; returns the container depth it implies.
+  std::uint32_t adopt(const Slot& child);
+  Container& mutable_target(const Slot& target, Value::Kind kind, const char* what);
+  void insert_item(const Slot& list, const Slot& item);
+  void insert_entry(const Slot& dict, const Slot& key, const Slot& value);
+  void build_tuple(std::size_t first);
+  void put(std::uint64_t index, const Slot& slot);
+
+  std::vector<Slot> stack_;
+  std::vector<std::size_t> marks_;
+  std::vector<Slot> memo_;                   // indices 0..size-1
+  std::map<std::uint64_t, Slot> memo_sparse_;  // indices past memo_.size() (crafted pickles)
+  std::vector<Container> containers_;
+  std::uint64_t compare_budget_;
+  MemoryBudget& memory_;
+  std::size_t stack_peak_ = 0, marks_peak_ = 0;  // slots counted so far (vectors keep capacity)
+};
+
+}  // namespace coopsim::pickle::detail

@@ -1,0 +1,105 @@
+// Human-readable report and comparison table.
+#include <fmt/format.h>
+
+#include <ostream>
+
+#include "coopsim/model/report.hpp"
+
+namespace coopsim {
+namespace {
+std::string pct(double x) { return fmt::format("{:.2f}%", 100.0 * x); }
+}  // namespace
+
+void write_text(std::ostream& os, const Report& r) {
+  auto line = [&](std::string_view k, const std::string& v) { os << fmt::format("  {:<30} {}\n", k, v); };
+  os << fmt::format("coopsim {} — {} on {} ({} iteration{})\n", r.coopsim_version, r.model.empty() ? "?" : r.model,
+                    r.trace_path, r.iterations, r.iterations == 1 ? "" : "s");
+  line("allocator / policy", r.allocator + " / " + r.policy);
+  line("budget", format_bytes(r.budget));
+  line("status", std::string(to_string(r.status)));
+  if (r.oom) {
+    const OomPoint& o = *r.oom;
+    line("oom at event", fmt::format("{} (iteration {})", o.event_index, o.iteration));
+    line("oom tensor", fmt::format("{}{}", o.tensor_file_id, o.tensor_name.empty() ? "" : " (" + o.tensor_name + ")"));
+    line("oom op", o.has_op ? fmt::format("{} ({})", o.op_file_id, o.op_name) : std::string("-"));
+    line("oom requested", format_bytes(o.requested));
+    line("oom allocated / reserved", format_bytes(o.allocated) + " / " + format_bytes(o.reserved));
+    line("oom largest free block", format_bytes(o.largest_free));
+  }
+  if (r.thrash) {
+    line("thrash at event", fmt::format("{} (iteration {}): recompute {} over op time {}", r.thrash->event_index,
+                                        r.thrash->iteration, format_time(r.thrash->recompute_time),
+                                        format_time(r.thrash->op_time)));
+  }
+  line("memory ratio", fmt::format("{:.4f} of the no-eviction peak ({}), {:.4f} of the sweep's largest budget",
+                                   r.memory_ratio_of_peak, format_bytes(r.trace_peak_live),
+                                   r.memory_ratio_of_sweep_max));
+  const MemoryFigures& m = r.memory;
+  os << " memory\n";
+  line("peak allocated", format_bytes(m.peak_allocated));
+  line("peak reserved", format_bytes(m.peak_reserved));
+  line("peak requested", format_bytes(m.peak_requested));
+  line("peak footprint", format_bytes(m.peak_footprint));
+  line("peak internal waste", format_bytes(m.peak_internal_waste));
+  line("fragmentation (reserved peak)", pct(m.reserved_fragmentation));
+  line("fragmentation (Coop rate)",
+       m.coop_fragmentation_samples ? fmt::format("{} over {} allocations", pct(m.coop_fragmentation),
+                                                  m.coop_fragmentation_samples)
+                                    : std::string("n/a (no allocation needed eviction)"));
+  if (r.pool) {
+    const PoolFigures& p = *r.pool;
+    line("pool", fmt::format("{} (iteration {}{}; {} pool / {} device allocs, {} mismatched; fallback peak {})",
+                             format_bytes(p.pool_size), p.planned_iteration, p.pool_created ? "" : ", refused",
+                             p.pool_allocs, p.fallback_allocs, p.mismatched_allocs,
+                             format_bytes(p.peak_fallback_live)));
+  }
+  const TimeFigures& t = r.time;
+  os << " time\n";
+  line("simulated", format_time(t.simulated));
+  line("trace compute", format_time(t.trace_compute));
+  line("compute overhead", fmt::format("{:.4f}x", t.compute_overhead));
+  line("stall", format_time(t.stall));
+  line("recomputes", fmt::format("{} ({})", t.recomputes, format_time(t.recompute_time)));
+  line("recompute overhead (Coop)", fmt::format("{:.4f}x of op time {}", t.recompute_overhead, format_time(t.op_time)));
+  line("swap out / in", fmt::format("{} ({}) / {} ({})", t.swap_outs, format_bytes(t.swap_out_bytes), t.swap_ins,
+                                    format_bytes(t.swap_in_bytes)));
+  const CounterFigures& c = r.counters;
+  os << " counters\n";
+  line("events / allocs / frees", fmt::format("{} / {} / {}", c.events, c.allocs, c.frees));
+  line("evictions (forced / eager)", fmt::format("{} / {}", c.forced_evictions, c.eager_evictions));
+  line("device mallocs / frees", fmt::format("{} / {}", c.device_mallocs, c.device_frees));
+  line("alloc failures / retries", fmt::format("{} / {}", c.alloc_failures, c.alloc_retries));
+  line("eviction search scanned", fmt::format("{} pieces/tensors", c.search_scanned));
+  if (r.addresses.checked > 0) {
+    const AddressCheck& a = r.addresses;
+    line("recorded addresses", fmt::format("{} checked, {} mismatches", a.checked, a.mismatches));
+    if (a.mismatches > 0) {
+      line("first mismatch", fmt::format("event {}: recorded 0x{:x}, placed 0x{:x}", a.first_mismatch_event,
+                                         a.first_expected, a.first_got));
+    }
+  }
+  if (r.end_state) {
+    const EndStateCheck& e = *r.end_state;
+    line("recorded end state", fmt::format("segments {} ({} recorded, {} modelled), reserved {} ({} vs {})",
+                                           e.segments_match ? "match" : "differ", e.recorded_segments,
+                                           e.model_segments, e.reserved_match ? "match" : "differ",
+                                           format_bytes(e.recorded_reserved), format_bytes(e.model_reserved)));
+    if (!e.first_difference.empty()) line("first difference", e.first_difference);
+  }
+  if (r.search_latency) line("search latency", format_time(*r.search_latency));
+}
+
+void write_summary_table(std::ostream& os, const std::vector<Report>& reports) {
+  os << fmt::format("{:<10} {:<8} {:>11} {:>6} {:>9} {:>12} {:>12} {:>12} {:>8} {:>10} {:>8}\n", "allocator",
+                    "policy", "budget", "ratio", "status", "peak alloc", "peak resv", "footprint", "frag", "overhead",
+                    "recomp");
+  for (const Report& r : reports) {
+    os << fmt::format("{:<10} {:<8} {:>11} {:>6.3f} {:>9} {:>12} {:>12} {:>12} {:>8} {:>9.4f}x {:>8}\n", r.allocator,
+                      r.policy, format_bytes(r.budget), r.memory_ratio_of_peak, to_string(r.status),
+                      format_bytes(r.memory.peak_allocated), format_bytes(r.memory.peak_reserved),
+                      format_bytes(r.memory.peak_footprint), pct(r.memory.reserved_fragmentation),
+                      r.time.compute_overhead, r.time.recomputes);
+  }
+}
+
+}  // namespace coopsim

@@ -1,0 +1,93 @@
+// Internal: conflict lists and the greedy decoders shared by the greedy methods and the planner,
+// the planner's construction and local search (local_search.cpp), and its safety clock.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "coopsim/planner/planner.hpp"
+
+namespace coopsim::plan::detail {
+
+// Conflict lists in one array: conflicts[i] = the buffers whose lifetimes overlap buffer i's,
+// in no particular order. 8 bytes per overlapping pair plus 8 per buffer: memory linear in the
+// pairs stored (callers keep those under PlanLimits::max_conflicts).
+class Conflicts {
+ public:
+  std::span<const std::uint32_t> operator[](std::size_t i) const {
+    return {list_.data() + start_[i], list_.data() + start_[i + 1]};
+  }
+
+ private:
+  friend Conflicts build_conflicts(const Problem& problem);
+  std::vector<std::uint64_t> start_;  // buffer i's list is list_[start_[i], start_[i + 1])
+  std::vector<std::uint32_t> list_;
+};
+
+// A sweep over lifetimes: O(n log n + pairs) time, no pair tested twice.
+Conflicts build_conflicts(const Problem& problem);
+
+class Clock;
+
+// Places order[from..] given that order[..from) already hold valid offsets in `offsets`.
+// `position[i]` must be i's index in `order`. Buffers placed later never move earlier ones.
+// Returns the number of conflict-list entries visited (a machine-independent work measure);
+// `sorted`, when given, gets the sorting work on top (k log k for k ranges), which dominates on
+// dense problems. With a clock that expires on the way, the buffers not yet placed are stacked
+// above all the others (a valid placement, however high).
+std::uint64_t place_suffix(const Problem& problem, const Conflicts& conflicts,
+                  const std::vector<std::size_t>& order, const std::vector<std::size_t>& position,
+                  std::size_t from, Fit fit, std::vector<std::int64_t>& offsets, Clock* clock = nullptr,
+                  std::uint64_t* sorted = nullptr);
+
+// The same rules without conflict lists, for problems whose pairs exceed the cap: the placed
+// buffers are kept in address order, so one pass over them yields the ranges in order (O(n)
+// memory, O(n) work per buffer). Returns the placed buffers visited; stacks the rest like
+// place_suffix when the clock expires.
+std::uint64_t place_by_scan(const Problem& problem, const std::vector<std::size_t>& order, Fit fit,
+                            std::vector<std::int64_t>& offsets, Clock* clock = nullptr);
+
+// The wall-clock safety cut: results must come from work budgets; this only stops a run that
+// would overstay the time limit on a very slow machine (and says so in the result).
+class Clock {
+ public:
+  using Seconds = std::chrono::duration<double>;
+  explicit Clock(double seconds)
+      : deadline_(std::chrono::time_point_cast<Seconds>(std::chrono::steady_clock::now()) + Seconds(seconds)) {}
+  bool expired() {
+    if (!expired_ && std::chrono::steady_clock::now() > deadline_) expired_ = true;
+    return expired_;
+  }
+  bool fired() const { return expired_; }
+
+ private:
+  std::chrono::time_point<std::chrono::steady_clock, Seconds> deadline_;
+  bool expired_ = false;
+};
+
+// A placement with the order and fit rule that decode to it.
+struct Construction {
+  std::vector<std::size_t> order;
+  Fit fit = Fit::Best;
+  std::vector<std::int64_t> offsets;
+  std::int64_t height = 0;
+};
+
+// The 7 orderings the construction tries (local_search.cpp).
+std::vector<std::vector<std::size_t>> candidate_orders(const Problem& problem);
+
+// The lowest of the 7 orderings x {best, first} fit, decoded with the conflict lists (or by
+// place_by_scan without them) while `budget` work units last (the first decoding always runs;
+// on small problems all 14 do) and the clock has not expired. `work` gets the units spent.
+Construction best_construction(const Problem& problem, const Conflicts* conflicts, std::uint64_t budget, Clock& clock,
+                               std::uint64_t& work);
+
+// Improves `best` in place until `budget` work units are spent, its height reaches `stop_at`
+// or the clock expires. Returns the iterations run.
+std::uint64_t local_search(const Problem& problem, const Conflicts& conflicts, Construction& best,
+                           std::uint64_t budget, std::int64_t stop_at, Clock& clock);
+
+}  // namespace coopsim::plan::detail

@@ -1,0 +1,71 @@
+// coop: Coop's co-optimization of tensor allocation and rematerialization (Zhang et al.,
+// "Coop: Memory is not a Commodity", NeurIPS 2023; code Oneflow-Inc/oneflow @25c8978c1c
+// oneflow/core/vm/remat/*; docs/models/coop.md). Three techniques, each switchable:
+//  * layout-aware eviction: after best fit fails, the O(N) sliding window over the
+//    allocator's address-ordered ranges finds the contiguous run (free ranges cost 0; pinned or
+//    unevictable tensors and segment boundaries are barriers) of minimum summed h = eq-class
+//    cost / staleness that is at least the rounded request, and evicts exactly its tensors; the
+//    allocator's best fit then lands in the merged hole. When no window yields an eviction (no
+//    window, or one that is already free but the allocator still refuses, e.g. PyTorch's pools)
+//    and on address-blind allocators (fungible), it falls back to the per-tensor loop with the
+//    same h (so OOM means nothing evictable is left);
+//  * op-guided allocation / cheap tensor partitioning: expensive tensors take the low end
+//    of the best-fit hole, cheap ones the high end (AllocRequest::high_end; honoured by bestfit).
+//    Classified by producing op name (OneFlow's is_high_op list, mapped to ATen names) or by
+//    cost density (op time / bytes) against a threshold (0 = the trace's median). Tensors with
+//    no producing op (parameters, inputs) count as expensive: they are unevictable and belong
+//    together at the low end;
+//  * recomputable in-place: the engine's InPlaceMode::Recomputable; off = copy-on-write.
+// `ablation` takes the paper's legend labels and turns one technique off.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "coopsim/policy/policy.hpp"
+#include "coopsim/policy/remat/victim.hpp"
+
+namespace coopsim {
+
+struct CoopOptions {
+  bool layout_aware_eviction = true;
+  bool op_guided_allocation = true;
+  bool partition_by_density = false;  // false: by op name
+  double density_threshold = 0.0;     // ns per byte; 0 = the trace's median density
+  RematOptions remat{DeallocMode::Eager, InPlaceMode::Recomputable, 2.0};
+};
+
+class CoopPolicy final : public Policy {
+ public:
+  static constexpr std::string_view kName = "coop";
+  static constexpr std::string_view kHelp =
+      "Coop: sliding-window (contiguous) eviction, cheap/expensive tensor partitioning and "
+      "recomputable in-place, each switchable (ablation)";
+  static std::vector<ParamDoc> param_docs();
+  static std::unique_ptr<Policy> create(const Params& p);
+
+  explicit CoopPolicy(CoopOptions o) : opts_(o) {}
+
+  void prepare(const MemoryView& view) override;
+  [[nodiscard]] std::vector<Action> on_alloc_failure(const AllocRequest& request, const MemoryView& view) override;
+  [[nodiscard]] std::optional<RematOptions> remat_options() const override { return opts_.remat; }
+  [[nodiscard]] bool place_high(std::uint32_t storage, const MemoryView&) const override {
+    return opts_.op_guided_allocation && storage < cheap_.size() && cheap_[storage] != 0;
+  }
+
+  // OneFlow's expensive ops (is_high_op) and their ATen counterparts; `name` as in traces
+  // ("aten::convolution", "conv2d", ...).
+  static bool expensive_op_name(std::string_view name);
+  [[nodiscard]] const std::vector<std::uint8_t>& cheap() const { return cheap_; }
+
+ private:
+  std::vector<Action> window_eviction(const AllocRequest& request, const MemoryView& view);
+
+  CoopOptions opts_;
+  std::vector<std::uint8_t> cheap_;  // per trace tensor (storage root)
+  SeededDraws draws_{0};             // unused by coop's score
+};
+
+}  // namespace coopsim

@@ -1,0 +1,363 @@
+// The simrd profile's runtime (include/coopsim/policy/remat/simrd.hpp): simrd's RuntimeV2 with eager
+// eviction (RuntimeV2EagerOptimized), replayed over a coopsim trace. Upstream references are to
+// uwsampl/dtr-prototype@eff53cc4 simrd/simrd/ (runtime/v2.py unless said otherwise). The rules:
+//  R1 constants: an `alloc` with no producing op is simrd's `constant` op (cost 0) computed at that
+//     event, then pinned (parse/parse.py parse_file: GCompute + GGet(pin=True); v2.py pin). Pinned
+//     storages are locked for good, so never candidates.
+//  R2 release: the trace's `free` (the storage's last external reference) evicts the storage at
+//     once unless it is pinned or already evicted (RuntimeV2EagerOptimized.release). Nothing is
+//     ever freed for good: a dead storage stays in the graph, can be recomputed as a parent and
+//     counts in neighbourhood costs.
+//  R3 materialize (RuntimeV2._materialize): stamp every parent's last access with the clock before
+//     anything runs; lock the defined parents; materialize the undefined ones in order (nested,
+//     as recomputations) and lock them; evict until the op's total_size fits; compute; unlock.
+//  R4 compute (RuntimeV2._compute): the clock advances by the op's cost; memory grows by the op's
+//     total_size (all its outputs); siblings that were undefined become defined; the bytes of
+//     siblings that were already defined are given back at once; storages that became material
+//     join the end of the pool. Rematerialized parents are not evicted again (they stay resident).
+//  R5 pool order (_make_evictable / _make_unevictable): a storage leaves the pool when locked and
+//     is appended again when its last lock goes, so candidates are scanned in the order they last
+//     became evictable.
+//  R6 choice (heuristic/heuristic.py Heuristic.choose): scan the pool, keep a candidate whose cost
+//     is <= the best so far (the last of equal costs wins), stop at a cost of exactly 0.
+//  R7 out of memory: the pool is empty while the op does not fit (RuntimeV2._free: MemoryError).
+//  R8 2x cut: after every materialization, recomputation time > baseline x (limit - 1) stops the
+//     run (remat_limit, RematExceededError; eval/pareto/run.py: run_pareto, overhead_limit 2.0).
+//  R9 outputs: storages still referenced at the end are rematerialized if evicted and pinned
+//     (parse.py: OutputCondition.REMATERIALIZE), which counts in the overhead.
+//  R10 new outputs' storages get last access = clock after the op (RuntimeV2Optimized.compute).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "coopsim/base/error.hpp"
+
+#include "simrd_detail.hpp"
+
+namespace coopsim::simrd {
+
+bool supported(EvictionScore h) {
+  switch (h) {
+    case EvictionScore::Dtr:
+    case EvictionScore::DtrEq:
+    case EvictionScore::DtrLocal:
+    case EvictionScore::Msps:
+    case EvictionScore::Lru:
+    case EvictionScore::Largest: return true;
+    default: return false;
+  }
+}
+
+Result replay(const Trace& trace, const Config& config) {
+  if (!supported(config.heuristic)) {
+    throw std::invalid_argument("simrd profile: heuristic '" + std::string(to_string(config.heuristic)) +
+                                "' is not one of simrd's deterministic heuristics");
+  }
+  return detail::State(trace, config).run();
+}
+
+namespace detail {
+
+State::State(const Trace& trace, const Config& config)
+    : trace_(trace), config_(config), tensors_(trace.tensors.size()), storages_(trace.tensors.size()),
+      producer_(trace.tensors.size(), kNone), full_inputs_(trace.ops.size()), full_outputs_(trace.ops.size()),
+      has_full_(trace.ops.size(), 0), root_(trace.tensors.size(), kNone), released_(trace.tensors.size(), 0) {
+  for (std::uint32_t i = 0; i < trace.ops.size(); ++i) {
+    for (TensorId o : trace.ops[i].outputs) producer_[index_of(o)] = i;
+  }
+  read_zero_byte_tensors();
+}
+
+void State::read_zero_byte_tensors() {
+  const auto it = trace_.header.extra.find("simrd");
+  if (it == trace_.header.extra.end()) return;
+  const auto n_tensors = static_cast<std::uint64_t>(trace_.tensors.size());
+  auto tensor = [&](const nlohmann::json& v) {
+    const auto t = v.get<std::uint64_t>();
+    if (t >= n_tensors) throw std::invalid_argument("simrd profile: header simrd: tensor " + std::to_string(t) + " out of range");
+    return static_cast<std::uint32_t>(t);
+  };
+  for (const auto& [key, lists] : it->at("ops").items()) {
+    const std::uint64_t op = std::stoull(key);
+    if (op >= trace_.ops.size()) throw std::invalid_argument("simrd profile: header simrd.ops: op " + key + " out of range");
+    has_full_[op] = 1;
+    for (const auto& t : lists.at("inputs")) full_inputs_[op].push_back(tensor(t));
+    for (const auto& t : lists.at("outputs")) {
+      full_outputs_[op].push_back(tensor(t));
+      producer_[full_outputs_[op].back()] = static_cast<std::uint32_t>(op);
+    }
+  }
+  for (const auto& r : it->at("roots")) root_[tensor(r.at(0))] = tensor(r.at(1));
+  for (const auto& f : it->at("frees")) zero_frees_.emplace_back(f.at(0).get<std::size_t>(), tensor(f.at(1)));
+  if (const auto o = it->find("outputs"); o != it->end()) {
+    has_outputs_ = true;
+    for (const auto& t : *o) outputs_.push_back(tensor(t));
+  }
+}
+
+void State::advance(std::int64_t cost) {
+  const auto next = checked_add(SimTime{clock_}, SimTime{cost});
+  if (!next) {
+    throw Error(fmt::format("{}: event {}: simulated time passes 2^63 - 1 ns (about 292 years): running an op of {} ns "
+                            "at {} ns",
+                            trace_.path, event_, cost, clock_ - 1));
+  }
+  clock_ = next->count();
+}
+
+Result State::run() {
+  for (const TraceEvent& e : trace_.events) {
+    if (e.kind == EventKind::Compute)  // saturated: the clock stops the run before it gets there
+      result_.baseline = sat_add(SimTime{result_.baseline}, trace_.ops[e.target].duration).count();
+  }
+  if (config_.overhead_limit > 0.0) {
+    remat_limit_ = static_cast<double>(result_.baseline) * (config_.overhead_limit - 1.0);
+  }
+  std::size_t next_zero_free = 0;
+  auto zero_frees_until = [&](std::size_t event) {
+    for (; next_zero_free < zero_frees_.size() && zero_frees_[next_zero_free].first <= event; ++next_zero_free) {
+      released_[zero_frees_[next_zero_free].second] = 1;
+      on_release(zero_frees_[next_zero_free].second);
+    }
+  };
+  try {
+    for (event_ = 0; event_ < trace_.events.size(); ++event_) {
+      zero_frees_until(event_);
+      const TraceEvent& e = trace_.events[event_];
+      switch (e.kind) {
+        case EventKind::Alloc:
+          if (producer_[e.target] == kNone) on_constant(e.target);
+          break;
+        case EventKind::Free:
+          released_[e.target] = 1;
+          on_release(e.target);
+          break;
+        case EventKind::Compute: on_compute(e.target); break;
+        default: break;  // accesses (simrd's get), iterations and marks change nothing
+      }
+    }
+    zero_frees_until(trace_.events.size());
+    // R9 as simrd does it: per referenced tensor (a view is recomputed through its own op).
+    for (std::uint32_t t : outputs_) {
+      if (tensors_[t].op == kNone) continue;  // a 0-byte constant never used: pinned, inert
+      if (!tensors_[t].defined) materialize(t, /*remat=*/true);
+      pin(tensors_[t].storage);
+    }
+    // Without the importer's list (a trace from another importer): per live storage, its root.
+    for (std::size_t i = 0; i < order_.size() && !has_outputs_; ++i) {  // order_ may not grow here: no new ops
+      const std::uint32_t s = order_[i];
+      if (released_[s] != 0 || storages_[s].pinned) continue;
+      const std::uint32_t root = storages_[s].tensors.front();
+      if (!tensors_[root].defined) materialize(root, /*remat=*/true);
+      pin(s);
+    }
+    result_.outcome = Outcome::Completed;
+  } catch (const RunStop& stop) {
+    result_.outcome = stop.outcome;
+    result_.stop_event = event_;
+    result_.requested = Bytes{static_cast<std::uint64_t>(requested_)};
+  }
+  if (result_.outcome == Outcome::Completed) result_.stop_event = trace_.events.size();
+  result_.clock = clock_ - 1;
+  return result_;
+}
+
+std::uint32_t State::new_op(std::int64_t compute, std::vector<std::uint32_t> inputs,
+                            const std::vector<std::uint32_t>& outputs) {
+  const auto id = static_cast<std::uint32_t>(ops_.size());
+  SOp op;
+  op.compute = compute;
+  op.inputs = std::move(inputs);
+  op.outputs = outputs;
+  // Tensor.from_op: an alias output joins its input's storage; the others get a fresh one.
+  for (std::uint32_t o : outputs) {
+    STensor& t = tensors_[o];
+    t.op = id;
+    t.storage = storage_of(o);
+    t.size = static_cast<std::int64_t>(trace_.tensors[o].size.value);
+    op.total_size = t.size > kMaxBytes - op.total_size ? kMaxBytes : op.total_size + t.size;  // saturates
+    SStorage& s = storages_[t.storage];
+    if (!s.created) {
+      s.created = true;
+      order_.push_back(t.storage);
+      s.size = t.size;
+      s.ecn = static_cast<std::uint32_t>(uf_parent_.size());  // a fresh eq-class node of value 0
+      uf_parent_.push_back(s.ecn);
+      uf_value_.push_back(0);
+    }
+    s.tensors.push_back(o);
+  }
+  for (std::uint32_t p : op.inputs) {
+    auto& c = tensors_[p].children;
+    c.insert(c.end(), outputs.begin(), outputs.end());
+  }
+  ops_.push_back(std::move(op));
+  for (std::uint32_t o : outputs) update_compute(tensors_[o].storage);  // Storage.get_compute
+  return id;
+}
+
+void State::on_constant(std::uint32_t s) {
+  new_op(0, {}, {s});
+  materialize(s, /*remat=*/false);
+  storages_[s].last_access = static_cast<double>(clock_);
+  pin(s);
+}
+
+void State::on_compute(std::uint32_t op_index) {
+  const OpInfo& info = trace_.ops[op_index];
+  std::vector<std::uint32_t> inputs, outputs;
+  if (has_full_[op_index] != 0) {
+    inputs = full_inputs_[op_index];
+    outputs = full_outputs_[op_index];
+  } else {
+    for (TensorId t : info.inputs) inputs.push_back(index_of(t));
+    for (TensorId t : info.outputs) outputs.push_back(index_of(t));
+  }
+  for (std::uint32_t p : inputs) {
+    if (tensors_[p].op != kNone) continue;
+    // A zero-byte constant (v1 allocates nothing for it): simrd computed and pinned it at its
+    // record; a pinned 0-byte storage changes nothing until here, so it is created now.
+    if (trace_.tensors[p].size.value != 0 || storage_of(p) != p || producer_[p] != kNone) {
+      throw std::logic_error("simrd profile: op '" + info.name + "' reads a tensor that was never computed");
+    }
+    on_constant(p);
+  }
+  const std::uint32_t id = new_op(info.duration.count(), inputs, outputs);
+  if (outputs.empty()) {
+    // An op whose results were all left out (0-byte storages, docs/import-dtr.md): run it as an
+    // op with no outputs, which simrd never sees.
+    for (std::uint32_t p : inputs) storages_[tensors_[p].storage].last_access = static_cast<double>(clock_);
+    for (std::uint32_t p : inputs) {
+      if (!tensors_[p].defined) materialize(p, true);
+      lock(tensors_[p].storage);
+    }
+    advance(ops_[id].compute);
+    for (std::uint32_t p : inputs) unlock(tensors_[p].storage);
+    return;
+  }
+  materialize(outputs.front(), /*remat=*/false);
+  for (std::uint32_t o : outputs) storages_[tensors_[o].storage].last_access = static_cast<double>(clock_);  // R10
+}
+
+void State::on_release(std::uint32_t s) {
+  SStorage& st = storages_[s];
+  if (!st.created || !st.material || st.pinned) return;  // R2: a pinned constant stays resident
+  if (st.locks != 0) throw std::logic_error("simrd profile: release of a locked storage");
+  evict(s);
+  ++result_.eager_evictions;
+}
+
+void State::pin(std::uint32_t s) {
+  if (storages_[s].pinned) return;
+  lock(s);
+  storages_[s].pinned = true;
+}
+
+void State::materialize(std::uint32_t t, bool remat) {
+  const std::uint32_t op_id = tensors_[t].op;
+  const std::vector<std::uint32_t> inputs = ops_[op_id].inputs;  // copied: nested calls add no ops, but stay safe
+  for (std::uint32_t p : inputs) storages_[tensors_[p].storage].last_access = static_cast<double>(clock_);
+  std::vector<std::uint32_t> undefined;
+  for (std::uint32_t p : inputs) {
+    if (tensors_[p].defined) {
+      lock(tensors_[p].storage);
+    } else {
+      undefined.push_back(p);
+    }
+  }
+  for (std::uint32_t p : undefined) {
+    if (!tensors_[p].defined) materialize(p, /*remat=*/true);  // a sibling may have brought it back
+    lock(tensors_[p].storage);
+  }
+  const std::int64_t total = ops_[op_id].total_size;
+  if (!fits(total)) free_until(total);
+  compute(t, remat);
+  for (std::uint32_t p : inputs) unlock(tensors_[p].storage);
+  if (static_cast<double>(result_.remat_compute) > remat_limit_) throw RunStop{Outcome::Thrashed};  // R8
+}
+
+void State::compute(std::uint32_t t, bool remat) {
+  const SOp& op = ops_[tensors_[t].op];
+  std::vector<std::uint32_t> dup, fresh, remat_storages;
+  bool seen_self = false;
+  for (std::uint32_t u : op.outputs) {
+    if (u == t && !seen_self) {
+      seen_self = true;
+      continue;
+    }
+    (tensors_[u].defined ? dup : fresh).push_back(u);
+    if (!storages_[tensors_[u].storage].material) remat_storages.push_back(tensors_[u].storage);
+  }
+  if (!storages_[tensors_[t].storage].material) remat_storages.push_back(tensors_[t].storage);
+  advance(op.compute);  // remat_compute below is a part of the clock
+  memory_ += op.total_size;
+  result_.peak = std::max(result_.peak, Bytes{static_cast<std::uint64_t>(memory_)});
+  if (remat) {
+    result_.remat_compute += op.compute;
+    ++result_.recomputes;
+  }
+  storages_[tensors_[t].storage].material = true;
+  tensors_[t].defined = true;
+  for (std::uint32_t u : fresh) {
+    storages_[tensors_[u].storage].material = true;
+    tensors_[u].defined = true;
+  }
+  for (std::uint32_t u : dup) memory_ -= tensors_[u].size;  // R4: outputs computed twice
+  for (std::uint32_t s : remat_storages) make_evictable(s);
+  after_compute(remat_storages);
+}
+
+bool State::fits(std::int64_t size) const {
+  // Compared without forming memory_ + size (65 536 outputs of 2^53 bytes pass 2^63); budgets
+  // of 2^63 bytes or more count as 2^63 - 1, more than any op's outputs can take here.
+  const std::int64_t budget = static_cast<std::int64_t>(std::min<std::uint64_t>(config_.budget.value, kMaxBytes));
+  return memory_ <= budget && size <= budget - memory_;
+}
+
+void State::free_until(std::int64_t size) {
+  while (!fits(size)) {
+    if (pool_.empty()) {
+      requested_ = size;
+      throw RunStop{Outcome::OutOfMemory};  // R7
+    }
+    evict(choose());
+    ++result_.evictions;
+  }
+}
+
+void State::lock(std::uint32_t s) {
+  if (storages_[s].locks == 0) make_unevictable(s);
+  ++storages_[s].locks;
+}
+
+void State::unlock(std::uint32_t s) {
+  if (storages_[s].locks == 0) throw std::logic_error("simrd profile: unlock of an unlocked storage");
+  if (--storages_[s].locks == 0) make_evictable(s);
+}
+
+void State::make_evictable(std::uint32_t s) {
+  SStorage& st = storages_[s];
+  if (st.pooled) return;
+  st.in_pool = pool_.insert(pool_.end(), s);
+  st.pooled = true;
+}
+
+void State::make_unevictable(std::uint32_t s) {
+  SStorage& st = storages_[s];
+  if (!st.pooled) return;
+  pool_.erase(st.in_pool);
+  st.pooled = false;
+}
+
+void State::evict(std::uint32_t s) {
+  SStorage& st = storages_[s];
+  st.material = false;
+  memory_ -= st.size;
+  make_unevictable(s);
+  for (std::uint32_t t : st.tensors) tensors_[t].defined = false;  // views are destroyed too
+  after_evict(s);
+}
+
+}  // namespace detail
+}  // namespace coopsim::simrd

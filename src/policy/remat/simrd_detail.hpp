@@ -1,0 +1,136 @@
+// Private to src/policy/remat/simrd*.cpp: the state of the simrd-profile replay (see
+// include/coopsim/policy/remat/simrd.hpp). Upstream names in comments refer to
+// uwsampl/dtr-prototype@eff53cc4 simrd/simrd/.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <list>
+#include <unordered_set>
+#include <vector>
+
+#include "coopsim/policy/remat/simrd.hpp"
+
+namespace coopsim::simrd::detail {
+
+inline constexpr std::uint32_t kNone = 0xffffffffU;
+
+// Sums of op costs (ns) in the heuristics: Python's integers do not wrap, and sums of int64
+// costs (ops of 6e18 ns) would; 128 bits hold any sum a trace can make.
+__extension__ using Cost = __int128;
+
+// tensor.py Operator: compute, output sizes (views 0), total_size = their sum.
+struct SOp {
+  std::int64_t compute = 0;
+  std::vector<std::uint32_t> inputs;   // tensor ids, as listed (duplicates kept)
+  std::vector<std::uint32_t> outputs;  // tensor ids
+  std::int64_t total_size = 0;
+};
+
+// tensor.py Tensor: its parents are its op's inputs.
+struct STensor {
+  std::uint32_t op = kNone;
+  std::uint32_t storage = kNone;
+  std::int64_t size = 0;  // its own bytes (0 for a view)
+  bool defined = false;
+  std::vector<std::uint32_t> children;  // tensors computed from it (duplicates kept)
+};
+
+// optimization/region.py Region: evicted storages reachable from a base storage (children
+// direction, or parents when reverse), and the material storages bounding them.
+struct SRegion {
+  std::unordered_set<std::uint32_t> interior, frontier;
+  Cost compute = 0;
+};
+
+// tensor.py Storage, with the runtime's meta (last_access_int, region, region_rev, ecn).
+struct SStorage {
+  std::int64_t size = 0;
+  Cost compute = 0;  // Storage.get_compute: sum over the distinct ops of its tensors
+  bool material = false;
+  bool pinned = false;
+  bool created = false;
+  std::uint32_t locks = 0;  // ref_int
+  std::vector<std::uint32_t> tensors;  // tensors[0] is the root
+  double last_access = -std::numeric_limits<double>::infinity();  // last_access_int
+  std::list<std::uint32_t>::iterator in_pool;
+  bool pooled = false;
+  SRegion fwd, rev;
+  std::uint32_t ecn = kNone;  // eq-class node while evicted
+};
+
+struct RunStop {
+  Outcome outcome;
+};
+
+class State {
+ public:
+  State(const Trace& trace, const Config& config);
+  Result run();
+
+ private:
+  // simrd.cpp: the runtime (RuntimeV2 / RuntimeV2EagerOptimized)
+  void on_compute(std::uint32_t op_index);
+  void on_constant(std::uint32_t storage);
+  void on_release(std::uint32_t storage);
+  void pin(std::uint32_t storage);
+  void materialize(std::uint32_t t, bool remat);
+  void compute(std::uint32_t t, bool remat);
+  void free_until(std::int64_t size);
+  void lock(std::uint32_t s);
+  void unlock(std::uint32_t s);
+  void make_evictable(std::uint32_t s);
+  void make_unevictable(std::uint32_t s);
+  void evict(std::uint32_t s);
+  std::uint32_t new_op(std::int64_t compute, std::vector<std::uint32_t> inputs,
+                       const std::vector<std::uint32_t>& outputs);
+  void read_zero_byte_tensors();  // the importer's header key "simrd" (src/import/dtr_simrd.hpp)
+  [[nodiscard]] std::uint32_t storage_of(std::uint32_t t) const {
+    return root_[t] != kNone ? root_[t] : trace_.storage_of(t);
+  }
+  // simrd_graph.cpp: heuristic state and costs
+  void rebuild(std::uint32_t base, bool reverse);
+  void absorb(std::uint32_t base, bool reverse, std::uint32_t evicted);
+  void after_evict(std::uint32_t s);
+  void after_compute(const std::vector<std::uint32_t>& remat_storages);
+  void update_compute(std::uint32_t s);
+  [[nodiscard]] double cost(std::uint32_t s) const;
+  [[nodiscard]] std::uint32_t choose() const;
+  // clock_ += cost, or an Error naming the event when the clock would pass 2^63 - 1 ns (as the
+  // engine does; docs/limits.md, "Arithmetic").
+  void advance(std::int64_t cost);
+  // memory_ + size <= the budget, without overflow.
+  [[nodiscard]] bool fits(std::int64_t size) const;
+  static constexpr std::int64_t kMaxBytes = std::numeric_limits<std::int64_t>::max();
+  std::uint32_t find(std::uint32_t n) const;
+  [[nodiscard]] bool uses_regions() const;
+  [[nodiscard]] bool uses_eq_classes() const;
+
+  const Trace& trace_;
+  Config config_;
+  std::vector<SOp> ops_;
+  std::vector<STensor> tensors_;  // indexed by trace tensor index
+  std::vector<SStorage> storages_;  // indexed by the storage root's trace tensor index
+  std::list<std::uint32_t> pool_;   // storage_pool: in the order storages became evictable
+  std::vector<std::uint32_t> producer_;  // trace tensor -> trace op producing it (kNone: constant)
+  // Zero-byte tensors the trace's ops leave out: the ops' full lists, the storage roots of views
+  // of zero-byte storages, and when those storages die (event index, root).
+  std::vector<std::vector<std::uint32_t>> full_inputs_, full_outputs_;
+  std::vector<std::uint8_t> has_full_;
+  std::vector<std::uint32_t> root_;
+  std::vector<std::pair<std::size_t, std::uint32_t>> zero_frees_;
+  std::vector<std::uint32_t> order_;      // storages in creation order (R9 without the header)
+  std::vector<std::uint32_t> outputs_;    // R9: referenced tensors in simrd's order (header)
+  bool has_outputs_ = false;
+  std::vector<std::uint8_t> released_;
+  mutable std::vector<std::uint32_t> uf_parent_;  // eq-class nodes (optimization/eqclass.py)
+  std::vector<Cost> uf_value_;
+  std::int64_t clock_ = 1;  // RuntimeBase: clock starts at 1
+  std::int64_t memory_ = 0;
+  double remat_limit_ = std::numeric_limits<double>::infinity();
+  std::size_t event_ = 0;
+  std::int64_t requested_ = 0;
+  Result result_;
+};
+
+}  // namespace coopsim::simrd::detail

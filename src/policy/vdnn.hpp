@@ -1,0 +1,62 @@
+// vdnn: vDNN's layer-wise offload (Rhu et al., "vDNN: Virtualized Deep Neural Networks for
+// Scalable, Memory-Efficient Neural Network Design", MICRO 2016; docs/models/swap-policies.md).
+// Per iteration, the forward pass is the part before the trace's "backward" mark; its layers are
+// the compute events (vdnn-all) or only the convolutions (vdnn-conv: op name contains "conv").
+// The input feature maps of those layers (activation/input storages used again in backward) are
+// offloaded right after their last forward use and prefetched one layer ahead in backward: the
+// swap-in starts just before the backward compute event that precedes the first backward use,
+// so it overlaps that layer. Departures: layers are the trace's ops (no layer graph); the engine
+// overlaps copies with compute instead of vDNN's per-layer synchronisation, so waits show up only
+// as stalls on a use or on memory; prefetches wait until they fit the budget by allocated bytes;
+// vDNN_dyn (convolution algorithm choice) is not modelled; optional Belady fallback on a failed
+// allocation (off by default: vDNN has none and runs out of memory).
+#pragma once
+
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "coopsim/policy/policy.hpp"
+
+namespace coopsim {
+
+namespace swap_detail {
+class UseIndex;
+class SwapSchedule;
+}  // namespace swap_detail
+
+struct VdnnOptions {
+  bool conv_only = false;  // vDNN_conv; false = vDNN_all
+  bool fallback = false;
+};
+
+class VdnnPolicy final : public Policy {
+ public:
+  static constexpr std::string_view kName = "vdnn";
+  static constexpr std::string_view kHelp =
+      "vDNN: offload layer input feature maps after their last forward use and prefetch them "
+      "one layer ahead in backward (variant all or conv)";
+  static std::vector<ParamDoc> param_docs();
+  static std::unique_ptr<Policy> create(const Params& p);
+
+  explicit VdnnPolicy(VdnnOptions o);
+  ~VdnnPolicy() override;
+
+  void prepare(const MemoryView& view) override;
+  [[nodiscard]] std::vector<Action> on_alloc_failure(const AllocRequest& request, const MemoryView& view) override;
+  [[nodiscard]] std::vector<Action> after_event(const MemoryView& view) override;
+
+  // The plan made by prepare(), sorted by swap-out index.
+  using Entry = SwapPlanEntry;
+  [[nodiscard]] std::vector<Entry> plan() const;
+
+  // vDNN_conv's layer test on an op name ("aten::convolution", "conv2d", ...).
+  static bool is_conv(std::string_view op_name);
+
+ private:
+  VdnnOptions opts_;
+  std::unique_ptr<swap_detail::UseIndex> uses_;
+  std::unique_ptr<swap_detail::SwapSchedule> schedule_;
+};
+
+}  // namespace coopsim

@@ -1,0 +1,301 @@
+// replay-gpu's device side: one arena, pinned host copies, three streams, and the plan's steps
+// issued in order. Every step first waits (cudaStreamWaitEvent) for the events of the steps in
+// its `after` list, runs on its stream (op / recompute / access: the op kernel; alloc: a fill
+// of version 0's pattern, or a poison fill with --poison; swaps: cudaMemcpyAsync between the
+// arena and the tensor's pinned host copy), and records its own event when a later step waits
+// for it. By default one iteration is captured as a CUDA graph and launched for each warm-up
+// and timed iteration, so host issue overhead does not enter the timing; timing events are
+// external event nodes in the graph.
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "coopsim/replay/replay.hpp"
+#include "cuda_kernels.hpp"
+
+namespace coopsim::gpu::cuda {
+
+namespace {
+
+using detail::check;
+using detail::DevRef;
+
+// Every device and host object of one replay, released in the destructor.
+struct Resources {
+  char* arena = nullptr;
+  DevRef* refs = nullptr;
+  std::uint32_t* fail = nullptr;
+  std::map<std::uint32_t, void*> host;  // tensor -> pinned host copy
+  std::array<cudaStream_t, kStreams> streams{};
+  std::vector<cudaEvent_t> done, t0, t1;  // per step; nullptr where not needed
+  std::vector<cudaEvent_t> own;           // every event created, for release
+  cudaEvent_t fork = nullptr, join_d2h = nullptr, join_h2d = nullptr;
+  cudaEvent_t it_start = nullptr, it_compute = nullptr, it_end = nullptr;
+  cudaGraphExec_t exec = nullptr;
+
+  Resources() = default;
+  Resources(const Resources&) = delete;
+  Resources& operator=(const Resources&) = delete;
+  ~Resources() {
+    if (exec != nullptr) cudaGraphExecDestroy(exec);
+    for (cudaEvent_t e : own) cudaEventDestroy(e);
+    for (cudaStream_t s : streams) {
+      if (s != nullptr) cudaStreamDestroy(s);
+    }
+    for (auto& [t, p] : host) cudaFreeHost(p);
+    if (fail != nullptr) cudaFree(fail);
+    if (refs != nullptr) cudaFree(refs);
+    if (arena != nullptr) cudaFree(arena);
+  }
+  cudaEvent_t event(bool timing) {
+    cudaEvent_t e = nullptr;
+    check(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming), "cudaEventCreate");
+    own.push_back(e);
+    return e;
+  }
+};
+
+// What each step launches, prepared once on the host.
+struct Prepared {
+  std::vector<std::uint32_t> first_ref;   // per step: index of its first DevRef
+  std::vector<std::uint32_t> reads, writes;
+  std::vector<long long> cycles;          // op / recompute spin
+  std::vector<DevRef> refs;
+  std::vector<bool> fill;                 // alloc steps that write a pattern
+  std::uint64_t fills = 0, poisons = 0;
+};
+
+bool gpu_work(const PlanStep& s, const Prepared& p, std::uint32_t i) {
+  switch (s.kind) {
+    case StepKind::Op:
+    case StepKind::Recompute:
+    case StepKind::Access:
+    case StepKind::SwapOut:
+    case StepKind::SwapIn: return true;
+    case StepKind::Alloc: return p.fill[i];
+    case StepKind::Free:
+    case StepKind::Evict: return false;
+  }
+  return false;
+}
+
+DevRef content(const Plan& plan, const PlanRef& r) {
+  if (r.offset % 4 != 0) {
+    throw Error("replay-gpu: tensor " + std::to_string(r.tensor) + " is at offset " + std::to_string(r.offset) +
+                ", which is not a multiple of 4");
+  }
+  const Bytes bytes = std::min(plan.tensor(r.tensor)->size, r.size);
+  return DevRef{r.offset, bytes.value / 4, r.tensor, r.version};
+}
+
+Prepared prepare(const Plan& plan, const ReplaySettings& settings, const Calibration& cal) {
+  Prepared p;
+  const std::size_t n = plan.steps.size();
+  p.first_ref.resize(n);
+  p.reads.resize(n);
+  p.writes.resize(n);
+  p.cycles.resize(n);
+  p.fill.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const PlanStep& s = plan.steps[i];
+    p.first_ref[i] = static_cast<std::uint32_t>(p.refs.size());
+    switch (s.kind) {
+      case StepKind::Op:
+      case StepKind::Recompute: {
+        for (const auto& r : s.reads) p.refs.push_back(content(plan, r));
+        for (const auto& r : s.writes) p.refs.push_back(content(plan, r));
+        p.reads[i] = static_cast<std::uint32_t>(s.reads.size());
+        p.writes[i] = static_cast<std::uint32_t>(s.writes.size());
+        const double spin_ns = std::max(0.0, static_cast<double>((s.end - s.start).count()) - cal.kernel_overhead_ns);
+        p.cycles[i] = static_cast<long long>(spin_ns * cal.cycles_per_ns);
+        break;
+      }
+      case StepKind::Access:
+        p.refs.push_back(content(plan, s.block));
+        p.reads[i] = 1;
+        break;
+      case StepKind::Alloc:
+        if (s.fill) {
+          p.refs.push_back(content(plan, PlanRef{s.block.tensor, 0, s.block.offset, s.block.size}));
+          p.fill[i] = true;
+          ++p.fills;
+        } else if (settings.poison) {
+          p.refs.push_back(DevRef{s.block.offset, s.block.size.value / 4, detail::kPoisonTensor, 0});
+          p.fill[i] = true;
+          ++p.poisons;
+        }
+        break;
+      case StepKind::SwapOut:
+      case StepKind::SwapIn:
+        (void)content(plan, s.block);  // alignment check
+        break;
+      case StepKind::Free:
+      case StepKind::Evict: break;
+    }
+  }
+  return p;
+}
+
+void allocate(Resources& r, const Plan& plan, const Prepared& p, const ReplaySettings& settings) {
+  if (plan.header.arena_size.value > 0) {
+    check(cudaMalloc(reinterpret_cast<void**>(&r.arena), plan.header.arena_size.value),
+          ("cudaMalloc of the " + std::to_string(plan.header.arena_size.value) + "-byte arena").c_str());
+  }
+  if (!p.refs.empty()) {
+    check(cudaMalloc(reinterpret_cast<void**>(&r.refs), p.refs.size() * sizeof(DevRef)), "cudaMalloc (refs)");
+    check(cudaMemcpy(r.refs, p.refs.data(), p.refs.size() * sizeof(DevRef), cudaMemcpyHostToDevice), "cudaMemcpy (refs)");
+  }
+  check(cudaMalloc(reinterpret_cast<void**>(&r.fail), sizeof(std::uint32_t)), "cudaMalloc (flag)");
+  check(cudaMemset(r.fail, 0xff, sizeof(std::uint32_t)), "cudaMemset (flag)");
+  std::map<std::uint32_t, std::uint64_t> host_bytes;
+  for (const auto& s : plan.steps) {
+    if (s.kind == StepKind::SwapOut || s.kind == StepKind::SwapIn) {
+      auto& b = host_bytes[s.block.tensor];
+      b = std::max(b, s.bytes.value);
+    }
+  }
+  for (const auto& [t, bytes] : host_bytes) {
+    void* h = nullptr;
+    check(cudaMallocHost(&h, std::max<std::uint64_t>(bytes, 1)), "cudaMallocHost (host copies)");
+    r.host[t] = h;
+  }
+  for (auto& s : r.streams) check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+  const std::size_t n = plan.steps.size();
+  r.done.assign(n, nullptr);
+  r.t0.assign(n, nullptr);
+  r.t1.assign(n, nullptr);
+  for (std::size_t i = 0; i < n; ++i) {
+    for (const std::uint32_t a : plan.steps[i].after) {
+      if (r.done[a] == nullptr) r.done[a] = r.event(false);
+    }
+    if (gpu_work(plan.steps[i], p, static_cast<std::uint32_t>(i))) {
+      r.t0[i] = r.event(true);
+      r.t1[i] = r.event(true);
+    }
+  }
+  r.fork = r.event(false);
+  r.join_d2h = r.event(false);
+  r.join_h2d = r.event(false);
+  r.it_start = r.event(true);
+  r.it_compute = r.event(true);
+  r.it_end = r.event(true);
+  (void)settings;
+}
+
+// Issues one iteration (under stream capture when `capture`).
+void issue(Resources& r, const Plan& plan, const Prepared& p, const ReplaySettings& settings, detail::KernelShape shape,
+           bool capture) {
+  auto timing = [&](cudaEvent_t e, cudaStream_t s) {
+    check(capture ? cudaEventRecordWithFlags(e, s, cudaEventRecordExternal) : cudaEventRecord(e, s), "cudaEventRecord");
+  };
+  cudaStream_t compute = r.streams[0];
+  check(cudaEventRecord(r.fork, compute), "cudaEventRecord");
+  for (std::size_t k = 1; k < kStreams; ++k) check(cudaStreamWaitEvent(r.streams[k], r.fork, 0), "cudaStreamWaitEvent");
+  for (std::uint32_t i = 0; i < plan.steps.size(); ++i) {
+    const PlanStep& s = plan.steps[i];
+    cudaStream_t st = r.streams[static_cast<std::size_t>(s.stream)];
+    for (const std::uint32_t a : s.after) check(cudaStreamWaitEvent(st, r.done[a], 0), "cudaStreamWaitEvent");
+    if (r.t0[i] != nullptr) timing(r.t0[i], st);
+    switch (s.kind) {
+      case StepKind::Op:
+      case StepKind::Recompute:
+      case StepKind::Access:
+        detail::launch_op(st, shape, r.arena, r.refs + p.first_ref[i], p.reads[i], p.writes[i], settings.sample_stride,
+                          p.cycles[i], i, r.fail);
+        break;
+      case StepKind::Alloc:
+        if (p.fill[i]) detail::launch_fill(st, shape, r.arena, p.refs[p.first_ref[i]], settings.sample_stride);
+        break;
+      case StepKind::SwapOut:
+        check(cudaMemcpyAsync(r.host.at(s.block.tensor), r.arena + s.block.offset, s.bytes.value,
+                              cudaMemcpyDeviceToHost, st), "cudaMemcpyAsync (swap-out)");
+        break;
+      case StepKind::SwapIn:
+        check(cudaMemcpyAsync(r.arena + s.block.offset, r.host.at(s.block.tensor), s.bytes.value,
+                              cudaMemcpyHostToDevice, st), "cudaMemcpyAsync (swap-in)");
+        break;
+      case StepKind::Free:
+      case StepKind::Evict: break;
+    }
+    if (r.t1[i] != nullptr) timing(r.t1[i], st);
+    if (r.done[i] != nullptr) check(cudaEventRecord(r.done[i], st), "cudaEventRecord");
+  }
+  timing(r.it_compute, compute);
+  check(cudaEventRecord(r.join_d2h, r.streams[1]), "cudaEventRecord");
+  check(cudaEventRecord(r.join_h2d, r.streams[2]), "cudaEventRecord");
+  check(cudaStreamWaitEvent(compute, r.join_d2h, 0), "cudaStreamWaitEvent");
+  check(cudaStreamWaitEvent(compute, r.join_h2d, 0), "cudaStreamWaitEvent");
+}
+
+double elapsed_ns(cudaEvent_t a, cudaEvent_t b) {
+  float ms = 0;
+  check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
+  return static_cast<double>(ms) * 1e6;
+}
+
+}  // namespace
+
+ReplayMeasurement replay(const Plan& plan, const ReplaySettings& settings) {
+  int device = 0, sms = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
+  const detail::KernelShape shape{std::max(1, sms), 256};
+
+  Resources r;
+  ReplayMeasurement m;
+  check(cudaStreamCreateWithFlags(&r.streams[0], cudaStreamNonBlocking), "cudaStreamCreate");
+  check(cudaMalloc(reinterpret_cast<void**>(&r.fail), sizeof(std::uint32_t)), "cudaMalloc (flag)");
+  m.calibration.cycles_per_ns = detail::measure_cycles_per_ns(r.streams[0]);
+  m.calibration.kernel_overhead_ns = detail::measure_kernel_overhead_ns(r.streams[0], shape, settings.graph, r.fail);
+  cudaFree(r.fail);
+  r.fail = nullptr;
+  cudaStreamDestroy(r.streams[0]);
+  r.streams[0] = nullptr;
+
+  const Prepared p = prepare(plan, settings, m.calibration);
+  m.fills = p.fills;
+  m.poisons = p.poisons;
+  allocate(r, plan, p, settings);
+  cudaStream_t compute = r.streams[0];
+  if (settings.graph) {
+    cudaGraph_t g = nullptr;
+    check(cudaStreamBeginCapture(compute, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+    issue(r, plan, p, settings, shape, true);
+    check(cudaStreamEndCapture(compute, &g), "cudaStreamEndCapture");
+    const cudaError_t e = cudaGraphInstantiate(&r.exec, g, 0);
+    cudaGraphDestroy(g);
+    check(e, "cudaGraphInstantiate");
+  }
+  m.step_ns.assign(plan.steps.size(), 0.0);
+  double host_total = 0;
+  for (int it = 0; it < settings.warmup + settings.iterations; ++it) {
+    check(cudaEventRecord(r.it_start, compute), "cudaEventRecord");
+    const auto h0 = std::chrono::steady_clock::now();
+    if (settings.graph) {
+      check(cudaGraphLaunch(r.exec, compute), "cudaGraphLaunch");
+    } else {
+      issue(r, plan, p, settings, shape, false);
+    }
+    const auto h1 = std::chrono::steady_clock::now();
+    check(cudaEventRecord(r.it_end, compute), "cudaEventRecord");
+    check(cudaEventSynchronize(r.it_end), "replaying the plan");
+    if (it < settings.warmup) continue;
+    host_total += static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(h1 - h0).count());
+    m.iteration_ns.push_back(elapsed_ns(r.it_start, r.it_compute));
+    m.all_streams_ns.push_back(elapsed_ns(r.it_start, r.it_end));
+    for (std::size_t i = 0; i < plan.steps.size(); ++i) {
+      if (r.t0[i] != nullptr) m.step_ns[i] += elapsed_ns(r.t0[i], r.t1[i]);
+    }
+  }
+  for (double& x : m.step_ns) x /= settings.iterations;
+  m.host_issue_ns = host_total / settings.iterations;
+  std::uint32_t flag = detail::kNoFailure;
+  check(cudaMemcpy(&flag, r.fail, sizeof flag, cudaMemcpyDeviceToHost), "cudaMemcpy (flag)");
+  m.first_failing_step = flag == detail::kNoFailure ? kNoStep : flag;
+  return m;
+}
+
+}  // namespace coopsim::gpu::cuda

@@ -1,0 +1,124 @@
+// run_simulation: resolve the config through the registries, run the engine, fill the report.
+#include "coopsim/sim/simulation.hpp"
+
+#include <cstdlib>
+#include <string_view>
+
+#include "coopsim/engine/engine.hpp"
+#include "coopsim/base/error.hpp"
+#include "coopsim/import/torch_snapshot.hpp"
+#include "coopsim/base/limits.hpp"
+#include "coopsim/model/link.hpp"
+#include "coopsim/validate/validate.hpp"
+#include "coopsim_config.h"
+
+namespace coopsim {
+
+namespace {
+
+bool validate_from_environment() {
+  const char* v = std::getenv("COOPSIM_VALIDATE");
+  return v != nullptr && std::string_view(v) == "1";
+}
+
+// Policies that evict, swap or recompute decide from which tensors ops read. A trace whose ops
+// read nothing (allocator-only snapshots, profiler traces without an execution trace) would let
+// them evict for free and report a plausible but meaningless overhead: refuse instead.
+void require_dataflow(const Trace& trace, const std::string& policy) {
+  std::size_t reads = 0;
+  for (const OpInfo& op : trace.ops) reads += op.inputs.size();
+  for (const TraceEvent& e : trace.events) reads += e.kind == EventKind::Access ? 1 : 0;
+  if (reads > 0) return;
+  const std::string what = trace.ops.empty() ? "it has no ops"
+                                             : "none of its " + std::to_string(trace.ops.size()) + " ops reads a tensor";
+  throw ConfigError("policy", trace.path + ": policy " + policy + " needs the trace's dataflow, but " + what +
+                                  " and no event accesses one (an allocator-only snapshot, or a profiler trace "
+                                  "imported without --et): evictions would cost nothing. Use -p keep, or force "
+                                  "it with --set engine.allow_no_dataflow=true");
+}
+
+}  // namespace
+
+Report run_simulation(const SimConfig& cfg, const Trace& trace, const Components& c, RunLog* log) {
+  check_config(cfg, c);
+  const nlohmann::json& d = cfg.doc;
+  const Params top = top_level_params(d);
+  const std::string alloc_name = top.get_string("allocator");
+  const std::string policy_name = top.get_string("policy");
+  const Bytes budget = top.get_bytes("budget");
+  const nlohmann::json params = d.value("params", nlohmann::json::object());
+  auto params_for = [&](const std::string& name) {
+    return params.contains(name) ? params.at(name) : nlohmann::json::object();
+  };
+  const auto& alloc_entry = c.allocators.get(alloc_name, "allocator", "allocator");
+  const auto& policy_entry = c.policies.get(policy_name, "policy", "policy");
+  const Params alloc_params(alloc_name, params_for(alloc_name), alloc_entry.params);
+  const Params policy_params(policy_name, params_for(policy_name), policy_entry.params);
+  const Params link_params("link", d.value("link", nlohmann::json::object()), link_param_docs());
+  const Params engine_params("engine", d.value("engine", nlohmann::json::object()), engine_param_docs());
+
+  EngineOptions opt;
+  opt.budget = budget;
+  opt.link = make_link(link_params);
+  opt.paranoid = engine_params.get_bool("paranoid");
+  opt.plan_checks = engine_params.get_bool("plan_checks") || opt.paranoid;
+  opt.measure_search_latency = engine_params.get_bool("measure_search_latency");
+  opt.log = log;
+  opt.max_recompute_depth = config_limits(cfg).max_recompute_depth;
+
+  auto allocator = alloc_entry.make(alloc_params, budget);
+  auto policy = policy_entry.make(policy_params);
+  if (policy->needs_dataflow() && !engine_params.get_bool("allow_no_dataflow")) {
+    require_dataflow(trace, policy_name);
+  }
+
+  Report r;
+  r.coopsim_version = COOPSIM_VERSION;
+  r.trace_path = trace.path;
+  r.model = trace.header.model;
+  r.trace_hash = trace.content_hash;
+  r.iterations = trace.header.iterations;
+  r.allocator = alloc_name;
+  r.policy = policy_name;
+  r.budget = budget;
+  r.trace_peak_live = summarize(trace).peak_live;
+  r.memory_ratio_of_peak = r.trace_peak_live.value == 0
+                               ? 0.0
+                               : static_cast<double>(budget.value) / static_cast<double>(r.trace_peak_live.value);
+  nlohmann::ordered_json resolved;
+  resolved["allocator"] = alloc_name;
+  resolved["policy"] = policy_name;
+  resolved["budget"] = budget.value;
+  resolved["link"] = link_params.resolved();
+  resolved["link"]["resolved_name"] = opt.link.name;
+  resolved["engine"] = engine_params.resolved();
+  resolved["params"][alloc_name] = alloc_params.resolved();
+  resolved["params"][policy_name] = policy_params.resolved();
+  r.config = resolved;
+
+  // Plan checks include the independent validator over the run's event log. COOPSIM_VALIDATE=1
+  // in the environment runs the validator alone (not the engine's per-step checks, which are
+  // quadratic on long traces) on every run: the test suites set it, so every test that runs a
+  // simulation is validated. Reports do not change.
+  const bool validate = opt.plan_checks || validate_from_environment();
+  RunLog own_log;
+  if (validate && opt.log == nullptr) opt.log = &own_log;
+  run_engine(trace, *allocator, *policy, opt, r);
+  if (validate) {
+    const ValidationResult v = validate_runlog(trace, *opt.log);
+    if (!v.ok()) {
+      throw InvariantError(trace.path + ": plan check: " + std::to_string(v.violation_count) +
+                           " violation(s) in the run's event log; first: " + v.violations.front());
+    }
+  }
+  if (r.status == RunStatus::Completed) {
+    const auto recorded = torch_snapshot::final_segments(trace);
+    const auto model = allocator->snapshot();
+    if (recorded && model) {
+      r.end_state = torch_snapshot::compare_end_state(*recorded, *model);
+    }
+  }
+  return r;
+}
+
+}  // namespace coopsim

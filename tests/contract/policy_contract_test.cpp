@@ -1,0 +1,84 @@
+// The contract every registered policy must honour, iterated over the policy registry (as the
+// allocator contract iterates the allocator registry), so a new policy is checked from its first
+// build: on the two smallest bundled traces, under every allocator, at 50 % and 100 % of the
+// trace's no-eviction peak, with the allocator invariants checked after every event
+// (engine.paranoid) and the run's event log checked by the independent validator
+// (engine.plan_checks):
+//  * a run never throws, never reserves more than its budget, and ends completed (every compute
+//    executed) or with an OOM or thrash point;
+//  * the same inputs give the same report (JSON) twice;
+//  * with the budget at the trace's peak on the address-blind allocator every policy completes
+//    (nothing forces it to act).
+// The bundled suites take their policy lists from the registry too: remat_bundled_test.cpp the
+// recompute policies, swap_bundled_test.cpp every other one, so a new policy also runs on every
+// bundled trace at five budgets there.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "bundled_traces.hpp"
+#include "coopsim/formats/trace_file.hpp"
+#include "coopsim/output/report_writers.hpp"
+#include "coopsim/sim/simulation.hpp"
+
+using namespace coopsim;
+
+namespace {
+
+std::vector<std::filesystem::path> smallest_bundled(std::size_t n) {
+  auto traces = coopsim::test::bundled_traces();
+  std::stable_sort(traces.begin(), traces.end(), [](const auto& a, const auto& b) {
+    return std::filesystem::file_size(a) < std::filesystem::file_size(b);
+  });
+  traces.resize(std::min(n, traces.size()));
+  return traces;
+}
+
+SimConfig config(const std::string& allocator, const std::string& policy, std::uint64_t budget) {
+  SimConfig cfg;
+  cfg.doc = {{"allocator", allocator},
+             {"policy", policy},
+             {"budget", std::to_string(budget)},
+             {"engine", {{"paranoid", true}, {"plan_checks", true}}}};
+  return cfg;
+}
+
+}  // namespace
+
+TEST_CASE("every registered policy honours the engine contract on bundled traces", "[contract][policy]") {
+  const auto& c = builtin_components();
+  const auto traces = smallest_bundled(2);
+  REQUIRE(traces.size() == 2);
+  REQUIRE(c.policies.entries().size() >= 8);
+  std::uint64_t runs = 0;
+  for (const auto& path : traces) {
+    const Trace trace = load_trace(path.string());
+    const TraceSummary summary = summarize(trace);
+    for (const auto& policy : c.policies.entries()) {
+      for (const auto& alloc : c.allocators.entries()) {
+        for (const std::uint64_t percent : {50, 100}) {
+          const std::uint64_t budget = percent == 100 ? summary.peak_live.value : summary.peak_live.value / 100 * percent;
+          INFO(path.string() << " " << policy.name << " on " << alloc.name << " at " << percent << "%");
+          Report first, second;
+          REQUIRE_NOTHROW(first = run_simulation(config(alloc.name, policy.name, budget), trace));
+          REQUIRE_NOTHROW(second = run_simulation(config(alloc.name, policy.name, budget), trace));
+          ++runs;
+          CHECK(to_json(first).dump() == to_json(second).dump());
+          CHECK(first.memory.peak_reserved.value <= budget);
+          if (first.status == RunStatus::Completed) {
+            CHECK(first.counters.computes == summary.computes);
+            CHECK(first.counters.events == summary.events);
+            CHECK(!first.oom.has_value());
+          } else {
+            CHECK((first.oom.has_value() || first.thrash.has_value()));
+          }
+          if (percent == 100 && alloc.name == "fungible") CHECK(first.status == RunStatus::Completed);
+        }
+      }
+    }
+  }
+  CHECK(runs == traces.size() * c.policies.entries().size() * c.allocators.entries().size() * 2);
+}
