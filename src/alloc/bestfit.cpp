@@ -30,7 +30,9 @@ constexpr std::string_view kWho = "bestfit";
 
 std::vector<ParamDoc> BestFitAllocator::param_docs() {
   return {
-      ParamDoc{"alignment", ParamType::Bytes, "512",
+      ParamDoc{"alignment",
+               ParamType::Bytes,
+               "512",
                "every request is rounded up to a multiple of this (OneFlow kCudaMemAllocAlignSize "
                "= 512); the arena is the capacity rounded down to it",
                {}},
@@ -44,17 +46,14 @@ std::unique_ptr<Allocator> BestFitAllocator::create(const Params& p, Bytes capac
   return std::make_unique<BestFitAllocator>(capacity, o);
 }
 
-BestFitAllocator::BestFitAllocator(Bytes capacity, BestFitOptions opts)
-    : capacity_(capacity), opts_(opts) {
+BestFitAllocator::BestFitAllocator(Bytes capacity, BestFitOptions opts) : capacity_(capacity), opts_(opts) {
   if (opts_.alignment == 0) throw ConfigError("bestfit.alignment", "must be > 0");
   arena_ = capacity.value / opts_.alignment * opts_.alignment;
   if (arena_ > 0) pieces_.add_region(0, arena_, 0, detail::kNoPiece);
 }
 
-Block BestFitAllocator::place(std::uint32_t piece, std::uint64_t size, const AllocRequest& request,
-                              bool align_right) {
-  const std::uint32_t used =
-      pieces_.place(piece, size, request.size.value, request.stream, align_right);
+Block BestFitAllocator::place(std::uint32_t piece, std::uint64_t size, const AllocRequest& request, bool align_right) {
+  const std::uint32_t used = pieces_.place(piece, size, request.size.value, request.stream, align_right);
   const detail::Piece& u = pieces_.at(used);
   return Block{u.addr, Bytes{u.size}, request.size, request.stream};
 }
@@ -98,8 +97,8 @@ void BestFitAllocator::check_invariants() const {
   pieces_.check(kWho, opts_.alignment, 0);
   auto fail = [](const std::string& what) { throw InvariantError("bestfit: " + what); };
   if (arena_ % opts_.alignment != 0 || arena_ > capacity_.value) {
-    fail(fmt::format("arena of {} B does not fit the capacity {} B at alignment {}", arena_,
-                     capacity_.value, opts_.alignment));
+    fail(fmt::format("arena of {} B does not fit the capacity {} B at alignment {}", arena_, capacity_.value,
+                     opts_.alignment));
   }
   if (arena_ == 0) {
     if (!pieces_.empty()) fail("an empty arena has pieces");
@@ -119,8 +118,7 @@ void BestFitAllocator::check_invariants() const {
     if (!p.free) footprint = p.end();
   }
   if (pieces_.allocated() + pieces_.free_bytes() != arena_) {
-    fail(fmt::format("allocated {} + free {} != arena {}", pieces_.allocated(),
-                     pieces_.free_bytes(), arena_));
+    fail(fmt::format("allocated {} + free {} != arena {}", pieces_.allocated(), pieces_.free_bytes(), arena_));
   }
   if (stats().footprint.value != footprint) {
     fail(fmt::format("footprint {} != highest used end {}", stats().footprint.value, footprint));

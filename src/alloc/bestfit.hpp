@@ -50,8 +50,7 @@ class BestFitAllocator final : public Allocator {
  private:
   // Turns part of free piece `piece` into a used block of `size` bytes: at the piece's low end,
   // or at piece_end - size when `align_right` (Coop's cheap-tensor placement).
-  Block place(std::uint32_t piece, std::uint64_t size, const AllocRequest& request,
-              bool align_right);
+  Block place(std::uint32_t piece, std::uint64_t size, const AllocRequest& request, bool align_right);
 
   Bytes capacity_;
   BestFitOptions opts_;

@@ -33,12 +33,16 @@ constexpr std::string_view kWho = "cnmem";
 
 std::vector<ParamDoc> CnMemAllocator::param_docs() {
   return {
-      ParamDoc{"initial_reservation", ParamType::Bytes, "0",
+      ParamDoc{"initial_reservation",
+               ParamType::Bytes,
+               "0",
                "bytes reserved by one device allocation at start (cnmemInit; rounded up to "
                "512 B). 0 = none, grow on demand (cnmem's own size 0 would mean "
                "totalGlobalMem/2)",
                {}},
-      ParamDoc{"can_grow", ParamType::Bool, "true",
+      ParamDoc{"can_grow",
+               ParamType::Bool,
+               "true",
                "allow further device allocations of exactly the rounded request when no free "
                "block fits; false = CNMEM_FLAGS_CANNOT_GROW (needs initial_reservation > 0)",
                {}},
@@ -50,9 +54,9 @@ std::unique_ptr<Allocator> CnMemAllocator::create(const Params& p, Bytes capacit
   o.initial_reservation = p.get_bytes("initial_reservation");
   o.can_grow = p.get_bool("can_grow");
   if (round_up(o.initial_reservation.value, kGranularity) > capacity.value) {
-    throw ConfigError(p.component() + ".initial_reservation",
-                      fmt::format("{} exceeds the device capacity {}",
-                                  format_bytes(o.initial_reservation), format_bytes(capacity)));
+    throw ConfigError(
+        p.component() + ".initial_reservation",
+        fmt::format("{} exceeds the device capacity {}", format_bytes(o.initial_reservation), format_bytes(capacity)));
   }
   if (!o.can_grow && o.initial_reservation.value == 0) {
     throw ConfigError(p.component() + ".can_grow",
@@ -61,17 +65,15 @@ std::unique_ptr<Allocator> CnMemAllocator::create(const Params& p, Bytes capacit
   return std::make_unique<CnMemAllocator>(capacity, o);
 }
 
-CnMemAllocator::CnMemAllocator(Bytes capacity, CnMemOptions opts)
-    : opts_(opts), device_(capacity, kGranularity) {
+CnMemAllocator::CnMemAllocator(Bytes capacity, CnMemOptions opts) : opts_(opts), device_(capacity, kGranularity) {
   const std::uint64_t initial = round_up(opts_.initial_reservation.value, kGranularity);
   if (initial > capacity.value) {
     throw ConfigError("cnmem.initial_reservation",
-                      fmt::format("{} exceeds the device capacity {}",
-                                  format_bytes(opts_.initial_reservation), format_bytes(capacity)));
+                      fmt::format("{} exceeds the device capacity {}", format_bytes(opts_.initial_reservation),
+                                  format_bytes(capacity)));
   }
   if (!opts_.can_grow && initial == 0) {
-    throw ConfigError("cnmem.can_grow",
-                      "false needs an initial_reservation > 0 (nothing could be allocated)");
+    throw ConfigError("cnmem.can_grow", "false needs an initial_reservation > 0 (nothing could be allocated)");
   }
   if (initial > 0 && grow(initial) == detail::kNoPiece) {
     throw ConfigError("cnmem.initial_reservation", "the device refused the initial reservation");
@@ -100,8 +102,7 @@ std::optional<Block> CnMemAllocator::allocate(const AllocRequest& request) {
     piece = grow(size);
     if (piece == detail::kNoPiece) return std::nullopt;
   }
-  const std::uint32_t used =
-      pieces_.place(piece, size, request.size.value, request.stream, /*align_right=*/false);
+  const std::uint32_t used = pieces_.place(piece, size, request.size.value, request.stream, /*align_right=*/false);
   const detail::Piece& u = pieces_.at(used);
   return Block{u.addr, Bytes{u.size}, request.size, request.stream};
 }
@@ -141,22 +142,19 @@ void CnMemAllocator::check_invariants() const {
     }
     const detail::Piece& h = pieces_.at(i);
     if (!h.head || h.addr != start || h.segment != region.segment) {
-      fail(fmt::format("region at {:#x}: its first piece [{:#x}, +{}) is not its head", start,
-                       h.addr, h.size));
+      fail(fmt::format("region at {:#x}: its first piece [{:#x}, +{}) is not its head", start, h.addr, h.size));
     }
     std::uint64_t covered = 0;
     do {
       const detail::Piece& p = pieces_.at(i);
       if (p.segment != region.segment) {
-        fail(fmt::format("piece at {:#x} lies in region {:#x} but has segment {}", p.addr, start,
-                         p.segment));
+        fail(fmt::format("piece at {:#x} lies in region {:#x} but has segment {}", p.addr, start, p.segment));
       }
       covered += p.size;
       i = p.next;
     } while (i != detail::kNoPiece && !pieces_.at(i).head);
     if (covered != region.size) {
-      fail(fmt::format("region at {:#x} of {} B is covered by {} B of pieces", start, region.size,
-                       covered));
+      fail(fmt::format("region at {:#x} of {} B is covered by {} B of pieces", start, region.size, covered));
     }
     total += region.size;
   }
@@ -165,12 +163,11 @@ void CnMemAllocator::check_invariants() const {
     fail(fmt::format("regions total {} B but the device holds {} B", total, device_.used().value));
   }
   if (regions_.size() != device_.mallocs() || device_.frees() != 0) {
-    fail(fmt::format("{} regions for {} device mallocs and {} frees", regions_.size(),
-                     device_.mallocs(), device_.frees()));
+    fail(fmt::format("{} regions for {} device mallocs and {} frees", regions_.size(), device_.mallocs(),
+                     device_.frees()));
   }
   if (pieces_.allocated() + pieces_.free_bytes() != total) {
-    fail(fmt::format("allocated {} + free {} != reserved {}", pieces_.allocated(),
-                     pieces_.free_bytes(), total));
+    fail(fmt::format("allocated {} + free {} != reserved {}", pieces_.allocated(), pieces_.free_bytes(), total));
   }
   if (!opts_.can_grow && regions_.size() > 1) fail("grew although can_grow is false");
 }

@@ -13,9 +13,10 @@ std::optional<std::uint64_t> DeviceMemory::malloc(Bytes size) {
   // rather than hand out wrapped addresses that collide (the address checks compare them).
   std::uint64_t end = 0;
   if (__builtin_add_overflow(next_, size.value, &end) || end > ~std::uint64_t{0} - alignment_) {
-    throw Error(fmt::format("the simulated device ran out of addresses: its cudaMalloc calls handed out more than "
-                            "2^64 bytes in this run (it never reuses an address); {} more bytes requested at {:#x}",
-                            size.value, next_));
+    throw Error(
+        fmt::format("the simulated device ran out of addresses: its cudaMalloc calls handed out more than "
+                    "2^64 bytes in this run (it never reuses an address); {} more bytes requested at {:#x}",
+                    size.value, next_));
   }
   next_ = round_up(end, alignment_);
   used_ += size;

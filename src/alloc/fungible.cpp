@@ -24,7 +24,9 @@ namespace coopsim {
 
 std::vector<ParamDoc> FungibleAllocator::param_docs() {
   return {
-      ParamDoc{"alignment", ParamType::Bytes, "1",
+      ParamDoc{"alignment",
+               ParamType::Bytes,
+               "1",
                "sizes are rounded up to a multiple of this before being counted; 1 = exact bytes "
                "(DTR), 512 = what CUDA allocators charge",
                {}},
@@ -38,8 +40,7 @@ std::unique_ptr<Allocator> FungibleAllocator::create(const Params& p, Bytes capa
   return std::make_unique<FungibleAllocator>(capacity, o);
 }
 
-FungibleAllocator::FungibleAllocator(Bytes capacity, FungibleOptions opts)
-    : capacity_(capacity), opts_(opts) {
+FungibleAllocator::FungibleAllocator(Bytes capacity, FungibleOptions opts) : capacity_(capacity), opts_(opts) {
   if (opts_.alignment == 0) throw ConfigError("fungible.alignment", "must be > 0");
 }
 
@@ -58,14 +59,14 @@ std::optional<Block> FungibleAllocator::allocate(const AllocRequest& request) {
 void FungibleAllocator::deallocate(const Block& block) {
   const Live* l = live_.find(block.addr);
   if (l == nullptr) {
-    throw InvariantError(fmt::format("fungible: deallocate of unknown block at {:#x} ({} bytes)",
-                                     block.addr, block.size.value));
+    throw InvariantError(
+        fmt::format("fungible: deallocate of unknown block at {:#x} ({} bytes)", block.addr, block.size.value));
   }
   if (l->size != block.size.value || l->requested != block.requested.value) {
-    throw InvariantError(fmt::format(
-        "fungible: deallocate of block at {:#x} with size {} (requested {}), but the live block "
-        "has size {} (requested {})",
-        block.addr, block.size.value, block.requested.value, l->size, l->requested));
+    throw InvariantError(
+        fmt::format("fungible: deallocate of block at {:#x} with size {} (requested {}), but the live block "
+                    "has size {} (requested {})",
+                    block.addr, block.size.value, block.requested.value, l->size, l->requested));
   }
   allocated_ -= l->size;
   requested_ -= l->requested;
@@ -88,9 +89,7 @@ AllocatorStats FungibleAllocator::stats() const {
 std::vector<Range> FungibleAllocator::ranges() const {
   std::vector<Range> out;
   out.reserve(live_.size());
-  live_.for_each([&](std::uint64_t addr, const Live& l) {
-    out.push_back(Range{addr, Bytes{l.size}, false, 0});
-  });
+  live_.for_each([&](std::uint64_t addr, const Live& l) { out.push_back(Range{addr, Bytes{l.size}, false, 0}); });
   std::sort(out.begin(), out.end(), [](const Range& a, const Range& b) { return a.addr < b.addr; });
   return out;
 }
@@ -101,8 +100,8 @@ void FungibleAllocator::check_invariants() const {
   std::uint64_t req = 0;
   live_.for_each([&](std::uint64_t addr, const Live& l) {
     if (l.size == 0 || l.size % opts_.alignment != 0 || l.requested == 0 || l.requested > l.size) {
-      fail(fmt::format("block at {:#x} has size {} for request {} at alignment {}", addr, l.size,
-                       l.requested, opts_.alignment));
+      fail(fmt::format("block at {:#x} has size {} for request {} at alignment {}", addr, l.size, l.requested,
+                       opts_.alignment));
     }
     if (addr + l.size > next_addr_) {
       fail(fmt::format("block at {:#x} lies beyond the address counter {:#x}", addr, next_addr_));

@@ -22,8 +22,8 @@ namespace {
 
 void validate(const PyTorchOptions& o) {
   if (o.max_split_size.value != PyTorchOptions::kOff && o.max_split_size.value < kLargeBuffer) {
-    throw ConfigError("pytorch.max_split_size", "must be 0 (off) or at least 20MiB, got " +
-                                                    format_bytes(o.max_split_size));
+    throw ConfigError("pytorch.max_split_size",
+                      "must be 0 (off) or at least 20MiB, got " + format_bytes(o.max_split_size));
   }
   for (const std::uint32_t d : o.roundup_power2_divisions) {
     if (d > 1 && !std::has_single_bit(d)) {
@@ -33,8 +33,7 @@ void validate(const PyTorchOptions& o) {
   }
   const double t = o.garbage_collection_threshold;
   if (!(t == 0.0 || (t > 0.0 && t < 1.0))) {
-    throw ConfigError("pytorch.garbage_collection_threshold",
-                      fmt::format("must be 0 (off) or in (0, 1), got {}", t));
+    throw ConfigError("pytorch.garbage_collection_threshold", fmt::format("must be 0 (off) or in (0, 1), got {}", t));
   }
 }
 
@@ -43,8 +42,7 @@ void validate(const PyTorchOptions& o) {
 // ---------------------------------------------------------------------------------------------
 // Rounding rules
 
-std::uint64_t PyTorchCachingAllocator::roundup_power2_next_division(std::uint64_t size,
-                                                                    std::uint64_t divisions) {
+std::uint64_t PyTorchCachingAllocator::roundup_power2_next_division(std::uint64_t size, std::uint64_t divisions) {
   if (size == 0 || divisions == 0 || std::has_single_bit(size)) return size;
   const std::uint64_t floor2 = std::bit_floor(size);
   const std::uint64_t step = floor2 >> (std::bit_width(divisions) - 1);
@@ -74,23 +72,33 @@ std::uint64_t PyTorchCachingAllocator::allocation_size(std::uint64_t size) {
 
 std::vector<ParamDoc> PyTorchCachingAllocator::param_docs() {
   return {
-      {"max_split_size", ParamType::Bytes, "0",
+      {"max_split_size",
+       ParamType::Bytes,
+       "0",
        "cached blocks of at least this size are never split and only serve requests of at least "
        "this size (PYTORCH_CUDA_ALLOC_CONF max_split_size_mb); 0 = off (upstream SIZE_MAX), "
        "else >= 20MiB",
        {}},
-      {"max_non_split_rounding_size", ParamType::Bytes, "20MiB",
+      {"max_non_split_rounding_size",
+       ParamType::Bytes,
+       "20MiB",
        "a request >= max_split_size may take a cached block smaller than request + this",
        {}},
-      {"roundup_power2_divisions", ParamType::Int, "0",
+      {"roundup_power2_divisions",
+       ParamType::Int,
+       "0",
        "round requests up to the next of this many divisions of their power-of-two interval; one "
        "value for all 16 buckets (1 MiB .. 64 GiB); 0 = off, else a power of two",
        {}},
-      {"garbage_collection_threshold", ParamType::Float, "0",
+      {"garbage_collection_threshold",
+       ParamType::Float,
+       "0",
        "when reserved memory exceeds this fraction of the capacity, free the oldest cached "
        "unsplit large blocks before taking a new segment; 0 = off, else in (0, 1)",
        {}},
-      {"expandable_segments", ParamType::Bool, "false",
+      {"expandable_segments",
+       ParamType::Bool,
+       "false",
        "one growing virtual segment per stream and pool, mapped in 2 MiB (small) / 20 MiB "
        "(large) pages, instead of one cudaMalloc per segment",
        {}},
@@ -165,8 +173,7 @@ void PyTorchCachingAllocator::plan_segment_addresses(std::span<const SegmentAddr
 
 std::optional<std::vector<SeedSegment>> PyTorchCachingAllocator::snapshot() const { return impl_->snapshot(); }
 
-std::vector<Block> PyTorchCachingAllocator::seed_segment(std::uint64_t addr, std::uint32_t stream,
-                                                         PyTorchPool pool,
+std::vector<Block> PyTorchCachingAllocator::seed_segment(std::uint64_t addr, std::uint32_t stream, PyTorchPool pool,
                                                          std::span<const PyTorchSeedBlock> blocks) {
   return impl_->seed_segment(addr, stream, pool == PyTorchPool::Small, blocks);
 }
@@ -174,8 +181,7 @@ std::vector<Block> PyTorchCachingAllocator::seed_segment(std::uint64_t addr, std
 // ---------------------------------------------------------------------------------------------
 // Bookkeeping
 
-PyTorchCachingAllocator::Impl::Impl(Bytes cap, const PyTorchOptions& o)
-    : capacity(cap), opts(o), device(cap) {
+PyTorchCachingAllocator::Impl::Impl(Bytes cap, const PyTorchOptions& o) : capacity(cap), opts(o), device(cap) {
   nodes.reserve(1024);
   segs.reserve(64);
 }
@@ -205,9 +211,8 @@ void PyTorchCachingAllocator::Impl::delete_node(std::uint32_t n) {
   free_nodes.push_back(n);
 }
 
-std::uint32_t PyTorchCachingAllocator::Impl::new_segment(std::uint64_t addr, std::uint64_t size,
-                                                          std::uint32_t stream, bool small_pool,
-                                                          bool expandable, bool from_device) {
+std::uint32_t PyTorchCachingAllocator::Impl::new_segment(std::uint64_t addr, std::uint64_t size, std::uint32_t stream,
+                                                         bool small_pool, bool expandable, bool from_device) {
   std::uint32_t s;
   if (!free_segs.empty()) {
     s = free_segs.back();
@@ -294,10 +299,8 @@ bool PyTorchCachingAllocator::Impl::overlaps_segment(std::uint64_t addr, std::ui
 // ---------------------------------------------------------------------------------------------
 // The device seam
 
-std::optional<std::uint64_t> PyTorchCachingAllocator::Impl::acquire_segment(std::uint64_t size,
-                                                                            std::uint32_t stream,
-                                                                            bool small_pool,
-                                                                            bool& from_device) {
+std::optional<std::uint64_t> PyTorchCachingAllocator::Impl::acquire_segment(std::uint64_t size, std::uint32_t stream,
+                                                                            bool small_pool, bool& from_device) {
   // The recording's next cudaMalloc, when this one is the same request (expandable reservations
   // in the plan are matched by reserve_address_space instead).
   while (next_planned < planned.size() && planned[next_planned].expandable) ++next_planned;
@@ -327,8 +330,7 @@ void PyTorchCachingAllocator::Impl::release_segment(const Segment& s) {
   if (s.from_device) device.free(s.addr, Bytes{s.size});
 }
 
-std::uint64_t PyTorchCachingAllocator::Impl::reserve_address_space(std::uint64_t& size,
-                                                                   std::uint32_t stream,
+std::uint64_t PyTorchCachingAllocator::Impl::reserve_address_space(std::uint64_t& size, std::uint32_t stream,
                                                                    bool small_pool) {
   // The recording's reservation for this stream and pool, when it is still unused and free here.
   if (const auto planned_at = take_planned_reservation(stream, small_pool, size)) return *planned_at;
@@ -340,8 +342,7 @@ std::uint64_t PyTorchCachingAllocator::Impl::reserve_address_space(std::uint64_t
   return next_va_top;
 }
 
-void PyTorchCachingAllocator::Impl::release_address_space(std::uint64_t /*addr*/,
-                                                          std::uint64_t /*size*/) {}
+void PyTorchCachingAllocator::Impl::release_address_space(std::uint64_t /*addr*/, std::uint64_t /*size*/) {}
 
 // Its line in the registry (src/alloc/registry.cpp).
 AllocatorRegistry::Entry pytorch_allocator_entry() { return AllocatorRegistry::entry_for<PyTorchCachingAllocator>(); }

@@ -38,8 +38,8 @@ std::uint32_t Impl::find_expandable_block(Pool& pool, std::uint32_t stream, std:
     }
     return bytes >= size;
   };
-  for (auto it = pool.unmapped.lower_bound(AddrKey{stream, 0, 0});
-       it != pool.unmapped.end() && it->stream == stream; ++it) {
+  for (auto it = pool.unmapped.lower_bound(AddrKey{stream, 0, 0}); it != pool.unmapped.end() && it->stream == stream;
+       ++it) {
     std::uint32_t c = it->node;
     if (allocatable(nodes[c].prev)) c = nodes[c].prev;  // a free block just before it helps too
     if (has_room(c)) return c;
@@ -188,8 +188,8 @@ std::uint64_t Impl::clamp_reservation(std::uint64_t base, std::uint64_t size, st
   return std::min(size, (limit - base) / page * page);
 }
 
-std::optional<std::uint64_t> Impl::take_planned_reservation(std::uint32_t stream, bool small_pool,
-                                                            std::uint64_t& size, std::uint64_t below) {
+std::optional<std::uint64_t> Impl::take_planned_reservation(std::uint32_t stream, bool small_pool, std::uint64_t& size,
+                                                            std::uint64_t below) {
   const std::uint64_t page = small_pool ? kSmallBuffer : kLargeBuffer;
   for (std::size_t i = 0; i < planned.size(); ++i) {
     const SegmentAddress& p = planned[i];
@@ -259,7 +259,8 @@ void Impl::seed_expandable(std::span<const SeedSegment> seeds, std::vector<std::
       prev_end = g.addr + bytes;
     }
     if (mapped > capacity.value || reserved > capacity.value - mapped) {
-      throw ConfigError(key, fmt::format("expandable segment {:#x}: {} mapped bytes exceed the capacity", base, mapped));
+      throw ConfigError(key,
+                        fmt::format("expandable segment {:#x}: {} mapped bytes exceed the capacity", base, mapped));
     }
     const std::uint32_t s = new_segment(base, size, stream, small_pool, true, false);
     segs[s].page_size = page;

@@ -95,8 +95,8 @@ class NodeArena {
  private:
   void refill() {
     constexpr std::size_t kPerChunk = 256;
-    const std::size_t stride = (node_size_ + alignof(std::max_align_t) - 1) / alignof(std::max_align_t) *
-                               alignof(std::max_align_t);
+    const std::size_t stride =
+        (node_size_ + alignof(std::max_align_t) - 1) / alignof(std::max_align_t) * alignof(std::max_align_t);
     chunks_.push_back(std::make_unique<std::max_align_t[]>(stride * kPerChunk / sizeof(std::max_align_t)));
     auto* base = reinterpret_cast<std::byte*>(chunks_.back().get());
     for (std::size_t i = kPerChunk; i-- > 0;) put(base + i * stride);
@@ -127,7 +127,9 @@ struct ArenaAllocator {
     }
   }
   template <class U>
-  bool operator==(const ArenaAllocator<U>& o) const { return arena == o.arena; }
+  bool operator==(const ArenaAllocator<U>& o) const {
+    return arena == o.arena;
+  }
 };
 
 inline constexpr std::uint64_t kMinBlockSize = 512;
@@ -217,8 +219,8 @@ struct PyTorchCachingAllocator::Impl {
   std::optional<Block> malloc(std::uint64_t orig_size, std::uint32_t stream);
   void free(const Block& b);
   std::uint32_t get_free_block(Pool& pool, std::uint32_t stream, std::uint64_t size);
-  std::uint32_t alloc_block(Pool& pool, std::uint32_t stream, std::uint64_t size,
-                            std::uint64_t alloc_size, bool is_retry);
+  std::uint32_t alloc_block(Pool& pool, std::uint32_t stream, std::uint64_t size, std::uint64_t alloc_size,
+                            bool is_retry);
   Block alloc_found_block(std::uint32_t n, std::uint64_t size, std::uint64_t orig_size);
   bool should_split(std::uint32_t n, std::uint64_t size) const;
   void free_block(std::uint32_t n);
@@ -251,8 +253,7 @@ struct PyTorchCachingAllocator::Impl {
   // --- the device seam: every byte of segment memory comes and goes through these ---
   // cudaMalloc / cudaFree of a whole segment (capacity already checked by the caller).
   // `from_device` tells whether the memory came from DeviceMemory (else a recorded address).
-  std::optional<std::uint64_t> acquire_segment(std::uint64_t size, std::uint32_t stream, bool small,
-                                               bool& from_device);
+  std::optional<std::uint64_t> acquire_segment(std::uint64_t size, std::uint32_t stream, bool small, bool& from_device);
   void release_segment(const Segment& s);
   // cuMemAddressReserve / cuMemAddressFree of an expandable segment's virtual range.
   // `size` comes in as the model's reservation size and may be adjusted to a recorded one.
@@ -261,20 +262,18 @@ struct PyTorchCachingAllocator::Impl {
 
   // --- helpers ---
   Pool& pool_of(const Node& n) { return n.small ? small : large; }
-  bool is_split(const Node& n) const {
-    return n.prev != pytorch_detail::kNil || n.next != pytorch_detail::kNil;
-  }
+  bool is_split(const Node& n) const { return n.prev != pytorch_detail::kNil || n.next != pytorch_detail::kNil; }
   bool in_expandable(const Node& n) const { return n.expandable; }
   std::uint32_t new_node(std::uint32_t seg);  // a free, mapped node of segment `seg`
   void delete_node(std::uint32_t n);
-  std::uint32_t new_segment(std::uint64_t addr, std::uint64_t size, std::uint32_t stream, bool small,
-                            bool expandable, bool from_device);
+  std::uint32_t new_segment(std::uint64_t addr, std::uint64_t size, std::uint32_t stream, bool small, bool expandable,
+                            bool from_device);
   void delete_segment(std::uint32_t s);
   void insert_into_blocks(std::uint32_t n);  // also stamps the GC age base
   void erase_from_blocks(std::uint32_t n);
   void insert_unmapped(std::uint32_t n);
   void erase_unmapped(std::uint32_t n);
-  void link_after(std::uint32_t n, std::uint32_t after);   // n becomes after's next
+  void link_after(std::uint32_t n, std::uint32_t after);    // n becomes after's next
   void link_before(std::uint32_t n, std::uint32_t before);  // n becomes before's prev
   bool overlaps_segment(std::uint64_t addr, std::uint64_t size) const;
   bool gc_enabled() const { return opts.garbage_collection_threshold > 0.0; }
@@ -320,7 +319,7 @@ struct PyTorchCachingAllocator::Impl {
   std::uint64_t next_segment_id = 1;
   std::vector<SegmentAddress> planned;  // recorded segment addresses, used in order
   std::size_t next_planned = 0;
-  std::vector<bool> planned_used;       // expandable plan entries already given a reservation
+  std::vector<bool> planned_used;  // expandable plan entries already given a reservation
   std::uint64_t next_va_top = DeviceMemory::kBaseAddress;
 };
 

@@ -158,8 +158,8 @@ void Impl::check_invariants() const {
   for (const Pool* p : {&small, &large}) {
     for (const SizeKey& k : p->blocks) {
       const Node& b = nodes[k.node];
-      if (!b.used || b.allocated || !b.mapped || b.size != k.size || b.addr != k.addr ||
-          b.stream != k.stream || b.small != p->small) {
+      if (!b.used || b.allocated || !b.mapped || b.size != k.size || b.addr != k.addr || b.stream != k.stream ||
+          b.small != p->small) {
         fail(fmt::format("pool entry {:#x}+{} does not match its block", k.addr, k.size));
       }
     }

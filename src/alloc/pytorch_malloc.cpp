@@ -69,8 +69,8 @@ std::uint32_t Impl::get_free_block(Pool& pool, std::uint32_t stream, std::uint64
   return n;
 }
 
-std::uint32_t Impl::alloc_block(Pool& pool, std::uint32_t stream, std::uint64_t size,
-                                std::uint64_t alloc_size, bool is_retry) {
+std::uint32_t Impl::alloc_block(Pool& pool, std::uint32_t stream, std::uint64_t size, std::uint64_t alloc_size,
+                                bool is_retry) {
   if (is_retry) ++alloc_retries;
   // Memory-fraction check (the capacity is the allowed maximum).
   if (alloc_size > capacity.value || reserved > capacity.value - alloc_size) return kNil;
@@ -133,17 +133,15 @@ Block Impl::alloc_found_block(std::uint32_t n, std::uint64_t size, std::uint64_t
 void Impl::free(const Block& blk) {
   const std::uint32_t* found = live.find(blk.addr);
   if (found == nullptr) {
-    throw InvariantError("pytorch: deallocate of address " + std::to_string(blk.addr) +
-                         " that is not a live block");
+    throw InvariantError("pytorch: deallocate of address " + std::to_string(blk.addr) + " that is not a live block");
   }
   const std::uint32_t n = *found;
   const Node& b = nodes[n];
   if (b.size != blk.size.value || b.stream != blk.stream || b.requested != blk.requested.value) {
     throw InvariantError("pytorch: deallocate of block at " + std::to_string(blk.addr) +
                          " with size/requested/stream " + std::to_string(blk.size.value) + "/" +
-                         std::to_string(blk.requested.value) + "/" + std::to_string(blk.stream) +
-                         ", live block has " + std::to_string(b.size) + "/" +
-                         std::to_string(b.requested) + "/" + std::to_string(b.stream));
+                         std::to_string(blk.requested.value) + "/" + std::to_string(blk.stream) + ", live block has " +
+                         std::to_string(b.size) + "/" + std::to_string(b.requested) + "/" + std::to_string(b.stream));
   }
   live.erase(blk.addr);
   allocated -= b.size;
@@ -273,8 +271,8 @@ void Impl::release_blocks(Pool& pool) {
 // Frees cached unsplit large blocks whose age (get_free_block calls on the pool since they were
 // cached) is at least the average, until reserved is back under threshold x capacity.
 void Impl::garbage_collect_cached_blocks() {
-  const auto gc_threshold = static_cast<std::uint64_t>(opts.garbage_collection_threshold *
-                                                       static_cast<double>(capacity.value));
+  const auto gc_threshold =
+      static_cast<std::uint64_t>(opts.garbage_collection_threshold * static_cast<double>(capacity.value));
   if (reserved <= gc_threshold) return;
   const std::uint64_t target = reserved - gc_threshold;
   std::uint64_t reclaimed = 0;

@@ -9,11 +9,26 @@ namespace coopsim {
 
 AllocatorRegistry builtin_allocators() {
   AllocatorRegistry r;
-  { extern AllocatorRegistry::Entry pytorch_allocator_entry(); r.add(pytorch_allocator_entry()); }
-  { extern AllocatorRegistry::Entry cnmem_allocator_entry(); r.add(cnmem_allocator_entry()); }
-  { extern AllocatorRegistry::Entry bestfit_allocator_entry(); r.add(bestfit_allocator_entry()); }
-  { extern AllocatorRegistry::Entry fungible_allocator_entry(); r.add(fungible_allocator_entry()); }
-  { extern AllocatorRegistry::Entry smartpool_allocator_entry(); r.add(smartpool_allocator_entry()); }
+  {
+    extern AllocatorRegistry::Entry pytorch_allocator_entry();
+    r.add(pytorch_allocator_entry());
+  }
+  {
+    extern AllocatorRegistry::Entry cnmem_allocator_entry();
+    r.add(cnmem_allocator_entry());
+  }
+  {
+    extern AllocatorRegistry::Entry bestfit_allocator_entry();
+    r.add(bestfit_allocator_entry());
+  }
+  {
+    extern AllocatorRegistry::Entry fungible_allocator_entry();
+    r.add(fungible_allocator_entry());
+  }
+  {
+    extern AllocatorRegistry::Entry smartpool_allocator_entry();
+    r.add(smartpool_allocator_entry());
+  }
   return r;
 }
 

@@ -65,18 +65,26 @@ constexpr std::uint32_t kNoSlot = 0xffffffffU;
 
 std::vector<ParamDoc> SmartPoolAllocator::param_docs() {
   return {
-      ParamDoc{"fit", ParamType::String, "bf",
+      ParamDoc{"fit",
+               ParamType::String,
+               "bf",
                "placement of each block: bf = best fit (SINGA's default), ff = first fit",
                {"bf", "ff"}},
-      ParamDoc{"bf_quirk", ParamType::Bool, "true",
+      ParamDoc{"bf_quirk",
+               ParamType::Bool,
+               "true",
                "bf: with >= 2 occupied ranges ignore the gap below the lowest one, as SINGA does; "
                "false = textbook best fit",
                {}},
-      ParamDoc{"plan_iteration", ParamType::Int, "-1",
+      ParamDoc{"plan_iteration",
+               ParamType::Int,
+               "-1",
                "iteration planned and switched to the pool at; -1 = the second if the trace has "
                ">= 2 (the first holds warm-up allocations), else the first",
                {}},
-      ParamDoc{"match", ParamType::String, "tensor",
+      ParamDoc{"match",
+               ParamType::String,
+               "tensor",
                "how requests find their planned slot: tensor = same tensor id and size (robust to "
                "extra allocations by policies), index = SINGA's allocation index modulo the "
                "iteration's allocations, same size",
@@ -91,8 +99,7 @@ std::unique_ptr<Allocator> SmartPoolAllocator::create(const Params& p, Bytes cap
   o.plan_iteration = p.get_int("plan_iteration");
   if (o.plan_iteration < -1) {
     throw ConfigError(p.component() + ".plan_iteration",
-                      fmt::format("must be -1 (automatic) or an iteration index >= 0 (got {})",
-                                  o.plan_iteration));
+                      fmt::format("must be -1 (automatic) or an iteration index >= 0 (got {})", o.plan_iteration));
   }
   o.match = p.get_string("match") == "index" ? SmartPoolMatch::Index : SmartPoolMatch::Tensor;
   return std::make_unique<SmartPoolAllocator>(capacity, o);
@@ -133,8 +140,7 @@ bool SmartPoolAllocator::pool_range_free(std::uint64_t offset, std::uint64_t siz
   return next == pool_live_.begin() || std::prev(next)->first + std::prev(next)->second.size <= offset;
 }
 
-std::optional<std::pair<std::uint32_t, bool>> SmartPoolAllocator::find_slot(
-    const AllocRequest& request) const {
+std::optional<std::pair<std::uint32_t, bool>> SmartPoolAllocator::find_slot(const AllocRequest& request) const {
   auto usable = [&](std::uint32_t k) -> std::optional<std::pair<std::uint32_t, bool>> {
     const SmartPoolSlot& s = plan_->slots[k];
     if (s.size != request.size) return std::nullopt;
@@ -233,9 +239,9 @@ void SmartPoolAllocator::deallocate(const Block& block) {
     const std::uint64_t offset = block.addr - *pool_addr_;
     auto it = pool_live_.find(offset);
     if (it == pool_live_.end() || it->second.size != block.size.value || block.requested != block.size) {
-      throw InvariantError(fmt::format(
-          "smartpool: deallocate of a block at pool offset {} ({} bytes) that is not live there",
-          offset, block.size.value));
+      throw InvariantError(
+          fmt::format("smartpool: deallocate of a block at pool offset {} ({} bytes) that is not live there", offset,
+                      block.size.value));
     }
     const PoolUse use = it->second;
     pool_live_.erase(it);
@@ -246,8 +252,8 @@ void SmartPoolAllocator::deallocate(const Block& block) {
   }
   auto it = device_live_.find(block.addr);
   if (it == device_live_.end() || it->second.size != block.size.value || block.requested != block.size) {
-    throw InvariantError(fmt::format("smartpool: deallocate of unknown block at {:#x} ({} bytes)",
-                                     block.addr, block.size.value));
+    throw InvariantError(
+        fmt::format("smartpool: deallocate of unknown block at {:#x} ({} bytes)", block.addr, block.size.value));
   }
   device_.free(block.addr, block.size);
   figures_.fallback_live -= block.size;
@@ -328,8 +334,8 @@ void SmartPoolAllocator::check_invariants() const {
     marked_backups += backup_live_[k];
   }
   if (marked_primaries != primaries || marked_backups != backups) {
-    fail(fmt::format("{} + {} slots marked live but {} + {} pool blocks", marked_primaries,
-                     marked_backups, primaries, backups));
+    fail(fmt::format("{} + {} slots marked live but {} + {} pool blocks", marked_primaries, marked_backups, primaries,
+                     backups));
   }
   if (bytes != pool_live_bytes_) fail(fmt::format("pool live bytes {} != sum {}", pool_live_bytes_, bytes));
   if (free_ranges != pool_free_ranges_) {

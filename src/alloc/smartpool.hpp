@@ -30,19 +30,19 @@ enum class SmartPoolMatch : std::uint8_t {
 
 struct SmartPoolOptions {
   SmartPoolFit fit = SmartPoolFit::BestFit;
-  bool bf_quirk = true;          // best fit: ignore the gap below the lowest range (>= 2 ranges)
+  bool bf_quirk = true;              // best fit: ignore the gap below the lowest range (>= 2 ranges)
   std::int64_t plan_iteration = -1;  // -1: the second iteration if there are >= 2, else the first
   SmartPoolMatch match = SmartPoolMatch::Tensor;
 };
 
 // One planned block: the k-th allocation of the planned iteration.
 struct SmartPoolSlot {
-  std::uint32_t tensor = 0;   // TensorId index of the allocation
+  std::uint32_t tensor = 0;  // TensorId index of the allocation
   Bytes size;
-  std::uint64_t r = 0;        // trace event index of the alloc
-  std::uint64_t d = 0;        // of the free; cross-iteration: the end of the iteration's events
+  std::uint64_t r = 0;           // trace event index of the alloc
+  std::uint64_t d = 0;           // of the free; cross-iteration: the end of the iteration's events
   bool cross_iteration = false;  // not freed inside the planned iteration
-  std::uint64_t offset = 0;   // primary copy, from the pool's start
+  std::uint64_t offset = 0;      // primary copy, from the pool's start
   friend bool operator==(const SmartPoolSlot&, const SmartPoolSlot&) = default;
 };
 
@@ -67,18 +67,18 @@ void place_smartpool_slots(SmartPoolPlan& plan, const SmartPoolOptions& options)
 
 // Run figures for reports (not part of AllocatorStats).
 struct SmartPoolFigures {
-  bool planned = false;             // prepare() found an iteration with allocations
-  bool pool_created = false;        // the pool's device allocation succeeded
-  bool pool_refused = false;        // it did not fit the capacity: everything fell back
-  Bytes pool_size;                  // planned pool bytes (held from the switch point on)
-  Bytes cross_size;                 // bytes of one copy of the cross-iteration blocks
-  std::uint64_t pool_allocs = 0;    // requests served from the pool
-  std::uint64_t fallback_allocs = 0;       // requests served by the device
-  Bytes fallback_bytes;                     // their total bytes
-  std::uint64_t mismatched_allocs = 0;     // fallbacks after the switch point (no usable slot)
+  bool planned = false;                 // prepare() found an iteration with allocations
+  bool pool_created = false;            // the pool's device allocation succeeded
+  bool pool_refused = false;            // it did not fit the capacity: everything fell back
+  Bytes pool_size;                      // planned pool bytes (held from the switch point on)
+  Bytes cross_size;                     // bytes of one copy of the cross-iteration blocks
+  std::uint64_t pool_allocs = 0;        // requests served from the pool
+  std::uint64_t fallback_allocs = 0;    // requests served by the device
+  Bytes fallback_bytes;                 // their total bytes
+  std::uint64_t mismatched_allocs = 0;  // fallbacks after the switch point (no usable slot)
   Bytes mismatched_bytes;
-  Bytes fallback_live;              // device bytes held by fallback blocks now
-  Bytes peak_fallback_live;         // their maximum
+  Bytes fallback_live;       // device bytes held by fallback blocks now
+  Bytes peak_fallback_live;  // their maximum
 };
 
 class SmartPoolAllocator final : public Allocator {
@@ -109,9 +109,9 @@ class SmartPoolAllocator final : public Allocator {
   [[nodiscard]] const SmartPoolFigures& figures() const { return figures_; }
   [[nodiscard]] std::optional<PoolFigures> pool_figures() const override {
     if (!figures_.planned || !plan_) return std::nullopt;
-    return PoolFigures{figures_.pool_size,       figures_.pool_created,     plan_->iteration,
-                       figures_.pool_allocs,     figures_.fallback_allocs,  figures_.mismatched_allocs,
-                       figures_.fallback_bytes,  figures_.mismatched_bytes, figures_.peak_fallback_live};
+    return PoolFigures{figures_.pool_size,      figures_.pool_created,     plan_->iteration,
+                       figures_.pool_allocs,    figures_.fallback_allocs,  figures_.mismatched_allocs,
+                       figures_.fallback_bytes, figures_.mismatched_bytes, figures_.peak_fallback_live};
   }
   // Device address of the pool; nullopt before the switch point or when it was refused.
   [[nodiscard]] std::optional<std::uint64_t> pool_address() const { return pool_addr_; }
@@ -140,8 +140,8 @@ class SmartPoolAllocator final : public Allocator {
   SmartPoolOptions opts_;
   DeviceMemory device_;
   std::optional<SmartPoolPlan> plan_;
-  std::vector<std::uint32_t> first_slot_of_tensor_;  // Tensor match: tensor -> first slot
-  std::vector<std::uint32_t> next_slot_same_tensor_;  // slot -> next slot of the same tensor
+  std::vector<std::uint32_t> first_slot_of_tensor_;       // Tensor match: tensor -> first slot
+  std::vector<std::uint32_t> next_slot_same_tensor_;      // slot -> next slot of the same tensor
   std::vector<std::uint8_t> primary_live_, backup_live_;  // per slot
   bool prepared_ = false;
   bool switched_ = false;

@@ -38,8 +38,7 @@ std::uint64_t place_class(SmartPoolPlan& plan, bool cross, const SmartPoolOption
     const SmartPoolSlot& s = plan.slots[k];
     if (s.cross_iteration != cross) continue;
     problem.buffers.push_back(plan::Buffer{std::to_string(k), static_cast<std::int64_t>(s.r),
-                                           static_cast<std::int64_t>(s.d),
-                                           static_cast<std::int64_t>(s.size.value), 0});
+                                           static_cast<std::int64_t>(s.d), static_cast<std::int64_t>(s.size.value), 0});
     slot_of.push_back(k);
   }
   if (problem.buffers.empty()) return 0;
@@ -82,8 +81,8 @@ void validate(const SmartPoolPlan& plan) {
       const SmartPoolSlot& s = plan.slots[k];
       if (s.cross_iteration != cls) continue;
       if (s.offset < lo || s.offset + s.size.value > hi) {
-        throw InvariantError(fmt::format("smartpool: slot {} at [{}, {}) lies outside its band [{}, {})",
-                                         k, s.offset, s.offset + s.size.value, lo, hi));
+        throw InvariantError(fmt::format("smartpool: slot {} at [{}, {}) lies outside its band [{}, {})", k, s.offset,
+                                         s.offset + s.size.value, lo, hi));
       }
       points.push_back({s.r, true, k});
       points.push_back({s.d, false, k});
@@ -100,12 +99,12 @@ void validate(const SmartPoolPlan& plan) {
       }
       auto next = live.lower_bound(s.offset);
       const bool hits_next = next != live.end() && next->first < s.offset + s.size.value;
-      const bool hits_prev = next != live.begin() &&
-          std::prev(next)->first + plan.slots[std::prev(next)->second].size.value > s.offset;
+      const bool hits_prev =
+          next != live.begin() && std::prev(next)->first + plan.slots[std::prev(next)->second].size.value > s.offset;
       if (hits_next || hits_prev) {
         const std::uint32_t other = hits_next ? next->second : std::prev(next)->second;
-        throw InvariantError(fmt::format(
-            "smartpool: slots {} and {} are alive together and overlap in the pool", p.slot, other));
+        throw InvariantError(
+            fmt::format("smartpool: slots {} and {} are alive together and overlap in the pool", p.slot, other));
       }
       live.emplace(s.offset, p.slot);
     }
@@ -142,14 +141,14 @@ SmartPoolPlan plan_smartpool(const Trace& trace, const SmartPoolOptions& options
   if (options.plan_iteration >= 0) {
     if (options.plan_iteration >= static_cast<std::int64_t>(iterations)) {
       throw ConfigError("smartpool.plan_iteration",
-                        fmt::format("{} is not an iteration of {} (it has {}: 0 to {})",
-                                    options.plan_iteration, trace.path, iterations, iterations - 1));
+                        fmt::format("{} is not an iteration of {} (it has {}: 0 to {})", options.plan_iteration,
+                                    trace.path, iterations, iterations - 1));
     }
     chosen = static_cast<std::uint32_t>(options.plan_iteration);
   } else if (options.plan_iteration != -1) {
-    throw ConfigError("smartpool.plan_iteration",
-                      fmt::format("must be -1 (automatic) or an iteration index >= 0 (got {})",
-                                  options.plan_iteration));
+    throw ConfigError(
+        "smartpool.plan_iteration",
+        fmt::format("must be -1 (automatic) or an iteration index >= 0 (got {})", options.plan_iteration));
   }
 
   SmartPoolPlan plan;

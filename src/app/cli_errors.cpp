@@ -37,7 +37,8 @@ std::string joined(const std::vector<std::string>& names, const char* sep) {
 
 std::vector<std::string> command_names(const CLI::App& app) {
   std::vector<std::string> names;
-  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) names.push_back(sub->get_name());
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    names.push_back(sub->get_name());
   return names;
 }
 
@@ -139,8 +140,8 @@ CLI::Validator number() {
 }
 
 CLI::Validator one_of(std::vector<std::string> choices) {
-  const std::string listed = choices.size() == 1 ? choices[0]
-                             : joined({choices.begin(), choices.end() - 1}, ", ") + " or " + choices.back();
+  const std::string listed =
+      choices.size() == 1 ? choices[0] : joined({choices.begin(), choices.end() - 1}, ", ") + " or " + choices.back();
   return CLI::Validator(
       [choices, listed](std::string& s) -> std::string {
         if (std::find(choices.begin(), choices.end(), s) != choices.end()) return {};

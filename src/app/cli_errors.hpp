@@ -22,8 +22,8 @@ CLI::Validator integer(std::int64_t lo, std::int64_t hi, bool type_bounds = fals
 template <class T>
 CLI::Validator integer() {
   return integer(static_cast<std::int64_t>(std::numeric_limits<T>::min()),
-                 static_cast<std::int64_t>(std::min<std::uint64_t>(std::numeric_limits<T>::max(),
-                                                                    std::numeric_limits<std::int64_t>::max())),
+                 static_cast<std::int64_t>(
+                     std::min<std::uint64_t>(std::numeric_limits<T>::max(), std::numeric_limits<std::int64_t>::max())),
                  true);
 }
 // A finite decimal number: "expected a number, got 'x'".

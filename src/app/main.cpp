@@ -55,12 +55,12 @@ int run_command(CLI::App& app, int argc, char** argv) {
   auto* run_cmd = app.add_subcommand("run", "replay a trace under an allocator and a policy");
   run_cmd->add_option("trace", run.trace, "trace file (.jsonl or .jsonl.gz)")->required();
   run_cmd->add_option("--config,-c", run.config, "JSON config file");
-  run_cmd->add_option("--allocator,-a", run.allocators,
-                      "allocator model; a comma list or 'all' runs each")->delimiter(',');
-  run_cmd->add_option("--policy,-p", run.policies, "memory policy; a comma list or 'all' runs each")
+  run_cmd->add_option("--allocator,-a", run.allocators, "allocator model; a comma list or 'all' runs each")
       ->delimiter(',');
-  run_cmd->add_option("--budget,-b", run.budgets,
-                      "memory budget, e.g. 8GiB, or N% of the trace's peak live bytes; a comma list runs each")
+  run_cmd->add_option("--policy,-p", run.policies, "memory policy; a comma list or 'all' runs each")->delimiter(',');
+  run_cmd
+      ->add_option("--budget,-b", run.budgets,
+                   "memory budget, e.g. 8GiB, or N% of the trace's peak live bytes; a comma list runs each")
       ->delimiter(',');
   run_cmd->add_option("--set,-s", run.sets, "config override key=value (repeatable)");
   run_cmd->add_option("--output,-o", run.json_out, "write the JSON report here");
@@ -73,8 +73,9 @@ int run_command(CLI::App& app, int argc, char** argv) {
                     "compare recorded alloc addresses with the model's; exit 4 on any mismatch");
   run_cmd->add_option("--timeline", run.timeline_out, "write a Chrome trace / Perfetto JSON timeline of the run");
   run_cmd->add_option("--memory-map", run.memory_map_out, "write an SVG picture of the address space over time");
-  run_cmd->add_option("--memory-map-colour", run.memory_map_colour,
-                      "memory map colours: role (tensor role, default) or cost (eviction cost: producer op time)")
+  run_cmd
+      ->add_option("--memory-map-colour", run.memory_map_colour,
+                   "memory map colours: role (tensor role, default) or cost (eviction cost: producer op time)")
       ->check(coopsim::cli::one_of({"role", "cost"}));
   run_cmd->add_option("--torch-snapshot", run.torch_snapshot_out,
                       "write the run as a PyTorch memory snapshot pickle (pytorch.org/memory_viz)");
@@ -96,7 +97,8 @@ int run_command(CLI::App& app, int argc, char** argv) {
   gen_cmd->add_option("--set,-s", gen.sets, "generator option key=value (repeatable; see --help-options)");
 
   coopsim::ImportArgs imp;
-  auto* import_cmd = app.add_subcommand("import", "convert a DTR log, PyTorch memory snapshot or Kineto trace to trace v1");
+  auto* import_cmd =
+      app.add_subcommand("import", "convert a DTR log, PyTorch memory snapshot or Kineto trace to trace v1");
   import_cmd->add_option("kind", imp.kind, "dtr | torch-snapshot | kineto")->required();
   import_cmd->add_option("input", imp.input, "file to convert")->required();
   import_cmd->add_option("--output,-o", imp.output, "output trace (.jsonl or .jsonl.gz)")->required();
@@ -107,8 +109,8 @@ int run_command(CLI::App& app, int argc, char** argv) {
   import_cmd->add_option("--compat", imp.compat,
                          "dtr: rule profile, coopsim (default) or simrd (DTR's simulator: constants at their "
                          "record, copy-on-write; run it with --set dtr.compat=simrd)");
-  import_cmd->add_option("--et", imp.et,
-                         "kineto: PyTorch Execution Trace (.json[.gz]) of the same run, for the ops' inputs and outputs");
+  import_cmd->add_option(
+      "--et", imp.et, "kineto: PyTorch Execution Trace (.json[.gz]) of the same run, for the ops' inputs and outputs");
   import_cmd->add_option("--limit", imp.limits,
                          "input cap KEY=VALUE of the limits config section, e.g. max_tensors=100000000 (repeatable)");
 
@@ -118,7 +120,8 @@ int run_command(CLI::App& app, int argc, char** argv) {
   bench_cmd->add_option("--allocator,-a", bench.allocators, "allocators (default: all)")->delimiter(',');
   bench_cmd->add_option("--policy,-p", bench.policies, "policies (default: keep)")->delimiter(',');
   bench_cmd->add_option("--budget,-b", bench.budget, "memory budget, or N% of the trace's peak live bytes");
-  bench_cmd->add_option("--repeat,-r", bench.repeat, "repetitions; the best is reported")->check(coopsim::cli::integer(1, 100));
+  bench_cmd->add_option("--repeat,-r", bench.repeat, "repetitions; the best is reported")
+      ->check(coopsim::cli::integer(1, 100));
 
   coopsim::PlanArgs plan;
   std::int64_t plan_capacity = 0;
@@ -128,7 +131,7 @@ int run_command(CLI::App& app, int argc, char** argv) {
   plan_cmd->add_option("--output,-o", plan.output, "solution CSV to write");
   plan_cmd->add_option("--method,-m", plan.method, "planner | smartpool-bf | smartpool-ff | greedy-by-size");
   auto* plan_capacity_opt = plan_cmd->add_option("--capacity", plan_capacity, "maximum height in bytes")
-                               ->check(coopsim::cli::integer<std::int64_t>());
+                                ->check(coopsim::cli::integer<std::int64_t>());
   plan_cmd->add_option("--time-limit", plan.time_limit_s, "planner: seconds (sets the search budget)")
       ->check(coopsim::cli::number());
   plan_cmd->add_flag("--check", plan.check, "validate SOLUTION against PROBLEM instead of planning");
@@ -139,7 +142,8 @@ int run_command(CLI::App& app, int argc, char** argv) {
   coopsim::SweepArgs sweep;
   auto* sweep_cmd = app.add_subcommand("sweep", "run every combination of a sweep config in parallel (docs/sweep.md)");
   sweep_cmd->add_option("config", sweep.config, "sweep config (JSON)")->required();
-  sweep_cmd->add_option("--jobs,-j", sweep.jobs, "parallel runs (default: every core)")->check(coopsim::cli::integer(1, 4096));
+  sweep_cmd->add_option("--jobs,-j", sweep.jobs, "parallel runs (default: every core)")
+      ->check(coopsim::cli::integer(1, 4096));
   sweep_cmd->add_option("--output,-o", sweep.output, "output directory (default: sweep-out)");
   sweep_cmd->add_flag("--resume", sweep.resume, "keep the runs the output directory already holds; run the rest");
   sweep_cmd->add_option("--shard", sweep.shard, "run only slice K of N (K/N; runs with index mod N == K-1)");
@@ -160,12 +164,13 @@ int run_command(CLI::App& app, int argc, char** argv) {
   minb_cmd->add_option("--allocator,-a", minb.allocator, "allocator model");
   double minb_overhead = 0.0;
   auto* minb_overhead_opt = minb_cmd->add_option("--max-overhead", minb_overhead, "also require compute overhead <= X")
-                               ->check(coopsim::cli::number());
+                                ->check(coopsim::cli::number());
   minb_cmd->add_option("--set,-s", minb.sets, "config override key=value (repeatable)");
   minb_cmd->add_flag("--json", minb.json, "print the result as JSON");
 
   coopsim::ReplayGpuArgs replay;
-  auto* replay_cmd = app.add_subcommand("replay-gpu", "replay a plan (run --plan) on a CUDA device: timing and integrity");
+  auto* replay_cmd =
+      app.add_subcommand("replay-gpu", "replay a plan (run --plan) on a CUDA device: timing and integrity");
   replay_cmd->add_option("plan", replay.plan, "plan file (docs/plan-format.md)")->required();
   replay_cmd->add_option("--output,-o", replay.output, "write the JSON report here");
   replay_cmd->add_option("--iterations", replay.iterations, "timed replays of the plan (default 5)")
@@ -179,7 +184,8 @@ int run_command(CLI::App& app, int argc, char** argv) {
       ->check(coopsim::cli::integer<int>());
   replay_cmd->add_flag("--skip-check", replay.skip_check, "load the plan without the plan checker");
   replay_cmd->add_flag("--poison", replay.poison, "fill blocks allocated without content with a poison pattern");
-  replay_cmd->add_flag("--no-graph", replay.no_graph, "issue every step from the host instead of a captured CUDA graph");
+  replay_cmd->add_flag("--no-graph", replay.no_graph,
+                       "issue every step from the host instead of a captured CUDA graph");
 
   try {
     app.parse(argc, argv);

@@ -69,9 +69,7 @@ std::uint64_t LineReader::run(LineSink& sink) {
   std::uint64_t line = 0;
   std::uint64_t hash = kFnvOffset;
   std::uint64_t total = 0;  // decompressed bytes so far
-  auto too_long = [&] {
-    throw TraceError(path_, line + 1, fmt::format("line is longer than {} MiB", kMaxLine >> 20));
-  };
+  auto too_long = [&] { throw TraceError(path_, line + 1, fmt::format("line is longer than {} MiB", kMaxLine >> 20)); };
   for (;;) {
     const int n = gzread(file.get(), buf.data(), static_cast<unsigned>(buf.size()));
     if (n < 0) check_gz(file.get(), path_, line + 1);

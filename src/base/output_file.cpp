@@ -146,8 +146,12 @@ OutputFile::OutputFile(std::string path) : path_(std::move(path)) {
 }
 
 OutputFile::OutputFile(OutputFile&& other) noexcept
-    : path_(std::move(other.path_)), target_(std::move(other.target_)), temp_(std::move(other.temp_)),
-      fd_(other.fd_), slot_(other.slot_), published_(other.published_) {
+    : path_(std::move(other.path_)),
+      target_(std::move(other.target_)),
+      temp_(std::move(other.temp_)),
+      fd_(other.fd_),
+      slot_(other.slot_),
+      published_(other.published_) {
   other.temp_.clear();
   other.fd_ = -1;
   other.slot_ = -1;

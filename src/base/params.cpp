@@ -39,11 +39,16 @@ std::optional<SimTime> parse_time(std::string_view text) {
   std::string_view unit = text.substr(i);
   while (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);
   double scale = 1;
-  if (unit.empty() || unit == "ns") scale = 1;
-  else if (unit == "us") scale = 1e3;
-  else if (unit == "ms") scale = 1e6;
-  else if (unit == "s") scale = 1e9;
-  else return std::nullopt;
+  if (unit.empty() || unit == "ns")
+    scale = 1;
+  else if (unit == "us")
+    scale = 1e3;
+  else if (unit == "ms")
+    scale = 1e6;
+  else if (unit == "s")
+    scale = 1e9;
+  else
+    return std::nullopt;
   const double ns = v * scale;
   if (!std::isfinite(ns) || ns > 9.2e18) return std::nullopt;
   return SimTime{static_cast<std::int64_t>(std::llround(ns))};
@@ -105,9 +110,7 @@ std::string valid_keys(std::span<const ParamDoc> docs) {
 // Convert a JSON value (given by the user or parsed from a default string) to the canonical
 // JSON form of its type; throws ConfigError naming `key`.
 nlohmann::json canonical(const ParamDoc& d, const nlohmann::json& v, const std::string& key) {
-  auto bad = [&](const std::string& what) {
-    return ConfigError(key, "expected " + what + ", got " + shown(v));
-  };
+  auto bad = [&](const std::string& what) { return ConfigError(key, "expected " + what + ", got " + shown(v)); };
   switch (d.type) {
     case ParamType::Bytes: {
       if (v.is_number_unsigned()) return v.get<std::uint64_t>();
@@ -135,7 +138,8 @@ nlohmann::json canonical(const ParamDoc& d, const nlohmann::json& v, const std::
         const auto& s = v.get_ref<const std::string&>();
         double x = 0;
         const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), x);
-        if (end == s.data() + s.size() && ec == std::errc::result_out_of_range) throw bad("a number within the range of a double");
+        if (end == s.data() + s.size() && ec == std::errc::result_out_of_range)
+          throw bad("a number within the range of a double");
         if (end == s.data() + s.size() && ec == std::errc{} && std::isfinite(x)) return x;
       }
       throw bad("a number");
@@ -223,18 +227,12 @@ nlohmann::json Params::value_of(const ParamDoc& d) const {
 
 bool Params::is_set(std::string_view key) const { return given_.contains(std::string(key)); }
 
-Bytes Params::get_bytes(std::string_view key) const {
-  return Bytes{value_of(doc(key)).get<std::uint64_t>()};
-}
+Bytes Params::get_bytes(std::string_view key) const { return Bytes{value_of(doc(key)).get<std::uint64_t>()}; }
 std::int64_t Params::get_int(std::string_view key) const { return value_of(doc(key)).get<std::int64_t>(); }
 double Params::get_float(std::string_view key) const { return value_of(doc(key)).get<double>(); }
 bool Params::get_bool(std::string_view key) const { return value_of(doc(key)).get<bool>(); }
-std::string Params::get_string(std::string_view key) const {
-  return value_of(doc(key)).get<std::string>();
-}
-SimTime Params::get_time(std::string_view key) const {
-  return SimTime{value_of(doc(key)).get<std::int64_t>()};
-}
+std::string Params::get_string(std::string_view key) const { return value_of(doc(key)).get<std::string>(); }
+SimTime Params::get_time(std::string_view key) const { return SimTime{value_of(doc(key)).get<std::int64_t>()}; }
 
 nlohmann::json Params::resolved() const {
   nlohmann::json out = nlohmann::json::object();

@@ -62,7 +62,8 @@ std::string cut_last_read(std::string_view message) {
   std::size_t end = message.rfind("'; expected ");
   if (end == std::string_view::npos || end < from) end = message.rfind('\'');
   if (end == std::string_view::npos || end < from || end - from <= kExcerptBytes) return std::string(message);
-  return std::string(message.substr(0, from)) + excerpt(message.substr(from, end - from)) + std::string(message.substr(end));
+  return std::string(message.substr(0, from)) + excerpt(message.substr(from, end - from)) +
+         std::string(message.substr(end));
 }
 
 std::size_t edit_distance(std::string_view a, std::string_view b) {

@@ -36,10 +36,19 @@ struct Unit {
 
 constexpr std::array<Unit, 14> kByteUnits{{
     {"B", 1},
-    {"KiB", 1ULL << 10}, {"MiB", 1ULL << 20}, {"GiB", 1ULL << 30}, {"TiB", 1ULL << 40},
-    {"kB", 1000ULL}, {"KB", 1000ULL}, {"MB", 1000ULL * 1000}, {"GB", 1000ULL * 1000 * 1000},
+    {"KiB", 1ULL << 10},
+    {"MiB", 1ULL << 20},
+    {"GiB", 1ULL << 30},
+    {"TiB", 1ULL << 40},
+    {"kB", 1000ULL},
+    {"KB", 1000ULL},
+    {"MB", 1000ULL * 1000},
+    {"GB", 1000ULL * 1000 * 1000},
     {"TB", 1000ULL * 1000 * 1000 * 1000},
-    {"K", 1ULL << 10}, {"M", 1ULL << 20}, {"G", 1ULL << 30}, {"T", 1ULL << 40},
+    {"K", 1ULL << 10},
+    {"M", 1ULL << 20},
+    {"G", 1ULL << 30},
+    {"T", 1ULL << 40},
 }};
 
 }  // namespace
@@ -98,8 +107,9 @@ namespace {
 std::optional<double> percent_number(std::string_view text) {
   if (text.size() < 2 || text.back() != '%') return std::nullopt;
   const std::string_view n = trim(text.substr(0, text.size() - 1));
-  if (n.empty() || n == "." || std::count(n.begin(), n.end(), '.') > 1 ||
-      !std::all_of(n.begin(), n.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || c == '.'; })) {
+  if (n.empty() || n == "." || std::count(n.begin(), n.end(), '.') > 1 || !std::all_of(n.begin(), n.end(), [](char c) {
+        return std::isdigit(static_cast<unsigned char>(c)) || c == '.';
+      })) {
     return std::nullopt;
   }
   return decimal(n);
@@ -108,7 +118,8 @@ std::optional<double> percent_number(std::string_view text) {
 bool plain_number(std::string_view text) {
   return !text.empty() && std::count(text.begin(), text.end(), '.') <= 1 &&
          std::any_of(text.begin(), text.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }) &&
-         std::all_of(text.begin(), text.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || c == '.'; });
+         std::all_of(text.begin(), text.end(),
+                     [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || c == '.'; });
 }
 
 }  // namespace
@@ -139,8 +150,9 @@ BudgetText parse_budget(std::string_view text, BudgetHint hint) {
       } else {
         mean = x <= 1 ? fmt::format("{{\"ratios\": [{}]}}", as) : fmt::format("\"{}GiB\"", as);
       }
-      out.problem = fmt::format("{} has no unit; did you mean {}? (plain numbers below 1024 are not taken as bytes{})",
-                                quote_excerpt(text), mean, x == std::floor(x) ? fmt::format("; write {}B for {} byte{}", as, as, x == 1 ? "" : "s") : "");
+      out.problem = fmt::format(
+          "{} has no unit; did you mean {}? (plain numbers below 1024 are not taken as bytes{})", quote_excerpt(text),
+          mean, x == std::floor(x) ? fmt::format("; write {}B for {} byte{}", as, as, x == 1 ? "" : "s") : "");
       return out;
     }
     if (x != std::floor(x)) {

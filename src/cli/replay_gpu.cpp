@@ -60,7 +60,8 @@ int command_replay_gpu(const ReplayGpuArgs& args, std::ostream& out) {
                      report.at("device").at("driver_version").get<std::string>(),
                      report.at("device").at("runtime_version").get<std::string>());
   out << fmt::format("  iteration: simulated {:.0f} ns, measured {} ns, error {}\n",
-                     it.at("simulated_ns").get<double>(), it.at("measured_ns").at("mean").dump(), it.at("error").dump());
+                     it.at("simulated_ns").get<double>(), it.at("measured_ns").at("mean").dump(),
+                     it.at("error").dump());
   out << fmt::format("  link: d2h {:.2f} GB/s + {:.1f} us, h2d {:.2f} GB/s + {:.1f} us\n", 1.0 / d2h.ns_per_byte,
                      d2h.latency_ns / 1e3, 1.0 / h2d.ns_per_byte, h2d.latency_ns / 1e3);
   if (m.first_failing_step != gpu::kNoStep) {
@@ -72,8 +73,9 @@ int command_replay_gpu(const ReplayGpuArgs& args, std::ostream& out) {
 #else
   (void)args;
   (void)out;
-  throw Error("replay-gpu: this coopsim was built without CUDA (reconfigure with meson setup -Dcuda=enabled on a "
-              "machine with nvcc and the CUDA runtime)");
+  throw Error(
+      "replay-gpu: this coopsim was built without CUDA (reconfigure with meson setup -Dcuda=enabled on a "
+      "machine with nvcc and the CUDA runtime)");
 #endif
 }
 

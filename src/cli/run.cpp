@@ -66,11 +66,11 @@ int command_run(const RunArgs& args, std::ostream& out) {
   }
 
   if (args.wants_log() && runs.size() != 1) {
-    const std::string flag = !args.timeline_out.empty()       ? "--timeline"
-                             : !args.memory_map_out.empty()   ? "--memory-map"
+    const std::string flag = !args.timeline_out.empty()         ? "--timeline"
+                             : !args.memory_map_out.empty()     ? "--memory-map"
                              : !args.torch_snapshot_out.empty() ? "--torch-snapshot"
-                             : !args.plan_out.empty()         ? "--plan"
-                                                              : "--validate";
+                             : !args.plan_out.empty()           ? "--plan"
+                                                                : "--validate";
     throw ConfigError(flag, "needs exactly one run (one allocator, one policy, one budget); this command makes " +
                                 std::to_string(runs.size()));
   }
@@ -158,10 +158,10 @@ int command_validate(const std::string& path, std::ostream& out) {
   out << fmt::format("{}: valid coopsim trace v{} ({})\n", path, trace.header.version,
                      trace.header.model.empty() ? "no model name" : trace.header.model);
   out << fmt::format("  tensors {} (views {}), ops {}, events {}\n", s.tensors, s.views, s.ops, s.events);
-  out << fmt::format("  allocs {}, frees {}, accesses {}, computes {}, iterations {}\n", s.allocs, s.frees,
-                     s.accesses, s.computes, s.iterations);
-  out << fmt::format("  peak live {} ({} bytes), op compute time {}\n", format_bytes(s.peak_live),
-                     s.peak_live.value, format_time(s.compute_time));
+  out << fmt::format("  allocs {}, frees {}, accesses {}, computes {}, iterations {}\n", s.allocs, s.frees, s.accesses,
+                     s.computes, s.iterations);
+  out << fmt::format("  peak live {} ({} bytes), op compute time {}\n", format_bytes(s.peak_live), s.peak_live.value,
+                     format_time(s.compute_time));
   std::uint64_t op_inputs = 0;
   for (const OpInfo& op : trace.ops) op_inputs += op.inputs.size();
   // Policies other than keep need to know what ops read (run_simulation refuses them otherwise).

@@ -11,9 +11,12 @@
 namespace coopsim {
 
 RunOutputs::RunOutputs(const RunArgs& args) {
-  const NamedPath outputs[] = {{"--output", args.json_out},          {"--csv", args.csv_out},
-                               {"--timeline", args.timeline_out},     {"--memory-map", args.memory_map_out},
-                               {"--torch-snapshot", args.torch_snapshot_out}, {"--plan", args.plan_out}};
+  const NamedPath outputs[] = {{"--output", args.json_out},
+                               {"--csv", args.csv_out},
+                               {"--timeline", args.timeline_out},
+                               {"--memory-map", args.memory_map_out},
+                               {"--torch-snapshot", args.torch_snapshot_out},
+                               {"--plan", args.plan_out}};
   const NamedPath inputs[] = {{"the trace", args.trace}, {"the config", args.config}};
   check_output_paths(outputs, inputs);
   std::optional<OutputFile>* files[] = {&json, &csv, &timeline, &memory_map, &torch_snapshot, &plan};

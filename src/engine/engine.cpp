@@ -47,9 +47,11 @@ std::optional<Block> Engine::obtain_block(AllocRequest req) {
       ++rep_.counters.allocs;
       if (needed_room) {
         MemoryFigures& m = rep_.memory;
-        const double frac = opt_.budget.value == 0 ? 0.0
-            : static_cast<double>(opt_.budget.value - std::min(opt_.budget, allocated_before).value) /
-                  static_cast<double>(opt_.budget.value);
+        const double frac =
+            opt_.budget.value == 0
+                ? 0.0
+                : static_cast<double>(opt_.budget.value - std::min(opt_.budget, allocated_before).value) /
+                      static_cast<double>(opt_.budget.value);
         ++m.coop_fragmentation_samples;
         m.coop_fragmentation += (frac - m.coop_fragmentation) / static_cast<double>(m.coop_fragmentation_samples);
       }
@@ -88,9 +90,7 @@ void Engine::free_storage(std::uint32_t t) {
     case Residency::SwappingIn:
       freed_in_flight_[t] = 1;  // released when the copy completes
       break;
-    case Residency::SwappedOut:
-      residency_[t] = Residency::NotAllocated;
-      break;
+    case Residency::SwappedOut: residency_[t] = Residency::NotAllocated; break;
     case Residency::NotAllocated:
     case Residency::Evicted:  // recompute policies only (engine_remat.cpp)
       throw std::logic_error("engine: free of a tensor that is not allocated");
@@ -108,10 +108,8 @@ void Engine::ensure_resident(std::uint32_t t) {
         if (!wait_for_next_completion()) throw std::logic_error("engine: transfer lost");
         break;
       case Residency::NotAllocated:
-      case Residency::Evicted:
-        throw std::logic_error("engine: use of a tensor that is not allocated");
-      case Residency::Resident:
-        break;
+      case Residency::Evicted: throw std::logic_error("engine: use of a tensor that is not allocated");
+      case Residency::Resident: break;
     }
   }
 }
@@ -143,9 +141,7 @@ void Engine::process(const TraceEvent& e) {
       log_alloc(e.target, blocks_[e.target], /*fresh=*/true);
       if (e.addr != 0) check_address(e.addr, blocks_[e.target].addr);
       break;
-    case EventKind::Free:
-      free_storage(e.target);
-      break;
+    case EventKind::Free: free_storage(e.target); break;
     case EventKind::Access: {
       const std::uint32_t s = trace_.storage_of(e.target);
       pin_epoch_[s] = epoch_;
@@ -176,17 +172,14 @@ void Engine::process(const TraceEvent& e) {
       if (logging() && !oom_) log_compute(e.target, start);
       break;
     }
-    case EventKind::Iteration:
-      iteration_ = e.target;
-      break;
-    case EventKind::Mark:
-      break;
+    case EventKind::Iteration: iteration_ = e.target; break;
+    case EventKind::Mark: break;
   }
 }
 
 void Engine::time_overflow(const std::string& what) const {
-  throw Error(fmt::format("{}: event {}: simulated time passes 2^63 - 1 ns (about 292 years): {}", trace_.path,
-                          index_, what));
+  throw Error(
+      fmt::format("{}: event {}: simulated time passes 2^63 - 1 ns (about 292 years): {}", trace_.path, index_, what));
 }
 
 void Engine::run() {
@@ -222,11 +215,10 @@ void Engine::run() {
   const AllocatorStats s = alloc_.stats();
   rep_.memory.final_allocated = s.allocated;
   rep_.memory.final_reserved = s.reserved;
-  rep_.memory.reserved_fragmentation =
-      rep_.memory.peak_reserved.value == 0
-          ? 0.0
-          : 1.0 - static_cast<double>(rep_.memory.allocated_at_reserved_peak.value) /
-                      static_cast<double>(rep_.memory.peak_reserved.value);
+  rep_.memory.reserved_fragmentation = rep_.memory.peak_reserved.value == 0
+                                           ? 0.0
+                                           : 1.0 - static_cast<double>(rep_.memory.allocated_at_reserved_peak.value) /
+                                                       static_cast<double>(rep_.memory.peak_reserved.value);
   rep_.counters.alloc_retries = s.alloc_retries;
   rep_.counters.device_mallocs = s.device_mallocs;
   rep_.counters.device_frees = s.device_frees;
@@ -236,9 +228,9 @@ void Engine::run() {
       ideal_.count() == 0 ? 1.0 : static_cast<double>(now_.count()) / static_cast<double>(ideal_.count());
   rep_.time.op_time = op_time_;
   rep_.time.recompute_overhead =
-      op_time_.count() == 0 ? 1.0
-                            : static_cast<double>((op_time_ + rep_.time.recompute_time).count()) /
-                                  static_cast<double>(op_time_.count());
+      op_time_.count() == 0
+          ? 1.0
+          : static_cast<double>((op_time_ + rep_.time.recompute_time).count()) / static_cast<double>(op_time_.count());
   rep_.counters.search_scanned = scanned_;
   rep_.pool = alloc_.pool_figures();
   if (opt_.measure_search_latency) {
@@ -248,8 +240,8 @@ void Engine::run() {
 
 }  // namespace engine_detail
 
-void run_engine(const Trace& trace, Allocator& allocator, Policy& policy,
-                const EngineOptions& options, Report& report) {
+void run_engine(const Trace& trace, Allocator& allocator, Policy& policy, const EngineOptions& options,
+                Report& report) {
   engine_detail::Engine engine(trace, allocator, policy, options, report);
   engine.run();
 }

@@ -65,8 +65,7 @@ void Engine::remat_complete(const Completion& c) {
 bool Engine::bring_back(std::uint32_t v) {
   while (!oom_) {
     switch (graph_.value(v).state) {
-      case ValueState::Resident:
-        return true;
+      case ValueState::Resident: return true;
       case ValueState::SwappedOut:
         if (!remat_swap_in(v)) return false;
         break;
@@ -75,8 +74,7 @@ bool Engine::bring_back(std::uint32_t v) {
         if (!wait_for_next_completion()) throw std::logic_error("engine: transfer lost");
         break;
       case ValueState::Evicted:
-      case ValueState::Gone:
-        throw std::logic_error("engine: bring_back of a value that is not swapped");
+      case ValueState::Gone: throw std::logic_error("engine: bring_back of a value that is not swapped");
     }
   }
   return false;

@@ -15,7 +15,6 @@
 
 #include "coopsim/base/error.hpp"
 
-
 namespace coopsim::engine_detail {
 
 // "running op 7 (6000000000000000000 ns) at 12 ns": what a clock overflow was doing.
@@ -29,8 +28,8 @@ inline void push_unique(std::vector<std::uint32_t>& v, std::uint32_t x) {
 }
 
 struct Completion {
-  SimTime time;   // when the copy ends
-  SimTime start;  // when it began on its stream
+  SimTime time;           // when the copy ends
+  SimTime start;          // when it began on its stream
   std::uint8_t priority;  // at equal time: swap-out completions (which free memory) first
   std::uint64_t seq;
   std::uint32_t tensor;  // trace storage; under recompute policies the RematGraph value
@@ -44,8 +43,7 @@ struct Completion {
 
 class Engine final : public MemoryView {
  public:
-  Engine(const Trace& trace, Allocator& allocator, Policy& policy, const EngineOptions& options,
-         Report& report)
+  Engine(const Trace& trace, Allocator& allocator, Policy& policy, const EngineOptions& options, Report& report)
       : trace_(trace),
         alloc_(allocator),
         policy_(policy),
@@ -185,7 +183,7 @@ class Engine final : public MemoryView {
   std::vector<std::uint32_t> current_;
   std::vector<std::uint8_t> acc_grad_;
   SimTime thrash_at_{-1};
-  SimTime op_time_{0};  // the trace's op time (executed ops, no recomputation)
+  SimTime op_time_{0};                        // the trace's op time (executed ops, no recomputation)
   std::vector<std::uint32_t> value_version_;  // content version of each value
   std::vector<std::uint32_t> exec_record_;    // log record of each execution's first run
   std::uint64_t logged_allocated_ = ~0ULL, logged_reserved_ = ~0ULL;

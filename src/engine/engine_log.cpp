@@ -24,9 +24,7 @@ std::string_view to_string(LogKind k) {
 
 namespace engine_detail {
 
-LogRef Engine::storage_ref(std::uint32_t s) const {
-  return LogRef{s, version_[s], blocks_[s].addr, blocks_[s].size};
-}
+LogRef Engine::storage_ref(std::uint32_t s) const { return LogRef{s, version_[s], blocks_[s].addr, blocks_[s].size}; }
 
 LogRef Engine::value_ref(std::uint32_t v) const {
   const RematValue& x = graph_.value(v);

@@ -37,10 +37,10 @@ bool Engine::materialize(std::uint32_t target) {
         ++f.next_input;
       } else {
         if (stack.size() >= opt_.max_recompute_depth) {
-          throw Error(fmt::format("{}: event {}: rematerializing tensor {} needs more than {} nested "
-                                  "recomputations (limits.max_recompute_depth)",
-                                  trace_.path, index_, trace_.tensors[graph_.value(target).storage].file_id,
-                                  opt_.max_recompute_depth));
+          throw Error(fmt::format(
+              "{}: event {}: rematerializing tensor {} needs more than {} nested "
+              "recomputations (limits.max_recompute_depth)",
+              trace_.path, index_, trace_.tensors[graph_.value(target).storage].file_id, opt_.max_recompute_depth));
         }
         stack.push_back(frame_for(u));
       }

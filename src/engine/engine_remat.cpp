@@ -1,6 +1,6 @@
 // Recompute policies: the engine's side of DTR's runtime rules
-// (docs/models/dtr-dte.md) with Coop's in-place and pinning rules (docs/models/coop.md). The policy only chooses victims
-// (Evict actions); everything here is mechanism:
+// (docs/models/dtr-dte.md) with Coop's in-place and pinning rules (docs/models/coop.md). The policy only chooses
+// victims (Evict actions); everything here is mechanism:
 //  * an op pins its inputs, rematerializes the evicted ones (parents first, with an explicit
 //    stack, so long chains cannot overflow the C++ stack; limits.max_recompute_depth caps how
 //    deep one may nest), runs, and unpins them (materialize/recompute: engine_recompute.cpp);
@@ -50,7 +50,8 @@ void Engine::remat_setup() {
   // The trace's op time, saturated: a run whose clock gets that far stops anyway (later()).
   SimTime total{0};
   for (const TraceEvent& e : trace_.events) {
-    if (e.kind == EventKind::Compute) total = checked_add(total, trace_.ops[e.target].duration).value_or(SimTime::max());
+    if (e.kind == EventKind::Compute)
+      total = checked_add(total, trace_.ops[e.target].duration).value_or(SimTime::max());
   }
   if (remat_->thrash_limit > 0.0) {
     // A limit past 2^63 - 1 ns is no limit (the double would not convert).
@@ -63,12 +64,8 @@ void Engine::remat_setup() {
 void Engine::remat_process(const TraceEvent& e) {
   if (simrd_done_) return;  // dtr.compat=simrd: already replayed by simrd::replay
   switch (e.kind) {
-    case EventKind::Alloc:
-      remat_alloc(e);
-      break;
-    case EventKind::Free:
-      remat_free(e.target);
-      break;
+    case EventKind::Alloc: remat_alloc(e); break;
+    case EventKind::Free: remat_free(e.target); break;
     case EventKind::Access: {
       const std::uint32_t v = current_[trace_.storage_of(e.target)];
       graph_.pin(v);
@@ -86,14 +83,9 @@ void Engine::remat_process(const TraceEvent& e) {
       }
       break;
     }
-    case EventKind::Compute:
-      remat_compute(e.target);
-      break;
-    case EventKind::Iteration:
-      iteration_ = e.target;
-      break;
-    case EventKind::Mark:
-      break;
+    case EventKind::Compute: remat_compute(e.target); break;
+    case EventKind::Iteration: iteration_ = e.target; break;
+    case EventKind::Mark: break;
   }
 }
 
@@ -158,11 +150,8 @@ void Engine::release_value(std::uint32_t v) {
   // Unevictable values (constants, random outputs, state, locked ones) are not recomputed.
   if (!graph_.value(v).unevictable && graph_.recomputable(v, trace_)) {
     switch (remat_->dealloc) {
-      case DeallocMode::Eager:
-        evict_value(v, /*forced=*/false);
-        return;
-      case DeallocMode::NoDealloc:
-        return;
+      case DeallocMode::Eager: evict_value(v, /*forced=*/false); return;
+      case DeallocMode::NoDealloc: return;
       case DeallocMode::Banish:
         // Only possible when no evicted value that is still needed depends on it.
         if (graph_.needed_by_evicted(v)) {
@@ -198,8 +187,8 @@ void Engine::check_remat_state() const {
   const bool addresses = alloc_.address_aware();
   for (const auto& [addr, v] : graph_.resident_by_address()) {
     const RematValue& x = graph_.value(v);
-    const bool holds_block = x.state == ValueState::Resident || x.state == ValueState::SwappingOut ||
-                             x.state == ValueState::SwappingIn;
+    const bool holds_block =
+        x.state == ValueState::Resident || x.state == ValueState::SwappingOut || x.state == ValueState::SwappingIn;
     if (!holds_block || x.block.addr != addr) {
       throw InvariantError("remat: address map out of date at value " + std::to_string(v));
     }
@@ -255,12 +244,12 @@ void Engine::remat_compute(std::uint32_t op_index) {
     if (graph_.value(v).state != ValueState::Resident) throw std::logic_error("engine: op input not resident");
   }
 
-  std::vector<std::uint32_t> fresh;         // values this execution produces
-  std::vector<std::uint32_t> not_read;      // values written before ever being computed
-  std::vector<std::uint32_t> replaced;      // old values of updated storages
-  std::vector<std::uint32_t> hand_over;     // recomputable in-place: (old, new) pairs, flattened
-  std::vector<Block> moved_away;            // copy-on-write constants: their old blocks
-  std::vector<std::uint32_t> moved_from;    // and their storages
+  std::vector<std::uint32_t> fresh;       // values this execution produces
+  std::vector<std::uint32_t> not_read;    // values written before ever being computed
+  std::vector<std::uint32_t> replaced;    // old values of updated storages
+  std::vector<std::uint32_t> hand_over;   // recomputable in-place: (old, new) pairs, flattened
+  std::vector<Block> moved_away;          // copy-on-write constants: their old blocks
+  std::vector<std::uint32_t> moved_from;  // and their storages
   std::vector<LogRef> reads_log, writes_log;
   std::vector<std::uint32_t> written_values;  // value holding each written storage's new version
   if (logging()) {

@@ -49,8 +49,7 @@ void Engine::record_oom(std::uint32_t t, Bytes requested) {
     if (e.kind != EventKind::Compute) continue;
     const OpInfo& op = trace_.ops[e.target];
     auto touches = [&](const std::vector<TensorId>& v) {
-      return std::any_of(v.begin(), v.end(),
-                         [&](TensorId x) { return trace_.storage_of(index_of(x)) == t; });
+      return std::any_of(v.begin(), v.end(), [&](TensorId x) { return trace_.storage_of(index_of(x)) == t; });
     };
     if (touches(op.outputs) || touches(op.inputs)) {
       p.has_op = true;

@@ -65,8 +65,7 @@ std::pair<SimTime, SimTime> Engine::book_transfer(Direction d, Bytes size) {
 
 void Engine::start_swap_out(std::uint32_t t) {
   if (residency_[t] != Residency::Resident || pin_epoch_[t] == epoch_) {
-    throw std::logic_error("policy asked to swap out tensor " +
-                           std::to_string(trace_.tensors[t].file_id) +
+    throw std::logic_error("policy asked to swap out tensor " + std::to_string(trace_.tensors[t].file_id) +
                            ", which is not resident or is in use");
   }
   const Bytes size = trace_.tensors[t].size;

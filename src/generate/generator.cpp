@@ -41,24 +41,37 @@ std::vector<ParamDoc> generator_param_docs() {
       {"spatial", ParamType::Int, "32", "cnn: feature-map height and width (unused for mlp)", {}},
       {"classes", ParamType::Int, "10", "classifier outputs", {}},
       {"iterations", ParamType::Int, "3", "training iterations (optimizer steps), >= 1", {}},
-      {"micro_batches", ParamType::Int, "1",
-       "forward/backward passes per iteration; gradients accumulated in place", {}},
-      {"optimizer", ParamType::String, "adam",
+      {"micro_batches",
+       ParamType::Int,
+       "1",
+       "forward/backward passes per iteration; gradients accumulated in place",
+       {}},
+      {"optimizer",
+       ParamType::String,
+       "adam",
        "optimizer: sgd (no state), momentum (1 state/param), adam (2 states/param)",
        {"sgd", "momentum", "adam"}},
-      {"residual_every", ParamType::Int, "2",
+      {"residual_every",
+       ParamType::Int,
+       "2",
        "in-place residual add_ every k layers (layer j adds the output of layer j-k), 0 = none",
        {}},
-      {"workspace", ParamType::Bool, "true",
-       "conv/linear ops allocate a workspace right before and free it right after", {}},
+      {"workspace",
+       ParamType::Bool,
+       "true",
+       "conv/linear ops allocate a workspace right before and free it right after",
+       {}},
       {"dropout", ParamType::Bool, "false", "random dropout op (output + mask) after each ReLU", {}},
       {"dtype_bytes", ParamType::Int, "4", "bytes per element of float tensors (1, 2, 4, 8)", {}},
       {"seed", ParamType::Int, "1", "seed of the duration jitter (>= 0)", {}},
       {"peak_flops", ParamType::Float, "19.5e12", "roofline peak FLOP/s (A100 fp32)", {}},
       {"mem_bandwidth", ParamType::Float, "1.5e12", "roofline memory bandwidth, bytes/s", {}},
       {"launch_overhead", ParamType::Time, "5us", "fixed time added to every non-view op", {}},
-      {"jitter", ParamType::Float, "0.05",
-       "relative duration jitter: duration *= 1 + jitter * u, u uniform in [-1, 1)", {}},
+      {"jitter",
+       ParamType::Float,
+       "0.05",
+       "relative duration jitter: duration *= 1 + jitter * u, u uniform in [-1, 1)",
+       {}},
   };
 }
 
@@ -128,8 +141,7 @@ void validate_generator_options(const GeneratorOptions& o) {
   check_range("iterations", o.iterations, 1, 100000000);
   check_range("micro_batches", o.micro_batches, 1, 1 << 16);
   if (o.optimizer != "sgd" && o.optimizer != "momentum" && o.optimizer != "adam") {
-    throw ConfigError(key("optimizer"),
-                      fmt::format("invalid value '{}' (valid: sgd, momentum, adam)", o.optimizer));
+    throw ConfigError(key("optimizer"), fmt::format("invalid value '{}' (valid: sgd, momentum, adam)", o.optimizer));
   }
   check_range("residual_every", o.residual_every, 0, 100000);
   if (o.dtype_bytes != 1 && o.dtype_bytes != 2 && o.dtype_bytes != 4 && o.dtype_bytes != 8) {
@@ -142,8 +154,7 @@ void validate_generator_options(const GeneratorOptions& o) {
     throw ConfigError(key("peak_flops"), fmt::format("must be a positive number, got {}", o.peak_flops));
   }
   if (!(std::isfinite(o.mem_bandwidth) && o.mem_bandwidth > 0)) {
-    throw ConfigError(key("mem_bandwidth"),
-                      fmt::format("must be a positive number, got {}", o.mem_bandwidth));
+    throw ConfigError(key("mem_bandwidth"), fmt::format("must be a positive number, got {}", o.mem_bandwidth));
   }
   if (o.launch_overhead.count() < 0 || o.launch_overhead.count() > 1000000000000LL) {
     throw ConfigError(key("launch_overhead"),

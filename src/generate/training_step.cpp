@@ -132,20 +132,15 @@ std::vector<TraceEvent> Builder::finish_iteration() {
     const TraceEvent& e = raw_[i];
     out.push_back(e);
     switch (e.kind) {
-      case EventKind::Alloc:
-        current[e.target] = next++;
-        break;
+      case EventKind::Alloc: current[e.target] = next++; break;
       case EventKind::Compute: {
         const auto& op = tr_.ops[e.target];
         for (auto t : op.inputs) maybe_free(index_of(t), i);
         for (auto t : op.outputs) maybe_free(index_of(t), i);
         break;
       }
-      case EventKind::Access:
-        maybe_free(e.target, i);
-        break;
-      default:
-        break;
+      case EventKind::Access: maybe_free(e.target, i); break;
+      default: break;
     }
   }
   for (std::uint32_t lt = 0; lt < lifetimes_.size(); ++lt) {

@@ -29,8 +29,7 @@ std::uint32_t Builder::view(std::uint32_t base, std::string name) {
   return id;
 }
 
-std::uint32_t Builder::op(std::string name, Ids inputs, Ids outputs, Ids mutated, double flops,
-                          bool random) {
+std::uint32_t Builder::op(std::string name, Ids inputs, Ids outputs, Ids mutated, double flops, bool random) {
   for (auto m : mutated) {
     if (std::find(inputs.begin(), inputs.end(), m) == inputs.end()) inputs.push_back(m);
   }
@@ -41,11 +40,10 @@ std::uint32_t Builder::op(std::string name, Ids inputs, Ids outputs, Ids mutated
   }
   for (auto t : mutated) bytes += static_cast<double>(bytes_of(t));
   const double secs = std::max(flops / o_.peak_flops, bytes / o_.mem_bandwidth);
-  const double ns = (secs * 1e9 + static_cast<double>(o_.launch_overhead.count())) *
-                    (1.0 + o_.jitter * rng_.symmetric());
+  const double ns =
+      (secs * 1e9 + static_cast<double>(o_.launch_overhead.count())) * (1.0 + o_.jitter * rng_.symmetric());
   const auto dur = std::max<std::int64_t>(1, std::llround(ns));
-  return add_op(std::move(name), std::move(inputs), std::move(outputs), std::move(mutated),
-                SimTime{dur}, random);
+  return add_op(std::move(name), std::move(inputs), std::move(outputs), std::move(mutated), SimTime{dur}, random);
 }
 
 std::uint32_t Builder::view_op(std::string name, std::uint32_t in, std::uint32_t out) {
@@ -54,8 +52,7 @@ std::uint32_t Builder::view_op(std::string name, std::uint32_t in, std::uint32_t
   return id;
 }
 
-std::uint32_t Builder::add_op(std::string name, Ids inputs, Ids outputs, Ids mutated, SimTime dur,
-                              bool random) {
+std::uint32_t Builder::add_op(std::string name, Ids inputs, Ids outputs, Ids mutated, SimTime dur, bool random) {
   const auto id = static_cast<std::uint32_t>(tr_.ops.size());
   OpInfo op;
   op.id = OpId{id};
@@ -70,8 +67,8 @@ std::uint32_t Builder::add_op(std::string name, Ids inputs, Ids outputs, Ids mut
   return id;
 }
 
-std::uint32_t Builder::gemm_op(const std::string& name, const std::string& ws_name, Ids inputs,
-                               Ids outputs, double flops) {
+std::uint32_t Builder::gemm_op(const std::string& name, const std::string& ws_name, Ids inputs, Ids outputs,
+                               double flops) {
   if (o_.workspace) outputs.push_back(workspace(ws_name, inputs, outputs));
   return op(name, std::move(inputs), std::move(outputs), {}, flops);
 }
@@ -92,15 +89,14 @@ std::uint32_t Builder::param(std::uint64_t elements, std::string name) {
   }
   for (int s = 0; s < optimizer_.n_states; ++s) {
     p.states.push_back(tensor(elements * dtype_, TensorRole::OptimizerState,
-                              name + "." + optimizer_.state_names[static_cast<std::size_t>(s)],
-                              Life::Persistent));
+                              name + "." + optimizer_.state_names[static_cast<std::size_t>(s)], Life::Persistent));
   }
   params_.push_back(std::move(p));
   return static_cast<std::uint32_t>(params_.size() - 1);
 }
 
-GradOp Builder::grad_op(const std::string& name, const std::string& ws_name, Ids inputs,
-                        Ids other_outputs, Ids ps, double flops, bool gemm) {
+GradOp Builder::grad_op(const std::string& name, const std::string& ws_name, Ids inputs, Ids other_outputs, Ids ps,
+                        double flops, bool gemm) {
   GradOp g;
   g.params = ps;
   auto outputs = [&](bool partial) {
@@ -125,8 +121,8 @@ GradOp Builder::grad_op(const std::string& name, const std::string& ws_name, Ids
     for (auto p : ps) {
       auto& pr = params_[p];
       if (pr.accumulate_op == kNoIndex) {
-        pr.accumulate_op = op("accumulate_grad_", {pr.grad, pr.partial}, {}, {pr.grad},
-                              static_cast<double>(elems(pr.grad)));
+        pr.accumulate_op =
+            op("accumulate_grad_", {pr.grad, pr.partial}, {}, {pr.grad}, static_cast<double>(elems(pr.grad)));
       }
     }
   }

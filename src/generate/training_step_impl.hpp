@@ -77,27 +77,26 @@ struct GradOp {
 };
 
 struct Layer {
-  std::uint32_t x = kNoIndex;       // input of the layer (input batch or view of previous output)
-  std::uint32_t pre = kNoIndex;     // linear / conv output (h or y)
-  std::uint32_t act = kNoIndex;     // tensor relu_ mutates (h for mlp, z for cnn)
-  std::uint32_t out = kNoIndex;     // base of the next layer's input (act, or dropout output)
+  std::uint32_t x = kNoIndex;    // input of the layer (input batch or view of previous output)
+  std::uint32_t pre = kNoIndex;  // linear / conv output (h or y)
+  std::uint32_t act = kNoIndex;  // tensor relu_ mutates (h for mlp, z for cnn)
+  std::uint32_t out = kNoIndex;  // base of the next layer's input (act, or dropout output)
   std::uint32_t mask = kNoIndex;
   // forward ops
-  std::uint32_t op_main = kNoIndex, op_bias = kNoIndex, op_bn = kNoIndex, op_residual = kNoIndex,
-                op_relu = kNoIndex, op_dropout = kNoIndex, op_view = kNoIndex;
+  std::uint32_t op_main = kNoIndex, op_bias = kNoIndex, op_bn = kNoIndex, op_residual = kNoIndex, op_relu = kNoIndex,
+                op_dropout = kNoIndex, op_view = kNoIndex;
   // backward
   std::uint32_t op_dropout_bwd = kNoIndex, op_relu_bwd = kNoIndex;
   GradOp bias_grad, bn_bwd, weight_grad;
-  std::uint32_t op_input_grad = kNoIndex;   // l >= 2
-  std::uint32_t grad_x = kNoIndex;          // gradient w.r.t. x (l >= 2)
-  std::uint32_t grad_relu = kNoIndex;       // gradient after relu_backward
-  Ids skip_accumulate_ops;                  // add_(grad_x, grad_relu of layer j) for skips from x
+  std::uint32_t op_input_grad = kNoIndex;  // l >= 2
+  std::uint32_t grad_x = kNoIndex;         // gradient w.r.t. x (l >= 2)
+  std::uint32_t grad_relu = kNoIndex;      // gradient after relu_backward
+  Ids skip_accumulate_ops;                 // add_(grad_x, grad_relu of layer j) for skips from x
 };
 
 class Builder {
  public:
-  explicit Builder(const GeneratorOptions& o)
-      : o_(o), optimizer_(optimizer_spec(o.optimizer)), rng_(o.seed) {}
+  explicit Builder(const GeneratorOptions& o) : o_(o), optimizer_(optimizer_spec(o.optimizer)), rng_(o.seed) {}
 
   Trace build();
 
@@ -108,20 +107,18 @@ class Builder {
   std::uint64_t bytes_of(std::uint32_t t) const { return tr_.tensors[tr_.storage_of(t)].size.value; }
   std::uint64_t elems(std::uint32_t t) const { return bytes_of(t) / dtype_; }
   // Op with a roofline duration (generator.hpp); `mutated` tensors are also inputs.
-  std::uint32_t op(std::string name, Ids inputs, Ids outputs, Ids mutated, double flops,
-                   bool random = false);
+  std::uint32_t op(std::string name, Ids inputs, Ids outputs, Ids mutated, double flops, bool random = false);
   // Metadata-only op whose output is a view of its input (declared in OpInfo::views).
   std::uint32_t view_op(std::string name, std::uint32_t in, std::uint32_t out);
   std::uint32_t add_op(std::string name, Ids inputs, Ids outputs, Ids mutated, SimTime dur, bool random);
   // GEMM-class op (linear / conv and their backward ops): optional private workspace.
-  std::uint32_t gemm_op(const std::string& name, const std::string& ws_name, Ids inputs, Ids outputs,
-                        double flops);
+  std::uint32_t gemm_op(const std::string& name, const std::string& ws_name, Ids inputs, Ids outputs, double flops);
   std::uint32_t workspace(const std::string& name, const Ids& inputs, const Ids& outputs);
   // Parameter with its gradient(s) and optimizer states; returns its index in params_.
   std::uint32_t param(std::uint64_t elements, std::string name);
   // Op writing other outputs plus the gradients of `ps` (in that order).
-  GradOp grad_op(const std::string& name, const std::string& ws_name, Ids inputs, Ids other_outputs,
-                 Ids ps, double flops, bool gemm);
+  GradOp grad_op(const std::string& name, const std::string& ws_name, Ids inputs, Ids other_outputs, Ids ps,
+                 double flops, bool gemm);
 
   // ---- the network (training_step_network.cpp)
   void define();
@@ -161,12 +158,11 @@ class Builder {
   std::vector<Param> params_;
   std::vector<Layer> layers_;  // index 0 unused; layers 1..L
   // tensors / ops outside the layers
-  std::uint32_t input_ = kNoIndex, labels_ = kNoIndex, pooled_ = kNoIndex, flat_ = kNoIndex,
-                logits_ = kNoIndex, loss_ = kNoIndex, log_softmax_ = kNoIndex,
-                grad_logits_ = kNoIndex, grad_head_in_ = kNoIndex, grad_top_ = kNoIndex;
-  std::uint32_t op_pool_ = kNoIndex, op_flatten_ = kNoIndex, op_head_ = kNoIndex,
-                op_head_bias_ = kNoIndex, op_loss_ = kNoIndex, op_loss_bwd_ = kNoIndex,
-                op_head_input_grad_ = kNoIndex, op_pool_bwd_ = kNoIndex;
+  std::uint32_t input_ = kNoIndex, labels_ = kNoIndex, pooled_ = kNoIndex, flat_ = kNoIndex, logits_ = kNoIndex,
+                loss_ = kNoIndex, log_softmax_ = kNoIndex, grad_logits_ = kNoIndex, grad_head_in_ = kNoIndex,
+                grad_top_ = kNoIndex;
+  std::uint32_t op_pool_ = kNoIndex, op_flatten_ = kNoIndex, op_head_ = kNoIndex, op_head_bias_ = kNoIndex,
+                op_loss_ = kNoIndex, op_loss_bwd_ = kNoIndex, op_head_input_grad_ = kNoIndex, op_pool_bwd_ = kNoIndex;
   GradOp head_weight_grad_, head_bias_grad_;
   std::uint32_t label_forward_ = 0, label_backward_ = 1, label_optimizer_ = 2;
 

@@ -26,8 +26,7 @@ void Builder::define() {
   auto layer_in_channels = [&](std::uint64_t j) { return j == 1 ? in_features : W; };
   // linear: 2*B*in*out; conv2d (3x3): 2*B*C_out*S^2*C_in*9.
   auto layer_gemm_flops = [&](std::uint64_t j) {
-    return 2.0 * Bd * static_cast<double>(layer_in_channels(j) * W) *
-           static_cast<double>(S * S * (cnn_ ? 9 : 1));
+    return 2.0 * Bd * static_cast<double>(layer_in_channels(j) * W) * static_cast<double>(S * S * (cnn_ ? 9 : 1));
   };
 
   input_ = tensor(B * in_features * S * S * dtype_, TensorRole::Input, "input", Life::LastUse);
@@ -69,8 +68,7 @@ void Builder::define() {
       ly.op_main = gemm_op("conv2d", n + ".conv.workspace", {x, w}, {ly.pre}, gemm_flops);
       ly.act = tensor(act_elems * dtype_, TensorRole::Activation, n + ".bn.out", Life::LastUse);
       const auto stats = tensor(2 * W * dtype_, TensorRole::Activation, n + ".bn.saved_stats", Life::LastUse);
-      ly.op_bn = op("batch_norm",
-                    {ly.pre, params_[lp[j].gamma].tensor, params_[lp[j].beta].tensor, running[j]},
+      ly.op_bn = op("batch_norm", {ly.pre, params_[lp[j].gamma].tensor, params_[lp[j].beta].tensor, running[j]},
                     {ly.act, stats}, {running[j]}, 8 * act_e);
     } else {
       ly.pre = tensor(act_elems * dtype_, TensorRole::Activation, n + ".linear.out", Life::LastUse);
@@ -103,8 +101,7 @@ void Builder::define() {
   const double head_flops = 2.0 * Bd * static_cast<double>(W * C);
   const double logit_e = static_cast<double>(B * C);
   logits_ = tensor(B * C * dtype_, TensorRole::Activation, "head.logits", Life::LastUse);
-  op_head_ = gemm_op("linear", "head.linear.workspace", {head_in, params_[head_w].tensor}, {logits_},
-                     head_flops);
+  op_head_ = gemm_op("linear", "head.linear.workspace", {head_in, params_[head_w].tensor}, {logits_}, head_flops);
   op_head_bias_ = op("bias_add_", {logits_, params_[head_b].tensor}, {}, {logits_}, logit_e);
   loss_ = tensor(dtype_, TensorRole::Activation, "loss", Life::LastUse);
   log_softmax_ = tensor(B * C * dtype_, TensorRole::Activation, "loss.log_softmax", Life::LastUse);
@@ -116,8 +113,8 @@ void Builder::define() {
   head_bias_grad_ = grad_op("bias_grad", "", {grad_logits_}, {}, {head_b}, logit_e, false);
   head_weight_grad_ = grad_op("linear_backward_weight", "head.linear_backward_weight.workspace",
                               {grad_logits_, head_in}, {}, {head_w}, head_flops, true);
-  grad_head_in_ = tensor(B * W * dtype_, TensorRole::Gradient, cnn_ ? "head.flatten.grad" : "head.in.grad",
-                         Life::LastUse);
+  grad_head_in_ =
+      tensor(B * W * dtype_, TensorRole::Gradient, cnn_ ? "head.flatten.grad" : "head.in.grad", Life::LastUse);
   op_head_input_grad_ = gemm_op("linear_backward_input", "head.linear_backward_input.workspace",
                                 {grad_logits_, params_[head_w].tensor}, {grad_head_in_}, head_flops);
   grad_top_ = grad_head_in_;
@@ -134,8 +131,7 @@ void Builder::define() {
     // Skip gradients of residual adds whose source is this layer's output x_{j+1}.
     // (layer l = j + k adds x_{l-k+1} = x_{j+1}; its grad_relu is already defined).
     if (k > 0 && j + k <= L && layers_[j + k].op_residual != kNoIndex) {
-      layers_[j + 1].skip_accumulate_ops.push_back(
-          op("add_", {g, layers_[j + k].grad_relu}, {}, {g}, act_e));
+      layers_[j + 1].skip_accumulate_ops.push_back(op("add_", {g, layers_[j + k].grad_relu}, {}, {g}, act_e));
     }
     if (o_.dropout) {
       const auto gd = tensor(act_elems * dtype_, TensorRole::Gradient, n + ".dropout.in.grad", Life::LastUse);
@@ -148,15 +144,14 @@ void Builder::define() {
     if (cnn_) {
       const auto stats = index_of(tr_.ops[ly.op_bn].outputs[1]);
       g_pre = tensor(act_elems * dtype_, TensorRole::Gradient, n + ".conv.out.grad", Life::LastUse);
-      ly.bn_bwd = grad_op("batch_norm_backward", "",
-                          {ly.grad_relu, ly.pre, params_[lp[j].gamma].tensor, stats}, {g_pre},
-                          {lp[j].gamma, lp[j].beta}, 12 * act_e, false);
-      ly.weight_grad = grad_op("conv2d_backward_weight", n + ".conv_backward_weight.workspace",
-                               {g_pre, ly.x}, {}, {lp[j].w}, gemm_flops, true);
+      ly.bn_bwd = grad_op("batch_norm_backward", "", {ly.grad_relu, ly.pre, params_[lp[j].gamma].tensor, stats},
+                          {g_pre}, {lp[j].gamma, lp[j].beta}, 12 * act_e, false);
+      ly.weight_grad = grad_op("conv2d_backward_weight", n + ".conv_backward_weight.workspace", {g_pre, ly.x}, {},
+                               {lp[j].w}, gemm_flops, true);
     } else {
       ly.bias_grad = grad_op("bias_grad", "", {g_pre}, {}, {lp[j].b}, act_e, false);
-      ly.weight_grad = grad_op("linear_backward_weight", n + ".linear_backward_weight.workspace",
-                               {g_pre, ly.x}, {}, {lp[j].w}, gemm_flops, true);
+      ly.weight_grad = grad_op("linear_backward_weight", n + ".linear_backward_weight.workspace", {g_pre, ly.x}, {},
+                               {lp[j].w}, gemm_flops, true);
     }
     if (j >= 2) {
       ly.grad_x = tensor(B * W * S * S * dtype_, TensorRole::Gradient, n + ".in.grad", Life::LastUse);
@@ -173,8 +168,8 @@ void Builder::define() {
       in.push_back(s);
       mut.push_back(s);
     }
-    p.step_op = op(optimizer_.step_op, in, {}, mut,
-                   optimizer_.flops_per_element * static_cast<double>(elems(p.tensor)));
+    p.step_op =
+        op(optimizer_.step_op, in, {}, mut, optimizer_.flops_per_element * static_cast<double>(elems(p.tensor)));
   }
 }
 

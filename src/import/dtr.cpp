@@ -77,9 +77,8 @@ class DtrConverter {
     trace_.path = reader_.path();
     trace_.header.time_unit = "ns";
     trace_.header.iterations = 1;
-    trace_.header.source = {{"tool", "dtr-import"},
-                            {"file", file},
-                            {"mutate", options_.copy_on_write ? "copy-on-write" : "in-place"}};
+    trace_.header.source = {
+        {"tool", "dtr-import"}, {"file", file}, {"mutate", options_.copy_on_write ? "copy-on-write" : "in-place"}};
     if (options_.simrd_compat) trace_.header.source["compat"] = "simrd";
     if (const auto n = parse_log_name(file)) {
       trace_.header.model = n->model;
@@ -113,8 +112,7 @@ class DtrConverter {
       case Instr::CopyFrom: on_copy_from(r); break;
       case Instr::Memory:
         fail(r.line, fmt::format("MEMORY record for {} without a CONSTANT or CALL that expects it", quote(r.name)));
-      case Instr::Alias:
-        fail(r.line, fmt::format("ALIAS record for {} without a CALL that expects it", quote(r.name)));
+      case Instr::Alias: fail(r.line, fmt::format("ALIAS record for {} without a CALL that expects it", quote(r.name)));
     }
   }
 
@@ -156,8 +154,7 @@ class DtrConverter {
                                got.front() == 'A' ? "an" : "a", got));
     }
     if (r.name != name) {
-      fail(r.line, fmt::format("expected the {} record of {}, got one for {}", instr_name(want), owner,
-                               quote(r.name)));
+      fail(r.line, fmt::format("expected the {} record of {}, got one for {}", instr_name(want), owner, quote(r.name)));
     }
     return r;
   }
@@ -222,8 +219,8 @@ class DtrConverter {
       memory.push_back(follow(Instr::Memory, res, owner));
       alias.push_back(follow(Instr::Alias, res, owner));
       if (alias.back().alias >= static_cast<std::int64_t>(r.args.size())) {
-        fail(alias.back().line, fmt::format("ALIAS {} of {} is out of range (the CALL has {} ARGS)",
-                                            alias.back().alias, owner, r.args.size()));
+        fail(alias.back().line, fmt::format("ALIAS {} of {} is out of range (the CALL has {} ARGS)", alias.back().alias,
+                                            owner, r.args.size()));
       }
     }
     if (r.name.find("backward") != std::string::npos) enter_backward();
@@ -387,7 +384,7 @@ class DtrConverter {
   Trace trace_;
   std::vector<TraceEvent> prelude_;  // allocations of the constants, before iteration 0
   std::vector<TraceEvent> body_;
-  DtrRefs refs_;  // its tensor indices are the v1 tensor indices
+  DtrRefs refs_;                  // its tensor indices are the v1 tensor indices
   dtr_detail::SimrdExtra simrd_;  // --compat simrd: zero-byte tensors (dtr_simrd.hpp)
   bool in_backward_ = false;
 };

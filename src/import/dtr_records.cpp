@@ -22,8 +22,8 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::size_t kChunk = 1 << 18;                 // bytes per gzread
-constexpr std::size_t kMaxLine = std::size_t{64} << 20;  // as the trace loader
+constexpr std::size_t kChunk = 1 << 18;                      // bytes per gzread
+constexpr std::size_t kMaxLine = std::size_t{64} << 20;      // as the trace loader
 constexpr std::uint64_t kMaxBytes = std::uint64_t{1} << 53;  // largest v1 tensor size
 
 struct InstrName {
@@ -83,9 +83,10 @@ class RecordParser {
       }
     }
     if (!known) {
-      fail(fmt::format("unknown INSTRUCTION {} (expected ANNOTATE, CONSTANT, MEMORY, CALL, ALIAS, COPY, RELEASE, "
-                       "MUTATE or COPY_FROM)",
-                       quote(text)));
+      fail(
+          fmt::format("unknown INSTRUCTION {} (expected ANNOTATE, CONSTANT, MEMORY, CALL, ALIAS, COPY, RELEASE, "
+                      "MUTATE or COPY_FROM)",
+                      quote(text)));
     }
     switch (out_.instr) {
       case Instr::Annotate: out_.annotation = string("ANNOTATION", false); break;
@@ -165,8 +166,7 @@ class RecordParser {
     for (std::size_t i = 0; i < v.size(); ++i) {
       const json& e = v[i];
       if (!e.is_string() || e.get_ref<const std::string&>().empty()) {
-        fail(fmt::format("{}: field '{}' must be an array of names (element {} is {})", prefix(), key, i,
-                         describe(e)));
+        fail(fmt::format("{}: field '{}' must be an array of names (element {} is {})", prefix(), key, i, describe(e)));
       }
       out.push_back(e.get<std::string>());
     }
@@ -182,8 +182,8 @@ class RecordParser {
     for (std::size_t i = 0; i < v.size(); ++i) {
       const json& e = v[i];
       if (!e.is_number_unsigned()) {  // nlohmann parses non-negative integers as unsigned
-        fail(fmt::format("{}: field '{}' must be an array of argument indices (element {} is {})", prefix(), key,
-                         i, describe(e)));
+        fail(fmt::format("{}: field '{}' must be an array of argument indices (element {} is {})", prefix(), key, i,
+                         describe(e)));
       }
       out.push_back(e.get<std::uint64_t>());
     }
@@ -324,7 +324,7 @@ bool DtrLogReader::next(DtrRecord& out) {
     ++line_;
     std::string_view text = line;
     if (line_ == 1 && text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);  // UTF-8 byte order mark
-    if (text.find_first_not_of(" \t\r") == std::string_view::npos) continue;        // blank line
+    if (text.find_first_not_of(" \t\r") == std::string_view::npos) continue;       // blank line
 
     // The line's document, its keys and the record read from it exist only until the next line.
     if (!memory_.fits(text.size() * (memory_cost::kJsonPerTextByte + 2))) fail(memory_.problem());

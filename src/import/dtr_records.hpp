@@ -26,15 +26,15 @@ std::string_view instr_name(Instr i);
 struct DtrRecord {
   Instr instr = Instr::Annotate;
   std::uint64_t line = 0;
-  std::string name;                  // NAME: a handle, or the op name for CALL / MUTATE
-  std::string annotation;            // ANNOTATE
-  std::string dst, src;              // COPY, COPY_FROM
-  std::vector<std::string> args;     // CALL, MUTATE
-  std::vector<std::string> result;   // CALL
-  std::vector<std::uint64_t> mutate; // MUTATE: argument indices
-  std::uint64_t memory = 0;          // MEMORY: bytes
-  std::int64_t alias = -1;           // ALIAS: -1 (fresh storage) or an argument index
-  std::int64_t time_ns = 0;          // CALL, MUTATE
+  std::string name;                   // NAME: a handle, or the op name for CALL / MUTATE
+  std::string annotation;             // ANNOTATE
+  std::string dst, src;               // COPY, COPY_FROM
+  std::vector<std::string> args;      // CALL, MUTATE
+  std::vector<std::string> result;    // CALL
+  std::vector<std::uint64_t> mutate;  // MUTATE: argument indices
+  std::uint64_t memory = 0;           // MEMORY: bytes
+  std::int64_t alias = -1;            // ALIAS: -1 (fresh storage) or an argument index
+  std::int64_t time_ns = 0;           // CALL, MUTATE
 };
 
 // Streams a log (plain or gzip, detected by zlib) and parses each non-blank line into a

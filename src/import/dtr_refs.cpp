@@ -56,8 +56,8 @@ std::uint32_t DtrRefs::use(const std::string& name, const std::string& where, st
   if (t == kNone) fail(line, fmt::format("{}: undefined name {} (not defined since START)", where, quote(name)));
   const Storage& s = storages_[tensors_[t].storage];
   if (s.death_line != 0) {
-    fail(line, fmt::format("{}: use after release: {} (its storage was freed at line {})", where, quote(name),
-                           s.death_line));
+    fail(line,
+         fmt::format("{}: use after release: {} (its storage was freed at line {})", where, quote(name), s.death_line));
   }
   return t;
 }
@@ -72,8 +72,8 @@ std::uint32_t DtrRefs::drop_reference(std::uint32_t tensor, const std::string& w
   Tensor& t = tensors_[tensor];
   // simrd would let the count go negative and corrupt its storage's sum; no real log does it.
   if (t.refs == 0) {
-    fail(line, fmt::format("{}: the tensor of {} has no references left (last dropped at line {})", where,
-                           quote(name), t.last_drop_line));
+    fail(line, fmt::format("{}: the tensor of {} has no references left (last dropped at line {})", where, quote(name),
+                           t.last_drop_line));
   }
   --t.refs;
   t.last_drop_line = line;

@@ -54,9 +54,9 @@ struct Lifetime {
 
 struct OpPlan {
   std::uint32_t node = 0;
-  std::vector<std::uint32_t> members;  // the op node and its nested op nodes, in id order
+  std::vector<std::uint32_t> members;                   // the op node and its nested op nodes, in id order
   std::vector<std::uint32_t> inputs, outputs, mutated;  // lifetimes
-  std::int64_t step = -1;  // ProfilerStep range node id
+  std::int64_t step = -1;                               // ProfilerStep range node id
   Phase phase = Phase::None;
   bool random = false;
 };
@@ -147,14 +147,16 @@ class Builder {
         continue;
       }
       const std::string& name = et_.names[n.name];
-      if (p.phase == Phase::None && name.rfind("autograd::engine::evaluate_function", 0) == 0) p.phase = Phase::Backward;
+      if (p.phase == Phase::None && name.rfind("autograd::engine::evaluate_function", 0) == 0)
+        p.phase = Phase::Backward;
       p.random = is_random(name);
       p.members.push_back(i);
       top[i] = static_cast<std::uint32_t>(plans_.size());
       plans_.push_back(std::move(p));
     }
     // Without any phase marker, ops outside backward and optimizer are the forward pass.
-    const bool markers = std::any_of(plans_.begin(), plans_.end(), [](const OpPlan& p) { return p.phase == Phase::Forward; });
+    const bool markers =
+        std::any_of(plans_.begin(), plans_.end(), [](const OpPlan& p) { return p.phase == Phase::Forward; });
     if (!markers) {
       for (OpPlan& p : plans_) {
         if (p.phase == Phase::None) p.phase = Phase::Forward;
@@ -212,7 +214,8 @@ class Builder {
     for (const EtTensor& t : n.outputs) {
       if (!on_device(t)) continue;
       const auto it = current.find(t.storage_id);
-      const bool read = it != current.end() && std::find(p.inputs.begin(), p.inputs.end(), it->second) != p.inputs.end();
+      const bool read =
+          it != current.end() && std::find(p.inputs.begin(), p.inputs.end(), it->second) != p.inputs.end();
       const bool made_here = it != current.end() && lives_[it->second].born == k;
       if (read || made_here) {
         // Without a schema, returning an input tensor itself is taken as an in-place write;
@@ -261,8 +264,9 @@ class Builder {
     t.file_id = index;
     t.size = Bytes{l.bytes};
     t.role = role(l);
-    t.name = l.born == kNone ? fmt::format("storage {} (before the trace)", l.storage)
-                             : fmt::format("storage {} ({})", l.storage, et_.names[et_.nodes[plans_[l.born].node].name]);
+    t.name = l.born == kNone
+                 ? fmt::format("storage {} (before the trace)", l.storage)
+                 : fmt::format("storage {} ({})", l.storage, et_.names[et_.nodes[plans_[l.born].node].name]);
     hold_text(t.name.size());  // a copy of an op's name per tensor
     trace_.tensors.push_back(std::move(t));
     l.trace_index = index;
@@ -310,7 +314,8 @@ class Builder {
         push(EventKind::Iteration, iterations_++);
         phase = Phase::None;
       }
-      if (p.phase != phase && p.phase != Phase::None) push(EventKind::Mark, label(kPhaseName[static_cast<int>(p.phase)]));
+      if (p.phase != phase && p.phase != Phase::None)
+        push(EventKind::Mark, label(kPhaseName[static_cast<int>(p.phase)]));
       phase = p.phase;
       for (const std::uint32_t l : p.outputs) {
         if (lives_[l].bytes > 0) push(EventKind::Alloc, define(l));
@@ -340,7 +345,8 @@ class Builder {
     TraceHeader& h = trace_.header;
     std::string model = std::filesystem::path(options_.et).filename().string();
     for (const char* ext : {".gz", ".json"}) {
-      if (model.size() > std::string(ext).size() && model.ends_with(ext)) model.resize(model.size() - std::string(ext).size());
+      if (model.size() > std::string(ext).size() && model.ends_with(ext))
+        model.resize(model.size() - std::string(ext).size());
     }
     h.model = model;
     h.time_unit = "us";
@@ -401,8 +407,8 @@ Trace build_linked_trace(const std::string& kineto_path, const KinetoOptions& op
   if (t.tensors.empty()) {
     std::string devices;
     for (const std::string& d : et.devices) devices += (devices.empty() ? "" : ", ") + (d.empty() ? "(none)" : d);
-    throw Error(fmt::format("{}: no tensor of the Execution Trace is on cuda:{} (devices: {})", options.et, options.device,
-                            devices.empty() ? "none" : devices));
+    throw Error(fmt::format("{}: no tensor of the Execution Trace is on cuda:{} (devices: {})", options.et,
+                            options.device, devices.empty() ? "none" : devices));
   }
   return t;
 }

@@ -39,19 +39,19 @@ struct EtNode {
   std::int64_t parent = -1;  // 1.0.1 "parent", chakra "ctrl_deps"; -1 = none
   std::int64_t rf_id = -1;   // -1 = not recorded
   std::int64_t tid = 0;
-  std::int64_t scope = 0;    // RecordScope; 7 = USER_SCOPE (record_function ranges)
-  bool has_schema = false;   // a non-empty op_schema: its '!' annotations say what is written
-  std::uint32_t name = 0;    // index into EtTrace::names
+  std::int64_t scope = 0;   // RecordScope; 7 = USER_SCOPE (record_function ranges)
+  bool has_schema = false;  // a non-empty op_schema: its '!' annotations say what is written
+  std::uint32_t name = 0;   // index into EtTrace::names
   std::vector<EtTensor> inputs, outputs;
-  std::size_t index = 0;     // position in "nodes"
-  std::uint64_t line = 0;    // line of the node's opening brace
+  std::size_t index = 0;   // position in "nodes"
+  std::uint64_t line = 0;  // line of the node's opening brace
 };
 
 struct EtTrace {
-  std::string schema;                 // top-level "schema" ("" when absent)
-  std::optional<std::int64_t> pid;    // top-level "pid"
+  std::string schema;               // top-level "schema" ("" when absent)
+  std::optional<std::int64_t> pid;  // top-level "pid"
   std::vector<std::string> names, devices;
-  std::vector<EtNode> nodes;          // sorted by id (= start order; the file is in end order)
+  std::vector<EtNode> nodes;                       // sorted by id (= start order; the file is in end order)
   std::uint64_t flat_nodes = 0, chakra_nodes = 0;  // 1.0.1 layout / chakra (inputs as object)
 };
 
@@ -65,8 +65,8 @@ EtTrace read_et(const std::string& path, const Limits& limits, MemoryBudget& mem
 // bytes, its trace op and events, a storage lifetime of about 48 bytes and the list entries
 // that name it, the trace's tensor and its events). Names' text is counted where it is copied.
 inline constexpr std::uint64_t kNodeBytes = 2 * sizeof(EtNode) + 160 + sizeof(OpInfo) + 2 * sizeof(TraceEvent) + 8;
-inline constexpr std::uint64_t kTensorBytes = 2 * sizeof(EtTensor) + 48 + 6 * sizeof(std::uint32_t) +
-                                              sizeof(TensorInfo) + 2 * sizeof(TraceEvent);
+inline constexpr std::uint64_t kTensorBytes =
+    2 * sizeof(EtTensor) + 48 + 6 * sizeof(std::uint32_t) + sizeof(TensorInfo) + 2 * sizeof(TraceEvent);
 
 // Record-function ranges and profiler structure nodes are not ops: USER_SCOPE nodes, names
 // "[pytorch|profiler|...]", "## phase ##" and "Name#Class.method" (the Kineto importer's rule).

@@ -87,7 +87,8 @@ void link_by_order(const std::string& et_path, const EtTrace& et, const std::str
   }
   std::vector<std::pair<std::int64_t, const std::vector<std::uint32_t>*>> order;
   for (const auto& [tid, list] : et_threads) order.emplace_back(tid, &list);
-  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.second->size() > b.second->size(); });
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto& a, const auto& b) { return a.second->size() > b.second->size(); });
 
   std::vector<bool> used(k_threads.size(), false);
   std::uint64_t compares = 0;
@@ -109,9 +110,10 @@ void link_by_order(const std::string& et_path, const EtTrace& et, const std::str
         for (; j < e.size() && mm <= limit; ++j) mm += names[j] != c.ops[k[off + j]].name ? 1 : 0;
         compares += j;
         if (compares > kMaxCompares) {
-          throw Error(fmt::format("{}: aligning ET thread {} with {} by execution order needs more than {} name "
-                                  "comparisons; give traces that carry Record function ids",
-                                  et_path, tid, kineto_path, kMaxCompares));
+          throw Error(
+              fmt::format("{}: aligning ET thread {} with {} by execution order needs more than {} name "
+                          "comparisons; give traces that carry Record function ids",
+                          et_path, tid, kineto_path, kMaxCompares));
         }
         if (mm > limit) continue;
         if (mm < best) {
@@ -142,10 +144,10 @@ void link_by_order(const std::string& et_path, const EtTrace& et, const std::str
         ++link.name_mismatches;
       }
     }
-    link.threads += fmt::format("{}ET tid {} ({} ops) -> Kineto {} from its op {} ({} names differ, {} equally good "
-                                "later alignments)",
-                                link.threads.empty() ? "" : "; ", tid, e.size(), c.threads[best_thread], best_offset, best,
-                                ties);
+    link.threads += fmt::format(
+        "{}ET tid {} ({} ops) -> Kineto {} from its op {} ({} names differ, {} equally good "
+        "later alignments)",
+        link.threads.empty() ? "" : "; ", tid, e.size(), c.threads[best_thread], best_offset, best, ties);
   }
 }
 
@@ -170,7 +172,8 @@ Link link_traces(const std::string& et_path, const EtTrace& et, const std::strin
   if (et.pid && pids.count(std::to_string(*et.pid)) == 0) {
     std::string list;
     for (const std::string& p : pids) list += (list.empty() ? "" : ", ") + p;
-    refuse(et_path, kineto_path, fmt::format("the ET's pid {} is not a process of the Kineto trace (pids: {})", *et.pid, list));
+    refuse(et_path, kineto_path,
+           fmt::format("the ET's pid {} is not a process of the Kineto trace (pids: {})", *et.pid, list));
   }
   const bool kineto_rf = std::any_of(c.ops.begin(), c.ops.end(), [](const OpRange& o) { return o.rf_id >= 0; });
   if (kineto_rf && et_rf) {

@@ -47,7 +47,8 @@ class NodeReader {
       ++et_.chakra_nodes;
       n.parent = integer(v, "ctrl_deps", "ctrl_deps", false).value_or(-1);
       const json* attrs = find(v, "attrs");
-      if (attrs != nullptr && !attrs->is_array()) fail(fmt::format("field 'attrs' must be an array (got {})", describe(*attrs)));
+      if (attrs != nullptr && !attrs->is_array())
+        fail(fmt::format("field 'attrs' must be an array (got {})", describe(*attrs)));
       if (attrs != nullptr) {
         for (std::size_t i = 0; i < attrs->size(); ++i) {
           const json& a = (*attrs)[i];
@@ -111,8 +112,9 @@ class NodeReader {
       if (required) fail(fmt::format("missing field '{}'", shown));
       return std::nullopt;
     }
-    if (!v->is_number_integer() || (v->is_number_unsigned() && v->get<std::uint64_t>() >
-                                                                   static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))) {
+    if (!v->is_number_integer() ||
+        (v->is_number_unsigned() &&
+         v->get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))) {
       fail(fmt::format("field '{}' must be an integer (got {})", shown, describe(*v)));
     }
     return v->get<std::int64_t>();
@@ -172,7 +174,8 @@ class NodeReader {
       }
       const bool written = std::string(side) == "inputs" && i < written_.size() && written_[i];
       for (std::size_t k = first; k < out.size(); ++k) out[k].written = written;
-      if (out.size() > limits_.max_op_fan_in) fail(limit_problem(limits_.max_op_fan_in, "tensors in " + std::string(side), "max_op_fan_in"));
+      if (out.size() > limits_.max_op_fan_in)
+        fail(limit_problem(limits_.max_op_fan_in, "tensors in " + std::string(side), "max_op_fan_in"));
     }
   }
 
@@ -197,12 +200,14 @@ class NodeReader {
     }
     std::uint64_t f[5];
     for (int k = 0; k < 5; ++k) {
-      if (!v[k].is_number_integer() || (v[k].is_number_integer() && !v[k].is_number_unsigned() && v[k].get<std::int64_t>() < 0)) {
+      if (!v[k].is_number_integer() ||
+          (v[k].is_number_integer() && !v[k].is_number_unsigned() && v[k].get<std::int64_t>() < 0)) {
         fail(fmt::format("{}[{}]: expected a non-negative integer in {} (got {})", where, k, kShape, describe(v[k])));
       }
       f[k] = v[k].get<std::uint64_t>();
     }
-    if (!v[5].is_string()) fail(fmt::format("{}[5]: expected a device string in {} (got {})", where, kShape, describe(v[5])));
+    if (!v[5].is_string())
+      fail(fmt::format("{}[5]: expected a device string in {} (got {})", where, kShape, describe(v[5])));
     EtTensor t{f[0], f[1], f[2], f[3], f[4], intern(et_.devices, v[5].get<std::string>())};
     return t;
   }
@@ -227,16 +232,19 @@ EtTrace read_et(const std::string& path, const Limits& limits, MemoryBudget& mem
   format.what = "an Execution Trace";
   format.element = "a node";
   format.bare_array = false;
-  const kineto_detail::TopLevel top = kineto_detail::read_json_array(path, limits.max_input_bytes, memory, format,
-                                                                     [&](RawEvent& e) { reader.add(e); });
-  if (const auto it = top.fields.find("schema"); it != top.fields.end() && it->is_string()) et.schema = it->get<std::string>();
-  if (const auto it = top.fields.find("pid"); it != top.fields.end() && it->is_number_integer()) et.pid = it->get<std::int64_t>();
+  const kineto_detail::TopLevel top =
+      kineto_detail::read_json_array(path, limits.max_input_bytes, memory, format, [&](RawEvent& e) { reader.add(e); });
+  if (const auto it = top.fields.find("schema"); it != top.fields.end() && it->is_string())
+    et.schema = it->get<std::string>();
+  if (const auto it = top.fields.find("pid"); it != top.fields.end() && it->is_number_integer())
+    et.pid = it->get<std::int64_t>();
   if (et.nodes.empty()) throw TraceError(path, 0, "the Execution Trace has no nodes");
   std::stable_sort(et.nodes.begin(), et.nodes.end(), [](const EtNode& a, const EtNode& b) { return a.id < b.id; });
   for (std::size_t i = 1; i < et.nodes.size(); ++i) {
     if (et.nodes[i].id == et.nodes[i - 1].id) {
-      throw TraceError(path, et.nodes[i].line, fmt::format("nodes[{}]: duplicate node id {} (also nodes[{}])", et.nodes[i].index,
-                                                           et.nodes[i].id, et.nodes[i - 1].index));
+      throw TraceError(path, et.nodes[i].line,
+                       fmt::format("nodes[{}]: duplicate node id {} (also nodes[{}])", et.nodes[i].index,
+                                   et.nodes[i].id, et.nodes[i - 1].index));
     }
   }
   return et;

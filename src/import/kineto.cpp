@@ -14,8 +14,8 @@
 //    (docs/import-kineto.md); in a trace without GPU activity, the op's own CPU dur. Its outputs are the
 //    tensors allocated inside it (at any depth) that are still live when it ends; it has no
 //    inputs (Kineto does not record dataflow). With KinetoOptions::et, the ops and their
-//    tensors come from an Execution Trace of the same run instead (src/import/et_*.cpp). The compute event sits at the op's end, after
-//    the op's own allocations and frees.
+//    tensors come from an Execution Trace of the same run instead (src/import/et_*.cpp). The compute event sits at the
+//    op's end, after the op's own allocations and frees.
 //  * A tensor is named after the innermost op around its allocation (same pid/tid, ts within
 //    [op ts, op ts + dur]), followed by " in <top-level op>" when that differs; tensors
 //    allocated and freed inside one top-level op are its workspace.
@@ -74,8 +74,13 @@ std::string micros(std::int64_t ns) {
 class Converter {
  public:
   Converter(std::string path, const KinetoOptions& options, TopLevel top, Collected& c, MemoryBudget& budget)
-      : path_(std::move(path)), options_(options), top_(std::move(top)), c_(c), budget_(budget),
-        nesting_(nest_ops(c)), memory_(pair_memory(path_, c, nesting_)) {}
+      : path_(std::move(path)),
+        options_(options),
+        top_(std::move(top)),
+        c_(c),
+        budget_(budget),
+        nesting_(nest_ops(c)),
+        memory_(pair_memory(path_, c, nesting_)) {}
 
   Trace run() {
     order_computes();
@@ -203,7 +208,8 @@ class Converter {
     const std::vector<ProfilerStep> step_list = steps();
     std::vector<Pending> pending;
     pending.reserve(step_list.size() + memory_.actions.size() + top_level_.size());
-    for (std::uint32_t i = 0; i < step_list.size(); ++i) pending.push_back({Pending::Kind::Iteration, step_list[i].ts, i, i});
+    for (std::uint32_t i = 0; i < step_list.size(); ++i)
+      pending.push_back({Pending::Kind::Iteration, step_list[i].ts, i, i});
     for (std::uint32_t i = 0; i < memory_.actions.size(); ++i) {
       pending.push_back({Pending::Kind::Memory, memory_.actions[i].ts, i, i});
     }
@@ -280,16 +286,19 @@ class Converter {
     const bool legacy = c_.legacy_categories > 0, current = c_.current_categories > 0;
     s["categories"] = legacy && current ? "mixed 2021 and 2023+"
                       : legacy          ? "2021 (Operator, Kernel, Runtime, Memcpy, Memset)"
-                      : current         ? "2023+ (cpu_op, user_annotation, kernel, cuda_runtime, gpu_memcpy, gpu_memset)"
-                                        : "none recognised";
-    for (const auto& [from, to] : {std::pair{"schemaVersion", "schema_version"}, {"traceName", "trace_name"},
+                      : current ? "2023+ (cpu_op, user_annotation, kernel, cuda_runtime, gpu_memcpy, gpu_memset)"
+                                : "none recognised";
+    for (const auto& [from, to] : {std::pair{"schemaVersion", "schema_version"},
+                                   {"traceName", "trace_name"},
                                    {"distributedInfo", "distributed_info"}}) {
       if (top_.fields.contains(from)) s[to] = top_.fields[from];
     }
     s["ts_origin_us"] = micros(origin_);
     const MemoryCounts& m = c_.memory_counts;
-    s["memory_events"] = {{"device", m.selected},         {"cpu", m.cpu},
-                          {"other_cuda_devices", m.other_cuda}, {"other_device_types", m.other_type},
+    s["memory_events"] = {{"device", m.selected},
+                          {"cpu", m.cpu},
+                          {"other_cuda_devices", m.other_cuda},
+                          {"other_device_types", m.other_type},
                           {"zero_bytes", memory_.zero_byte_events}};
     switch (memory_.pairing) {
       case Pairing::None: s["memory_pairing"] = "none (no memory events for the device)"; break;
@@ -369,7 +378,8 @@ class Converter {
 };
 
 Trace convert(const std::string& path, const KinetoOptions& options, const Limits& limits) {
-  if (options.device < 0) throw ConfigError("device", fmt::format("must be a CUDA device index >= 0 (got {})", options.device));
+  if (options.device < 0)
+    throw ConfigError("device", fmt::format("must be a CUDA device index >= 0 (got {})", options.device));
   Collector collector(path, options.device);
   MemoryBudget memory(limits.max_memory);
   CollectedMemory kept(path, memory);
@@ -381,8 +391,9 @@ Trace convert(const std::string& path, const KinetoOptions& options, const Limit
   if (!c.devices_seen.empty() && c.devices_seen.count(options.device) == 0) {
     std::string seen;
     for (const std::int64_t d : c.devices_seen) seen += (seen.empty() ? "" : ", ") + std::to_string(d);
-    throw Error(fmt::format("{}: device {} has no [memory] events or GPU activity in this trace (devices with events: {})",
-                            path, options.device, seen));
+    throw Error(
+        fmt::format("{}: device {} has no [memory] events or GPU activity in this trace (devices with events: {})",
+                    path, options.device, seen));
   }
   if (!options.et.empty()) {
     Trace linked = et_detail::build_linked_trace(path, options, std::move(top), c, limits, memory);

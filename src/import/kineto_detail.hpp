@@ -37,7 +37,7 @@ struct RawEvent {
 
 struct TopLevel {
   nlohmann::json fields = nlohmann::json::object();  // every top-level key but traceEvents
-  bool array_form = false;                            // a bare JSON array of events
+  bool array_form = false;                           // a bare JSON array of events
   std::uint64_t events = 0;
 };
 
@@ -79,7 +79,7 @@ std::string describe(const nlohmann::json& j);
 
 // ---- extracted records (kineto_events.cpp) -------------------------------------------------
 
-struct OpRange {  // a CPU op (cat Operator / cpu_op), not an annotation or ProfilerStep
+struct OpRange {                    // a CPU op (cat Operator / cpu_op), not an annotation or ProfilerStep
   std::int64_t begin = 0, end = 0;  // ns, as recorded
   std::uint32_t thread = 0;         // index into Collected::threads
   std::uint32_t name = 0;           // index into Collected::names
@@ -119,18 +119,18 @@ struct Collected {
   std::vector<std::string> names;    // interned op names
   std::vector<OpRange> ops;
   std::vector<RuntimeCall> runtime;
-  std::vector<MemoryEvent> memory;   // selected device, file order
-  std::vector<ProfilerStep> steps;   // file order
+  std::vector<MemoryEvent> memory;  // selected device, file order
+  std::vector<ProfilerStep> steps;  // file order
   // GPU work (kernels, memcpy, memset) on the selected device, by correlation id.
   std::unordered_map<std::int64_t, std::int64_t> gpu_ns_by_correlation;
   std::uint64_t gpu_activities = 0;           // on any device
   std::uint64_t gpu_activities_selected = 0;  // on the selected device
   std::int64_t gpu_ns_selected = 0;
-  std::int64_t gpu_ns_uncorrelated = 0;       // selected device, without a correlation id
+  std::int64_t gpu_ns_uncorrelated = 0;  // selected device, without a correlation id
   MemoryCounts memory_counts;
-  std::uint64_t annotations = 0;              // user ranges (not ops)
+  std::uint64_t annotations = 0;  // user ranges (not ops)
   std::uint64_t legacy_categories = 0, current_categories = 0;
-  std::set<std::int64_t> devices_seen;        // CUDA devices with memory events or GPU work
+  std::set<std::int64_t> devices_seen;  // CUDA devices with memory events or GPU work
 };
 
 class Collector {
@@ -174,14 +174,13 @@ class CollectedMemory {
 // points (memory events, runtime calls) belong to the innermost op whose [begin, end]
 // contains their ts, on the same thread.
 struct Nesting {
-  std::vector<std::uint32_t> root;              // per op: its top-level op (itself if top-level)
-  std::vector<std::uint32_t> memory_innermost;  // per memory event: innermost op or kNone
-  std::vector<std::uint32_t> runtime_root;      // per runtime call: top-level op or kNone
-  std::vector<std::uint32_t> parent;            // per op: enclosing op or kNone
-  std::vector<std::uint32_t> runtime_innermost; // per runtime call: innermost op or kNone
+  std::vector<std::uint32_t> root;               // per op: its top-level op (itself if top-level)
+  std::vector<std::uint32_t> memory_innermost;   // per memory event: innermost op or kNone
+  std::vector<std::uint32_t> runtime_root;       // per runtime call: top-level op or kNone
+  std::vector<std::uint32_t> parent;             // per op: enclosing op or kNone
+  std::vector<std::uint32_t> runtime_innermost;  // per runtime call: innermost op or kNone
 };
 Nesting nest_ops(const Collected& c);
-
 
 // ---- memory pairing (kineto_memory.cpp) -----------------------------------------------------
 

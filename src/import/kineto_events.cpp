@@ -116,7 +116,8 @@ class Fields {
     return a;
   }
 
-  std::optional<std::int64_t> arg_int(const json* args, const char* key, bool required, bool non_negative = false) const {
+  std::optional<std::int64_t> arg_int(const json* args, const char* key, bool required,
+                                      bool non_negative = false) const {
     const std::string shown = fmt::format("args.{}", key);
     const json* v = args == nullptr ? nullptr : find(*args, key);
     if (v == nullptr) {
@@ -125,7 +126,8 @@ class Fields {
     }
     const char* what = non_negative ? "a non-negative integer" : "an integer";
     if (!v->is_number_integer() ||
-        (v->is_number_unsigned() && v->get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))) {
+        (v->is_number_unsigned() &&
+         v->get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))) {
       fail(fmt::format("field '{}' must be {} (got {})", shown, what, describe(*v)));
     }
     const auto x = v->get<std::int64_t>();
@@ -145,7 +147,7 @@ std::optional<std::int64_t> micros_text_to_ns(std::string_view text) {
   std::size_t i = 0;
   const bool negative = i < text.size() && text[i] == '-';
   if (negative) ++i;
-  std::string digits;  // all mantissa digits
+  std::string digits;      // all mantissa digits
   long long exponent = 3;  // us -> ns
   bool any = false;
   for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i, any = true) digits += text[i];
@@ -247,7 +249,8 @@ void Collector::add_complete(const RawEvent& e) {
       OpRange op;
       op.begin = f.time("ts", false);
       const std::int64_t dur = f.time("dur", true);
-      if (op.begin > std::numeric_limits<std::int64_t>::max() - dur) f.fail("field 'dur' is out of range (ts + dur overflows)");
+      if (op.begin > std::numeric_limits<std::int64_t>::max() - dur)
+        f.fail("field 'dur' is out of range (ts + dur overflows)");
       op.end = op.begin + dur;
       op.thread = thread_of(e);
       op.name = intern(name);
@@ -329,10 +332,10 @@ void CollectedMemory::update(const Collected& c, std::uint64_t line) {
                                     sizeof(MemoryAction) + kPending + sizeof(TensorInfo) + 2 * memory_cost::kEvent +
                                     3 * sizeof(std::uint32_t);
   constexpr std::uint64_t kStep = 3 * sizeof(ProfilerStep) + kPending + memory_cost::kEvent + kMapNode;
-  std::uint64_t bytes = (c.ops.size() - ops_) * kOp + (c.runtime.size() - runtime_) * kRuntime +
-                        (c.memory.size() - memory_events_) * kMemory + (c.steps.size() - steps_) * kStep +
-                        (c.gpu_ns_by_correlation.size() - std::min(correlations_, c.gpu_ns_by_correlation.size())) *
-                            kMapNode;
+  std::uint64_t bytes =
+      (c.ops.size() - ops_) * kOp + (c.runtime.size() - runtime_) * kRuntime +
+      (c.memory.size() - memory_events_) * kMemory + (c.steps.size() - steps_) * kStep +
+      (c.gpu_ns_by_correlation.size() - std::min(correlations_, c.gpu_ns_by_correlation.size())) * kMapNode;
   for (std::size_t i = names_; i < c.names.size(); ++i) bytes += 2 * memory_cost::label(c.names[i]) + kMapNode;
   for (std::size_t i = threads_; i < c.threads.size(); ++i) bytes += 2 * memory_cost::label(c.threads[i]) + kMapNode;
   ops_ = c.ops.size();

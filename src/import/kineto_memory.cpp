@@ -165,7 +165,8 @@ class Pairer {
     if (rest < 0) {
       out_.total_allocated_inconsistent = true;
     } else if (rest > 0) {
-      if (rest > kMaxTensorBytes) fail(c_.memory[order.front()], "field 'args.Total Allocated' is too large (over 2^53 bytes)");
+      if (rest > kMaxTensorBytes)
+        fail(c_.memory[order.front()], "field 'args.Total Allocated' is too large (over 2^53 bytes)");
       TensorRecord t;
       t.bytes = static_cast<std::uint64_t>(rest);
       t.before_profiling = t.residual = true;

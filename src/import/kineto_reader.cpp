@@ -32,7 +32,8 @@ class GzInput : public std::streambuf {
     file_ = gzopen(path.c_str(), "rb");
     if (file_ == nullptr) {
       const int err = errno;
-      throw TraceError(path, 0, fmt::format("cannot open trace file: {}", err != 0 ? std::strerror(err) : "out of memory"));
+      throw TraceError(path, 0,
+                       fmt::format("cannot open trace file: {}", err != 0 ? std::strerror(err) : "out of memory"));
     }
     gzbuffer(file_, 1 << 17);
     counted_ = buf_.data();
@@ -96,7 +97,8 @@ class GzInput : public std::streambuf {
       problem_ = fmt::format("read error: {}", std::strerror(errno));
     } else {
       std::string_view why = msg != nullptr ? msg : "unknown error";
-      if (const std::string prefix = path_ + ": "; why.substr(0, prefix.size()) == prefix) why.remove_prefix(prefix.size());
+      if (const std::string prefix = path_ + ": "; why.substr(0, prefix.size()) == prefix)
+        why.remove_prefix(prefix.size());
       problem_ = fmt::format("gzip stream is corrupt: {}", why);
     }
   }
@@ -176,13 +178,16 @@ class Sax {
       }
       if (colon != std::string_view::npos) msg.remove_prefix(colon + 2);
     }
-    std::string problem = fmt::format("malformed JSON{}: {}", column.empty() ? "" : " at column " + column, one_line(msg));
+    std::string problem =
+        fmt::format("malformed JSON{}: {}", column.empty() ? "" : " at column " + column, one_line(msg));
     if (msg.find("unexpected end of input") != std::string_view::npos) problem += " (truncated file?)";
     fail(line, problem);
   }
 
  private:
-  [[noreturn]] void fail(std::uint64_t line, const std::string& problem) const { throw TraceError(path_, line, problem); }
+  [[noreturn]] void fail(std::uint64_t line, const std::string& problem) const {
+    throw TraceError(path_, line, problem);
+  }
 
   bool building() const { return !stack_.empty(); }
   std::string where() const { return in_event_ ? fmt::format("{}[{}]: ", f_.key, event_.index) : ""; }
@@ -193,8 +198,12 @@ class Sax {
       insert(std::move(v));
       return true;
     }
-    if (depth_ == 0) fail(in_.line(), fmt::format("not {}: the top level must be a JSON object with '{}' (got {})", f_.what, f_.key, describe(v)));
-    if (in_events_) fail(in_.line(), fmt::format("{}[{}]: {} must be a JSON object (got {})", f_.key, top_.events, f_.element, describe(v)));
+    if (depth_ == 0)
+      fail(in_.line(),
+           fmt::format("not {}: the top level must be a JSON object with '{}' (got {})", f_.what, f_.key, describe(v)));
+    if (in_events_)
+      fail(in_.line(),
+           fmt::format("{}[{}]: {} must be a JSON object (got {})", f_.key, top_.events, f_.element, describe(v)));
     if (top_key_ == f_.key) fail(in_.line(), fmt::format("field '{}' must be an array (got {})", f_.key, describe(v)));
     hold_top_field(v.is_string() ? v.get_ref<const std::string&>().size() : 0);
     top_.fields[top_key_] = std::move(v);
@@ -215,8 +224,8 @@ class Sax {
 
   // Counts a top-level field (kept to the end): its map node, key and value.
   void hold_top_field(std::size_t text) {
-    const std::uint64_t bytes = memory_cost::kJsonMember + memory_cost::text(top_key_.size()) + memory_cost::kJsonValue +
-                                memory_cost::kJsonContainer + memory_cost::text(text);
+    const std::uint64_t bytes = memory_cost::kJsonMember + memory_cost::text(top_key_.size()) +
+                                memory_cost::kJsonValue + memory_cost::kJsonContainer + memory_cost::text(text);
     if (!memory_.add(bytes)) fail(in_.line(), memory_.problem());
   }
 
@@ -230,21 +239,26 @@ class Sax {
 
   bool open(json container) {
     if (building()) {
-      if (stack_.size() >= kMaxDepth) fail(in_.line(), fmt::format("{}nesting too deep (over {} levels)", where(), kMaxDepth));
+      if (stack_.size() >= kMaxDepth)
+        fail(in_.line(), fmt::format("{}nesting too deep (over {} levels)", where(), kMaxDepth));
       stack_.push_back(insert(std::move(container)));
       return true;
     }
     if (depth_ == 0) {  // the top level
       ++depth_;
       if (container.is_array()) {
-        if (!f_.bare_array) fail(in_.line(), fmt::format("not {}: the top level must be a JSON object with '{}' (got an array)", f_.what, f_.key));
+        if (!f_.bare_array)
+          fail(in_.line(),
+               fmt::format("not {}: the top level must be a JSON object with '{}' (got an array)", f_.what, f_.key));
         top_.array_form = true;
         saw_events_ = in_events_ = true;
       }
       return true;
     }
     if (in_events_) {
-      if (!container.is_object()) fail(in_.line(), fmt::format("{}[{}]: {} must be a JSON object (got an array)", f_.key, top_.events, f_.element));
+      if (!container.is_object())
+        fail(in_.line(),
+             fmt::format("{}[{}]: {} must be a JSON object (got an array)", f_.key, top_.events, f_.element));
       in_event_ = true;
       event_bytes_ = 0;
       event_ = RawEvent{};
@@ -287,7 +301,8 @@ class Sax {
       in_events_ = false;
       return true;
     }
-    if (depth_ == 0 && !saw_events_) fail(in_.line(), fmt::format("not {}: the top-level object has no '{}' array", f_.what, f_.key));
+    if (depth_ == 0 && !saw_events_)
+      fail(in_.line(), fmt::format("not {}: the top-level object has no '{}' array", f_.what, f_.key));
     return true;
   }
 

@@ -3,13 +3,12 @@
 // One trace per device: a tensor per allocation (requested bytes; name from the stack frames), an
 // `alloc` event with the recorded address and stream at each `alloc` entry, a `free` at each
 // `free_completed` (the block is reusable only then; `free_requested` only ends the tensor's use:
-// pytorch/pytorch @001074d2 c10/cuda/CUDACachingAllocator.cpp, free / process_events), marks for snapshot / oom / annotate / segment_* entries and
-// external annotations, and timestamps from time_us when every entry has one (older files
-// have none). The allocator state at the start of the history is rebuilt from the
-// end-state `segments` (torch_snapshot_state.cpp) and carried as `segment` records; new segments'
-// recorded addresses as `segment_address` records; the end state as header extra
-// "final_segments". No ops and no compute events: snapshots record no compute cost, so these
-// traces drive allocator-only replays.
+// pytorch/pytorch @001074d2 c10/cuda/CUDACachingAllocator.cpp, free / process_events), marks for snapshot / oom /
+// annotate / segment_* entries and external annotations, and timestamps from time_us when every entry has one (older
+// files have none). The allocator state at the start of the history is rebuilt from the end-state `segments`
+// (torch_snapshot_state.cpp) and carried as `segment` records; new segments' recorded addresses as `segment_address`
+// records; the end state as header extra "final_segments". No ops and no compute events: snapshots record no compute
+// cost, so these traces drive allocator-only replays.
 #include "coopsim/import/torch_snapshot.hpp"
 
 #include <fmt/format.h>
@@ -54,8 +53,8 @@ std::string model_name(const std::string& path) {
 nlohmann::json final_segments_json(const Snapshot& snap, const History& h) {
   nlohmann::json out = nlohmann::json::array();
   for (const SnapSegment& g : snap.segments) {
-    nlohmann::json seg = {{"addr", g.addr}, {"size", g.size}, {"stream", dense_stream(h, g.stream)},
-                          {"pool", to_string(g.pool)}};
+    nlohmann::json seg = {
+        {"addr", g.addr}, {"size", g.size}, {"stream", dense_stream(h, g.stream)}, {"pool", to_string(g.pool)}};
     if (g.expandable) seg["expandable"] = true;
     nlohmann::json blocks = nlohmann::json::array();
     for (const SnapBlock& b : g.blocks) {
@@ -142,11 +141,8 @@ class Builder {
           e.target = tensor;
           push(e, en.time_us);
           break;
-        case Action::FreeRequested:
-          break;  // the block is not reusable yet: nothing changes for the allocator
-        case Action::Annotate:
-          mark(en.name.empty() ? "annotate" : "annotate " + en.name, en.time_us);
-          break;
+        case Action::FreeRequested: break;  // the block is not reusable yet: nothing changes for the allocator
+        case Action::Annotate: mark(en.name.empty() ? "annotate" : "annotate " + en.name, en.time_us); break;
         case Action::Oom:
           mark("oom", en.time_us);
           if (tensor == ~std::uint32_t{0}) break;  // a 0-byte request: mark only
@@ -157,9 +153,7 @@ class Builder {
           e.kind = EventKind::Free;
           push(e, en.time_us);
           break;
-        default:
-          mark(std::string(action_name(en.action)), en.time_us);
-          break;
+        default: mark(std::string(action_name(en.action)), en.time_us); break;
       }
     }
     entry_ = kNoEntry;
@@ -203,9 +197,9 @@ class Builder {
   std::int64_t origin_ = 0;
   std::int64_t last_ = 0;
   std::uint64_t clamped_ = 0;
-  std::vector<std::size_t> oom_events_;  // event index of each imported oom request
+  std::vector<std::size_t> oom_events_;   // event index of each imported oom request
   std::vector<std::size_t> event_entry_;  // per event: its entry, or kNoEntry
-  std::size_t entry_ = kNoEntry;           // the entry being converted
+  std::size_t entry_ = kNoEntry;          // the entry being converted
 };
 
 // Replays the trace with the `pytorch` model and explains its first misplaced allocation by an
@@ -220,8 +214,8 @@ class Builder {
 // block size), or nothing when the mismatch is not of this kind or the remainder would exceed
 // what should_split leaves.
 std::optional<std::pair<std::uint64_t, std::uint64_t>> remainder_from_replay(const Trace& t, const History& h,
-                                                                              const std::vector<std::size_t>& entries,
-                                                                              const PyTorchOptions& opts) {
+                                                                             const std::vector<std::size_t>& entries,
+                                                                             const PyTorchOptions& opts) {
   constexpr std::uint64_t kBudget = 4ULL << 40;  // far above any device: no release path
   constexpr std::uint64_t kMinBlock = 512, kSmall = 1ULL << 20;
   PyTorchCachingAllocator alloc(Bytes{kBudget}, opts);
@@ -262,18 +256,11 @@ std::vector<std::uint64_t> reserved_at_ooms(const Snapshot& snap, const History&
   for (const Entry& e : snap.entries) {
     switch (e.action) {
       case Action::SegmentAlloc:
-      case Action::SegmentMap:
-        reserved += e.size;
-        break;
+      case Action::SegmentMap: reserved += e.size; break;
       case Action::SegmentFree:
-      case Action::SegmentUnmap:
-        reserved = reserved >= e.size ? reserved - e.size : 0;
-        break;
-      case Action::Oom:
-        out.push_back(reserved);
-        break;
-      default:
-        break;
+      case Action::SegmentUnmap: reserved = reserved >= e.size ? reserved - e.size : 0; break;
+      case Action::Oom: out.push_back(reserved); break;
+      default: break;
     }
   }
   return out;

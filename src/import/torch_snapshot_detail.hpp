@@ -26,7 +26,15 @@
 namespace coopsim::torch_snapshot::detail {
 
 enum class Action : std::uint8_t {
-  Alloc, FreeRequested, FreeCompleted, SegmentAlloc, SegmentFree, SegmentMap, SegmentUnmap, Snapshot, Oom,
+  Alloc,
+  FreeRequested,
+  FreeCompleted,
+  SegmentAlloc,
+  SegmentFree,
+  SegmentMap,
+  SegmentUnmap,
+  Snapshot,
+  Oom,
   Annotate,
 };
 // The snapshot's spelling of each action, in enum order.
@@ -46,14 +54,14 @@ inline std::string_view action_name(Action a) { return kActionNames[static_cast<
 
 // One TraceEntry of device_traces[device].
 struct Entry {
-  std::size_t index = 0;        // position in device_traces[device]
+  std::size_t index = 0;  // position in device_traces[device]
   Action action = Action::Alloc;
-  std::uint64_t addr = 0;       // absent for oom (0)
-  std::uint64_t size = 0;       // requested bytes (alloc / free_*), segment or mapping bytes, oom request
-  std::uint64_t stream = 0;     // as recorded (a cudaStream_t value)
-  std::int64_t time_us = -1;    // -1 when the file has no time_us
+  std::uint64_t addr = 0;         // absent for oom (0)
+  std::uint64_t size = 0;         // requested bytes (alloc / free_*), segment or mapping bytes, oom request
+  std::uint64_t stream = 0;       // as recorded (a cudaStream_t value)
+  std::int64_t time_us = -1;      // -1 when the file has no time_us
   std::uint64_t device_free = 0;  // oom only
-  std::string name;             // from frames (alloc) or user_metadata (annotate)
+  std::string name;               // from frames (alloc) or user_metadata (annotate)
 };
 
 enum class BlockState : std::uint8_t { Allocated, AwaitingFree, Inactive };
@@ -80,12 +88,12 @@ struct Annotation {
 struct Snapshot {
   std::string path;
   int device = 0;
-  std::size_t devices = 0;             // entries of device_traces
-  std::vector<SnapSegment> segments;   // this device's, in address order
-  std::vector<Entry> entries;          // this device's trace, in order
-  std::vector<Annotation> annotations; // this device's external annotations
-  nlohmann::json allocator_settings;   // null when the file has none
-  bool has_time = false;               // every entry has time_us
+  std::size_t devices = 0;              // entries of device_traces
+  std::vector<SnapSegment> segments;    // this device's, in address order
+  std::vector<Entry> entries;           // this device's trace, in order
+  std::vector<Annotation> annotations;  // this device's external annotations
+  nlohmann::json allocator_settings;    // null when the file has none
+  bool has_time = false;                // every entry has time_us
 };
 
 // Bytes counted in limits.max_memory per entry of the device's history and per block of its
@@ -93,7 +101,8 @@ struct Snapshot {
 // reconstruction, the trace, a replay round's copy). They cover what the import derives from
 // one entry or block: the reconstruction (rebuilt per replay round, two alive at once), the
 // trace's tensor and events, the builder's maps, and for a block its "final_segments" JSON.
-inline constexpr std::uint64_t kEntryBytes = 2 * (sizeof(Entry) + sizeof(std::string) + 8 + sizeof(TensorInfo) + 2 * (sizeof(TraceEvent) + 8) + 8);
+inline constexpr std::uint64_t kEntryBytes =
+    2 * (sizeof(Entry) + sizeof(std::string) + 8 + sizeof(TensorInfo) + 2 * (sizeof(TraceEvent) + 8) + 8);
 inline constexpr std::uint64_t kBlockBytes = 2 * (sizeof(SnapBlock) + 2 * sizeof(InitialBlock)) + 6 * 96;
 // Most values the header's copy of allocator_settings may have once the pickle's shared
 // references are expanded: real settings have tens; a dict of dicts shared through the memo
@@ -122,16 +131,16 @@ struct Tensor {
 inline constexpr std::size_t kNoEntry = ~std::size_t{0};  // "no entry": before / after the history
 
 struct History {
-  std::vector<Tensor> tensors;                  // initial-state tensors first, then one per alloc
-  std::vector<std::uint32_t> tensor_of_entry;   // per entry: alloc / free_completed -> tensor, else ~0
-  std::vector<InitialSegment> initial;          // initial state, address order
-  std::vector<std::uint32_t> start_allocs;      // tensors live at the start outside `initial`
-                                                // (expandable segments): allocated before event 0
+  std::vector<Tensor> tensors;                    // initial-state tensors first, then one per alloc
+  std::vector<std::uint32_t> tensor_of_entry;     // per entry: alloc / free_completed -> tensor, else ~0
+  std::vector<InitialSegment> initial;            // initial state, address order
+  std::vector<std::uint32_t> start_allocs;        // tensors live at the start outside `initial`
+                                                  // (expandable segments): allocated before event 0
   std::vector<SegmentAddress> segment_addresses;  // segment_alloc entries, in order
-  std::vector<std::uint64_t> streams;           // recorded stream values; index = dense number
-  std::uint64_t preexisting_freed = 0;          // tensors live at the start, freed in the trace
-  std::uint64_t preexisting_kept = 0;           // tensors live at the start and at the end
-  std::uint64_t absorbed_remainders = 0;        // pre-existing blocks found to hold an unsplit remainder
+  std::vector<std::uint64_t> streams;             // recorded stream values; index = dense number
+  std::uint64_t preexisting_freed = 0;            // tensors live at the start, freed in the trace
+  std::uint64_t preexisting_kept = 0;             // tensors live at the start and at the end
+  std::uint64_t absorbed_remainders = 0;          // pre-existing blocks found to hold an unsplit remainder
   // Pre-existing large blocks followed by a gap that may be free space or (part) their remainder:
   // address, current block size, rounded size, end of the gap, the free_completed entry.
   struct Ambiguous {
@@ -139,8 +148,8 @@ struct History {
     std::size_t free_entry = 0;
   };
   std::vector<Ambiguous> ambiguous;
-  bool exact = true;                            // initial state reconstructed exactly
-  std::vector<std::string> notes;               // why not, and other findings (truncation)
+  bool exact = true;               // initial state reconstructed exactly
+  std::vector<std::string> notes;  // why not, and other findings (truncation)
   bool truncated = false;
   std::string truncation_evidence;
 };

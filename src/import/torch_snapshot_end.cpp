@@ -47,19 +47,22 @@ PyTorchOptions allocator_options(const nlohmann::json& settings) {
   if (!settings.is_object()) throw ConfigError("allocator_settings", "expected a dict (got " + settings.dump() + ")");
   if (const auto it = settings.find("max_split_size"); it != settings.end()) {
     // -1 (SIZE_MAX as a signed value) means unset.
-    if (!(it->is_number_integer() && it->get<std::int64_t>() < 0)) o.max_split_size = Bytes{bytes_setting(*it, "max_split_size")};
+    if (!(it->is_number_integer() && it->get<std::int64_t>() < 0))
+      o.max_split_size = Bytes{bytes_setting(*it, "max_split_size")};
   }
   if (const auto it = settings.find("max_non_split_rounding_size"); it != settings.end()) {
     o.max_non_split_rounding_size = Bytes{bytes_setting(*it, "max_non_split_rounding_size")};
   }
   if (const auto it = settings.find("garbage_collection_threshold"); it != settings.end()) {
     if (!it->is_number()) {
-      throw ConfigError("allocator_settings.garbage_collection_threshold", "expected a number (got " + it->dump() + ")");
+      throw ConfigError("allocator_settings.garbage_collection_threshold",
+                        "expected a number (got " + it->dump() + ")");
     }
     o.garbage_collection_threshold = it->get<double>();
   }
   if (const auto it = settings.find("expandable_segments"); it != settings.end()) {
-    if (!it->is_boolean()) throw ConfigError("allocator_settings.expandable_segments", "expected a bool (got " + it->dump() + ")");
+    if (!it->is_boolean())
+      throw ConfigError("allocator_settings.expandable_segments", "expected a bool (got " + it->dump() + ")");
     o.expandable_segments = it->get<bool>();
   }
   if (const auto it = settings.find("roundup_power2_divisions"); it != settings.end()) {
@@ -118,7 +121,8 @@ std::optional<std::vector<SeedSegment>> final_segments(const Trace& trace) {
         blk.requested = Bytes{blk.allocated ? b.at("requested").get<std::uint64_t>() : 0};
         s.blocks.push_back(blk);
       }
-      if (s.size().value != g.at("size").get<std::uint64_t>()) throw bad(fmt::format("[{}]: blocks do not cover the segment", i));
+      if (s.size().value != g.at("size").get<std::uint64_t>())
+        throw bad(fmt::format("[{}]: blocks do not cover the segment", i));
       out.push_back(std::move(s));
     }
   } catch (const nlohmann::json::exception& e) {
@@ -157,8 +161,9 @@ EndStateCheck compare_end_state(const std::vector<SeedSegment>& recorded, const 
   }
   if (c.first_difference.empty() && recorded.size() != model.size()) {
     const bool more_recorded = recorded.size() > model.size();
-    c.first_difference = fmt::format("segment {}: {} has {}, {} has none", n, more_recorded ? "recorded" : "model",
-                                     describe(more_recorded ? recorded[n] : model[n]), more_recorded ? "model" : "recorded");
+    c.first_difference =
+        fmt::format("segment {}: {} has {}, {} has none", n, more_recorded ? "recorded" : "model",
+                    describe(more_recorded ? recorded[n] : model[n]), more_recorded ? "model" : "recorded");
   }
   c.segments_match = c.first_difference.empty();
   return c;
@@ -171,15 +176,15 @@ std::vector<std::string> replay_hints(const Trace& trace, const std::string& out
   std::string flags;
   // Expandable ranges or reservations in the trace need the setting whatever the header says
   // (files before torch ~2.5 record no allocator_settings).
-  const bool has_expandable =
-      std::any_of(trace.initial_segments.begin(), trace.initial_segments.end(),
-                  [](const InitialSegment& g) { return g.expandable; }) ||
-      std::any_of(trace.segment_addresses.begin(), trace.segment_addresses.end(),
-                  [](const SegmentAddress& a) { return a.expandable; });
+  const bool has_expandable = std::any_of(trace.initial_segments.begin(), trace.initial_segments.end(),
+                                          [](const InitialSegment& g) { return g.expandable; }) ||
+                              std::any_of(trace.segment_addresses.begin(), trace.segment_addresses.end(),
+                                          [](const SegmentAddress& a) { return a.expandable; });
   if (extra.is_object() && extra.contains("allocator_settings")) {
     const PyTorchOptions o = allocator_options(extra["allocator_settings"]);
     const PyTorchOptions d;
-    if (o.max_split_size != d.max_split_size) flags += fmt::format(" --set pytorch.max_split_size={}", o.max_split_size.value);
+    if (o.max_split_size != d.max_split_size)
+      flags += fmt::format(" --set pytorch.max_split_size={}", o.max_split_size.value);
     if (o.max_non_split_rounding_size != d.max_non_split_rounding_size) {
       flags += fmt::format(" --set pytorch.max_non_split_rounding_size={}", o.max_non_split_rounding_size.value);
     }
@@ -189,8 +194,9 @@ std::vector<std::string> replay_hints(const Trace& trace, const std::string& out
     if (o.expandable_segments || has_expandable) flags += " --set pytorch.expandable_segments=true";
     const auto& div = o.roundup_power2_divisions;
     if (std::adjacent_find(div.begin(), div.end(), std::not_equal_to<>()) != div.end()) {
-      out.push_back("note: the recorded roundup_power2_divisions differ per interval; --set takes one value for all "
-                    "(library users: torch_snapshot::allocator_options)");
+      out.push_back(
+          "note: the recorded roundup_power2_divisions differ per interval; --set takes one value for all "
+          "(library users: torch_snapshot::allocator_options)");
     } else if (div[0] > 1) {
       flags += fmt::format(" --set pytorch.roundup_power2_divisions={}", div[0]);
     }
@@ -201,11 +207,12 @@ std::vector<std::string> replay_hints(const Trace& trace, const std::string& out
   if (source.is_object() && source.contains("ooms")) {
     for (const auto& o : source["ooms"]) {
       if (!o.contains("event") || !o.contains("capacity")) continue;
-      out.push_back(fmt::format("recorded OOM (entry {}, {} bytes): recurs at event {} with --budget {} "
-                                "(reserved {} + device_free {})",
-                                o["entry"].get<std::uint64_t>(), o["size"].get<std::uint64_t>(),
-                                o["event"].get<std::uint64_t>(), o["capacity"].get<std::uint64_t>(),
-                                o["reserved"].get<std::uint64_t>(), o["device_free"].get<std::uint64_t>()));
+      out.push_back(
+          fmt::format("recorded OOM (entry {}, {} bytes): recurs at event {} with --budget {} "
+                      "(reserved {} + device_free {})",
+                      o["entry"].get<std::uint64_t>(), o["size"].get<std::uint64_t>(), o["event"].get<std::uint64_t>(),
+                      o["capacity"].get<std::uint64_t>(), o["reserved"].get<std::uint64_t>(),
+                      o["device_free"].get<std::uint64_t>()));
     }
   }
   if (source.is_object() && source.value("devices", 0) > 1) {

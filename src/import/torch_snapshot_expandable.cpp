@@ -149,9 +149,10 @@ void Reconstruction::find_expandable_segments() {
       if (!(ek < k) && !(k < ek)) aligned = aligned && (e->addr - base) % page == 0 && e->size % page == 0;
     }
     if (!aligned) {
-      note(fmt::format("the expandable ranges of stream {} ({} pool) are not whole {}-byte pages from their lowest "
-                       "address {:#x}: more than one reservation, or a damaged file",
-                       k.stream, to_string(k.pool), page, base));
+      note(
+          fmt::format("the expandable ranges of stream {} ({} pool) are not whole {}-byte pages from their lowest "
+                      "address {:#x}: more than one reservation, or a damaged file",
+                      k.stream, to_string(k.pool), page, base));
     }
     SegmentAddress a;
     a.addr = base;

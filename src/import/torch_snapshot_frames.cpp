@@ -30,9 +30,7 @@ std::string_view aten_op(std::string_view frame) {
   return op;
 }
 
-bool is_factory(std::string_view op) {
-  return op.substr(0, 5) == "empty" || op.substr(0, 9) == "new_empty";
-}
+bool is_factory(std::string_view op) { return op.substr(0, 5) == "empty" || op.substr(0, 9) == "new_empty"; }
 
 std::string_view base_name(std::string_view path) {
   const std::size_t slash = path.find_last_of("/\\");

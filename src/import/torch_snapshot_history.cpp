@@ -87,9 +87,10 @@ void Reconstruction::walk_history() {
         if (p == pre_live_.end()) {
           // Only an address the history has not touched yet can hold such a block.
           if (seen) {
-            throw Error(fmt::format("{}: {} at {:#x}, which is not allocated (the history freed it and did not "
-                                    "allocate it again)",
-                                    where, completed ? "free_completed" : "free_requested", e.addr));
+            throw Error(
+                fmt::format("{}: {} at {:#x}, which is not allocated (the history freed it and did not "
+                            "allocate it again)",
+                            where, completed ? "free_completed" : "free_requested", e.addr));
           }
           Preexisting b;
           b.addr = e.addr;
@@ -123,18 +124,18 @@ void Reconstruction::walk_history() {
       case Action::SegmentAlloc:
       case Action::SegmentFree: {
         const bool alloc = e.action == Action::SegmentAlloc;
-        if (!first_segment_event_.count(e.addr)) first_segment_event_.emplace(e.addr, SegmentEvent{alloc, e.size, e.stream});
+        if (!first_segment_event_.count(e.addr))
+          first_segment_event_.emplace(e.addr, SegmentEvent{alloc, e.size, e.stream});
         if (alloc) {
           const SnapSegment* g = end_segment_at(e.addr);
-          const SegmentPool pool = g != nullptr && g->addr == e.addr && g->size == e.size ? g->pool : pool_by_size(e.size);
+          const SegmentPool pool =
+              g != nullptr && g->addr == e.addr && g->size == e.size ? g->pool : pool_by_size(e.size);
           h_.segment_addresses.push_back({e.addr, Bytes{e.size}, dense_stream(h_, e.stream), pool});
         }
         break;
       }
       case Action::SegmentMap:
-      case Action::SegmentUnmap:
-        expandable_history_ = true;
-        break;
+      case Action::SegmentUnmap: expandable_history_ = true; break;
       case Action::Oom: {
         // The failed request (its rounded size: malloc records params.size()) becomes a tensor
         // the trace allocates and frees at once; at the recorded capacity the replay fails there.
@@ -146,8 +147,7 @@ void Reconstruction::walk_history() {
         break;
       }
       case Action::Snapshot:
-      case Action::Annotate:
-        break;
+      case Action::Annotate: break;
     }
   }
   // Tensors of the history still live at the end.
@@ -196,7 +196,8 @@ std::uint16_t dense_stream(const History& h, std::uint64_t stream) {
   return static_cast<std::uint16_t>(it - h.streams.begin());
 }
 
-History reconstruct(const Snapshot& snap, const PyTorchOptions& opts, const std::map<std::uint64_t, std::uint64_t>& sizes) {
+History reconstruct(const Snapshot& snap, const PyTorchOptions& opts,
+                    const std::map<std::uint64_t, std::uint64_t>& sizes) {
   return Reconstruction(snap, opts, sizes).run();
 }
 

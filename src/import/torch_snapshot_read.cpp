@@ -65,7 +65,8 @@ class Reader {
   static constexpr std::int64_t kMaxTimeUs = std::numeric_limits<std::int64_t>::max() / 1000;
   const std::string& text_field(const pickle::Value& dict, std::string_view name, const std::string& key) const {
     const pickle::Value& v = field(dict, name, key);
-    if (v.kind != Kind::String) fail(key + "." + std::string(name), fmt::format("expected a str (got {})", describe(v)));
+    if (v.kind != Kind::String)
+      fail(key + "." + std::string(name), fmt::format("expected a str (got {})", describe(v)));
     return v.text;
   }
   static std::string describe(const pickle::Value& v) {
@@ -111,7 +112,8 @@ class Reader {
     read_segments(root, s);
     read_trace(root, s);
     if (const pickle::Value* settings = root.get("allocator_settings"); settings != nullptr) {
-      if (settings->kind != Kind::Dict) fail("allocator_settings", fmt::format("expected a dict (got {})", describe(*settings)));
+      if (settings->kind != Kind::Dict)
+        fail("allocator_settings", fmt::format("expected a dict (got {})", describe(*settings)));
       // The header keeps a tree: a pickle's shared references would be copied at every use.
       const std::uint64_t values = expanded_values(*settings);
       if (values > kMaxSettingsValues) {
@@ -168,7 +170,8 @@ class Reader {
                fmt::format("starts at {:#x}, where the previous block ends at {:#x}", b.addr, at));
         }
         if (b.size > seg.addr + seg.size - at) {
-          fail(fmt::format("{}.blocks[{}]", key, j), fmt::format("runs past the end of its segment at {:#x}", seg.addr + seg.size));
+          fail(fmt::format("{}.blocks[{}]", key, j),
+               fmt::format("runs past the end of its segment at {:#x}", seg.addr + seg.size));
         }
         at += b.size;
       }
@@ -201,7 +204,8 @@ class Reader {
     } else if (state == "inactive") {
       b.state = BlockState::Inactive;
     } else {
-      fail(key + ".state", fmt::format("expected 'active_allocated', 'active_awaiting_free' or 'inactive' (got {})", quote_excerpt(state)));
+      fail(key + ".state", fmt::format("expected 'active_allocated', 'active_awaiting_free' or 'inactive' (got {})",
+                                       quote_excerpt(state)));
     }
     // Files before torch 2.1 have no requested_size: the block size is the best one can say.
     const pickle::Value* req = v.get("requested_size");
@@ -241,17 +245,21 @@ class Reader {
       en.index = i;
       en.action = parse_action(text_field(e, "action", key), key);
       if (en.action == Action::Oom) {
-        if (const pickle::Value* f = e.get("device_free"); f != nullptr) en.device_free = uint(*f, key + ".device_free");
+        if (const pickle::Value* f = e.get("device_free"); f != nullptr)
+          en.device_free = uint(*f, key + ".device_free");
       } else if (en.action != Action::Snapshot && en.action != Action::Annotate) {
         en.addr = uint_field(e, "addr", key);
       }
-      const bool needs_size = en.action != Action::Snapshot && en.action != Action::Annotate && en.action != Action::Oom;
+      const bool needs_size =
+          en.action != Action::Snapshot && en.action != Action::Annotate && en.action != Action::Oom;
       if (const pickle::Value* sz = e.get("size"); sz != nullptr) {
         // An oom entry's size is the failed request, which may be any number.
         en.size = needs_size ? bytes(*sz, key + ".size") : uint(*sz, key + ".size");
       }
-      if (needs_size && en.size == 0) fail(key + ".size", fmt::format("missing or 0 for a '{}' entry", action_name(en.action)));
-      if (needs_size && en.addr > ~std::uint64_t{0} - en.size) fail(key, "extends past the end of the 64-bit address space");
+      if (needs_size && en.size == 0)
+        fail(key + ".size", fmt::format("missing or 0 for a '{}' entry", action_name(en.action)));
+      if (needs_size && en.addr > ~std::uint64_t{0} - en.size)
+        fail(key, "extends past the end of the 64-bit address space");
       if (const pickle::Value* st = e.get("stream"); st != nullptr) en.stream = uint(*st, key + ".stream");
       if (const pickle::Value* t = e.get("time_us"); t != nullptr) {
         // time_us is CPU wall-clock time in microseconds; int in every known version.
@@ -262,7 +270,8 @@ class Reader {
       if (en.action == Action::Alloc || en.action == Action::Oom) {
         en.name = name_of(e.get("frames"));
       } else if (en.action == Action::Annotate) {
-        if (const pickle::Value* m = e.get("user_metadata"); m != nullptr && m->kind == Kind::String) en.name = to_utf8(m->text);
+        if (const pickle::Value* m = e.get("user_metadata"); m != nullptr && m->kind == Kind::String)
+          en.name = to_utf8(m->text);
       }
       room_to_append(s.entries, key);
       hold(kEntryBytes + 4 * memory_cost::text(en.name.size()), key);
@@ -280,15 +289,14 @@ class Reader {
                      quote_excerpt(a)));
   }
 
-
   void read_annotations(const pickle::Value& v, Snapshot& s) {
     const pickle::Value& anns = list(v, "external_annotations");
     for (std::size_t i = 0; i < anns.items.size(); ++i) {
       const std::string key = fmt::format("external_annotations[{}]", i);
       const pickle::Value& a = *anns.items[i];
       if (a.kind != Kind::Dict) fail(key, fmt::format("expected a dict (got {})", describe(a)));
-      if (const pickle::Value* dev = a.get("device"); dev != nullptr && dev->kind == Kind::Int &&
-                                                      dev->integer != device_) {
+      if (const pickle::Value* dev = a.get("device");
+          dev != nullptr && dev->kind == Kind::Int && dev->integer != device_) {
         continue;
       }
       Annotation an;

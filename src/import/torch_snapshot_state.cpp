@@ -131,8 +131,8 @@ void Reconstruction::size_preexisting_blocks() {
     // Small-pool remainders are always split, and so are all remainders with expandable segments.
     if (seg->pool == SegmentPool::Small || seg->expandable || opts_.expandable_segments) continue;
     const std::uint64_t end = b.addr + rounded;
-    if (const auto forced = sizes_.find(b.addr); forced != sizes_.end() && forced->second > rounded &&
-                                                  b.addr + forced->second <= limit) {
+    if (const auto forced = sizes_.find(b.addr);
+        forced != sizes_.end() && forced->second > rounded && b.addr + forced->second <= limit) {
       b.size = forced->second;  // found by replaying (see torch_snapshot.cpp)
       ++h_.absorbed_remainders;
       if (b.addr + b.size < limit) h_.ambiguous.push_back({b.addr, b.size, rounded, limit, b.free_entry});
@@ -145,9 +145,10 @@ void Reconstruction::size_preexisting_blocks() {
     // requests are at most round_up(request, 2 MiB) <= max_split_size bytes).
     if (oversize && opts_.max_split_size.value % (2ULL << 20) == 0) {
       if (b.addr != seg->addr || limit != seg->addr + seg->size) {
-        note(fmt::format("the pre-existing block at {:#x} ({} bytes rounded, at least max_split_size) does not fill "
-                         "its segment {:#x}",
-                         b.addr, rounded, seg->addr));
+        note(
+            fmt::format("the pre-existing block at {:#x} ({} bytes rounded, at least max_split_size) does not fill "
+                        "its segment {:#x}",
+                        b.addr, rounded, seg->addr));
         continue;
       }
       if (limit > end) ++h_.absorbed_remainders;
@@ -160,9 +161,10 @@ void Reconstruction::size_preexisting_blocks() {
     // (a) A gap of at most kSmallSize cannot be free space: every large-pool block is larger.
     if (limit > end && limit - end <= kSmallSize) {
       if (!possible(limit - end)) {
-        note(fmt::format("a free gap of {} bytes behind the pre-existing block at {:#x} can be neither free space "
-                         "nor its unsplit remainder",
-                         limit - end, b.addr));
+        note(
+            fmt::format("a free gap of {} bytes behind the pre-existing block at {:#x} can be neither free space "
+                        "nor its unsplit remainder",
+                        limit - end, b.addr));
         continue;
       }
       b.size = limit - b.addr;
@@ -174,7 +176,8 @@ void Reconstruction::size_preexisting_blocks() {
     const bool next_is_block = limit < seg->addr + seg->size;
     std::size_t first = kNone;
     std::uint64_t first_addr = 0;
-    for (auto it = std::lower_bound(allocs_by_addr_.begin(), allocs_by_addr_.end(), std::make_pair(end, std::size_t{0}));
+    for (auto it =
+             std::lower_bound(allocs_by_addr_.begin(), allocs_by_addr_.end(), std::make_pair(end, std::size_t{0}));
          it != allocs_by_addr_.end() && (it->first < limit || (next_is_block && it->first == limit)); ++it) {
       if (it->second < b.free_entry && it->second < first) {
         first = it->second;
@@ -185,9 +188,10 @@ void Reconstruction::size_preexisting_blocks() {
     if (first == kNone || first_addr == end) continue;
     const std::uint64_t remainder = first_addr - end;
     if (!possible(remainder)) {
-      note(fmt::format("entry {} allocates at {:#x}, {} bytes behind the end of the pre-existing block at {:#x}: "
-                       "more than an unsplit remainder can be",
-                       first, first_addr, remainder, b.addr));
+      note(
+          fmt::format("entry {} allocates at {:#x}, {} bytes behind the end of the pre-existing block at {:#x}: "
+                      "more than an unsplit remainder can be",
+                      first, first_addr, remainder, b.addr));
       continue;
     }
     b.size = first_addr - b.addr;
@@ -220,8 +224,8 @@ void Reconstruction::build_initial_state() {
       if (b.requested > b.size) {
         // An inconsistent file (the history frees more bytes than the end state's block, or the
         // block was cut at its neighbour): a tensor cannot be larger than its block.
-        note(fmt::format("the pre-existing block at {:#x} has {} bytes, fewer than the {} requested of it",
-                         b.addr, b.size, b.requested));
+        note(fmt::format("the pre-existing block at {:#x} has {} bytes, fewer than the {} requested of it", b.addr,
+                         b.size, b.requested));
         b.requested = b.size;
       }
       if (b.addr > at) out.blocks.push_back({Bytes{b.addr - at}, kNoIndex});

@@ -24,14 +24,22 @@ namespace {
 constexpr double from_gbps(double gbps) { return 1.0 / gbps; }
 
 const std::array<LinkPreset, 4> kPresets{{
-    {"pcie3-x16", "PCIe 3.0 x16, AutoSwap's measured fit: D2H 0.0756 ns/B + 47.2 us, H2D 0.0823 ns/B + 9.7 us",
-     {0.0756, SimTime{47200}}, {0.0823, SimTime{9700}}},
-    {"pcie4-x16", "PCIe 4.0 x16: the pcie3 fit at twice the bandwidth, same latencies",
-     {0.0756 / 2, SimTime{47200}}, {0.0823 / 2, SimTime{9700}}},
-    {"pcie5-x16", "PCIe 5.0 x16: the pcie3 fit at four times the bandwidth, same latencies",
-     {0.0756 / 4, SimTime{47200}}, {0.0823 / 4, SimTime{9700}}},
-    {"nvlink-c2c", "Grace-Hopper NVLink-C2C: 450 GB/s per direction, 2 us latency (assumed)",
-     {from_gbps(450), SimTime{2000}}, {from_gbps(450), SimTime{2000}}},
+    {"pcie3-x16",
+     "PCIe 3.0 x16, AutoSwap's measured fit: D2H 0.0756 ns/B + 47.2 us, H2D 0.0823 ns/B + 9.7 us",
+     {0.0756, SimTime{47200}},
+     {0.0823, SimTime{9700}}},
+    {"pcie4-x16",
+     "PCIe 4.0 x16: the pcie3 fit at twice the bandwidth, same latencies",
+     {0.0756 / 2, SimTime{47200}},
+     {0.0823 / 2, SimTime{9700}}},
+    {"pcie5-x16",
+     "PCIe 5.0 x16: the pcie3 fit at four times the bandwidth, same latencies",
+     {0.0756 / 4, SimTime{47200}},
+     {0.0823 / 4, SimTime{9700}}},
+    {"nvlink-c2c",
+     "Grace-Hopper NVLink-C2C: 450 GB/s per direction, 2 us latency (assumed)",
+     {from_gbps(450), SimTime{2000}},
+     {from_gbps(450), SimTime{2000}}},
 }};
 }  // namespace
 
@@ -66,8 +74,8 @@ LinkModel make_link(const Params& p) {
   // that the reciprocal overflows are refused).
   for (const auto& [key, gbps] : {std::pair{"d2h_gbps", d2h}, std::pair{"h2d_gbps", h2d}}) {
     if (!std::isfinite(gbps) || (gbps > 0 && !std::isfinite(from_gbps(gbps))))
-      throw ConfigError(std::string("link.") + key, "must be a finite bandwidth in GB/s above 0 (0: the preset's), got " +
-                                                        fmt::format("{}", gbps));
+      throw ConfigError(std::string("link.") + key,
+                        "must be a finite bandwidth in GB/s above 0 (0: the preset's), got " + fmt::format("{}", gbps));
   }
   if (d2h > 0) m.d2h.ns_per_byte = from_gbps(d2h);
   if (h2d > 0) m.h2d.ns_per_byte = from_gbps(h2d);

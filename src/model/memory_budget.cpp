@@ -77,9 +77,10 @@ std::uint64_t machine_memory() {
 std::string MemoryBudget::problem() const { return limit_problem(limit_, "bytes of memory", "max_memory"); }
 
 Error out_of_memory(const std::string& file, std::uint64_t limit) {
-  return Error(fmt::format("{}: out of memory before the {} bytes of limits.max_memory were used (the machine has "
-                           "less free memory than that); lower limits.max_memory",
-                           file, limit));
+  return Error(
+      fmt::format("{}: out of memory before the {} bytes of limits.max_memory were used (the machine has "
+                  "less free memory than that); lower limits.max_memory",
+                  file, limit));
 }
 
 namespace memory_cost {

@@ -23,13 +23,11 @@ constexpr std::array<std::pair<TensorRole, std::string_view>, 7> kRoles{{
 }};
 
 std::uint64_t sat_add(std::uint64_t a, std::uint64_t b) {
-  return a > std::numeric_limits<std::uint64_t>::max() - b ? std::numeric_limits<std::uint64_t>::max()
-                                                           : a + b;
+  return a > std::numeric_limits<std::uint64_t>::max() - b ? std::numeric_limits<std::uint64_t>::max() : a + b;
 }
 
 std::int64_t sat_add(std::int64_t a, std::int64_t b) {  // b >= 0
-  return a > std::numeric_limits<std::int64_t>::max() - b ? std::numeric_limits<std::int64_t>::max()
-                                                          : a + b;
+  return a > std::numeric_limits<std::int64_t>::max() - b ? std::numeric_limits<std::int64_t>::max() : a + b;
 }
 
 }  // namespace

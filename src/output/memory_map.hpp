@@ -17,10 +17,10 @@ struct Interval {
   std::uint32_t storage = kNoIndex;  // the storage it was placed for
   std::uint32_t record = 0;          // its Alloc record
   std::uint32_t free_record = kNoRecord;
-  SimTime cost{0};                   // duration of the op that last wrote it (0: none did)
-  bool evicted = false;              // its content was evicted and the block freed
-  bool swapped_out = false;          // its content was swapped out and the block freed
-  bool swapped_in = false;           // filled by a swap-in
+  SimTime cost{0};           // duration of the op that last wrote it (0: none did)
+  bool evicted = false;      // its content was evicted and the block freed
+  bool swapped_out = false;  // its content was swapped out and the block freed
+  bool swapped_in = false;   // filled by a swap-in
 };
 
 // A transfer window over a block: [t0, t1) while the copy is in flight.

@@ -70,8 +70,7 @@ Data collect(const Trace& trace, const RunLog& log, const Report& report) {
       }
       case LogKind::Access:
       case LogKind::Stall:
-      case LogKind::Memory:
-        break;
+      case LogKind::Memory: break;
     }
   }
   d.end = std::max(end, SimTime{1});
@@ -115,7 +114,8 @@ AddressAxis::AddressAxis(const std::vector<Interval>& intervals) {
 
 double AddressAxis::at(std::uint64_t addr) const {
   if (pieces_.empty()) return 0.0;
-  auto it = std::upper_bound(pieces_.begin(), pieces_.end(), addr, [](std::uint64_t a, const Piece& p) { return a < p.lo; });
+  auto it =
+      std::upper_bound(pieces_.begin(), pieces_.end(), addr, [](std::uint64_t a, const Piece& p) { return a < p.lo; });
   if (it == pieces_.begin()) return 0.0;
   --it;
   return it->d0 + static_cast<double>(std::min(addr, it->hi) - it->lo);
@@ -162,7 +162,8 @@ std::string xml_escape(std::string_view s) {
     if (ok && n >= 3) {
       // No overlong forms, no surrogates, nothing above U+10FFFF.
       const auto c1 = static_cast<unsigned char>(s[i + 1]);
-      ok = !(c == 0xe0 && c1 < 0xa0) && !(c == 0xed && c1 >= 0xa0) && !(c == 0xf0 && c1 < 0x90) && !(c == 0xf4 && c1 >= 0x90);
+      ok = !(c == 0xe0 && c1 < 0xa0) && !(c == 0xed && c1 >= 0xa0) && !(c == 0xf0 && c1 < 0x90) &&
+           !(c == 0xf4 && c1 >= 0x90);
     }
     if (!ok) {
       out += '?';

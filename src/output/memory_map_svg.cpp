@@ -39,7 +39,8 @@ constexpr std::array<RoleStyle, 7> kRoles{{
     {TensorRole::Workspace, "workspace", "#edc948"},
     {TensorRole::Other, "other", "#bab0ac"},
 }};
-constexpr std::array<std::array<int, 3>, 5> kViridis{{{68, 1, 84}, {59, 82, 139}, {33, 145, 140}, {94, 201, 98}, {253, 231, 37}}};
+constexpr std::array<std::array<int, 3>, 5> kViridis{
+    {{68, 1, 84}, {59, 82, 139}, {33, 145, 140}, {94, 201, 98}, {253, 231, 37}}};
 
 std::size_t role_index(const Trace& trace, std::uint32_t storage) {
   const TensorRole r = storage < trace.tensors.size() ? trace.tensors[storage].role : TensorRole::Other;
@@ -54,7 +55,8 @@ std::string viridis(double t) {
   const auto i = std::min(static_cast<std::size_t>(t), kViridis.size() - 2);
   const double f = t - static_cast<double>(i);
   std::array<int, 3> c{};
-  for (int k = 0; k < 3; ++k) c[k] = static_cast<int>(std::lround(kViridis[i][k] + f * (kViridis[i + 1][k] - kViridis[i][k])));
+  for (int k = 0; k < 3; ++k)
+    c[k] = static_cast<int>(std::lround(kViridis[i][k] + f * (kViridis[i + 1][k] - kViridis[i][k])));
   return fmt::format("#{:02x}{:02x}{:02x}", c[0], c[1], c[2]);
 }
 
@@ -88,8 +90,9 @@ text{{font-family:sans-serif;font-size:12px;fill:#222}}
                           viridis(static_cast<double>(i) / (kViridis.size() - 1)));
     }
     out_ += "</linearGradient></defs>\n<rect x=\"0\" y=\"0\" width=\"100%\" height=\"100%\" fill=\"#fff\"/>\n";
-    const std::string title = fmt::format("coopsim memory map: {} - {} / {}, budget {}, {}", report_.model, report_.allocator,
-                                          report_.policy, format_bytes(report_.budget), to_string(report_.status));
+    const std::string title =
+        fmt::format("coopsim memory map: {} - {} / {}, budget {}, {}", report_.model, report_.allocator, report_.policy,
+                    format_bytes(report_.budget), to_string(report_.status));
     text(kX0, 24, "title", title);
     if (log_.address_aware) {
       address_map();
@@ -111,10 +114,12 @@ text{{font-family:sans-serif;font-size:12px;fill:#222}}
                         anchor != nullptr ? fmt::format(" text-anchor=\"{}\"", anchor) : std::string(), xml_escape(s));
   }
   void rect(double x0, double y0, double w, double h, const std::string& attrs) {
-    out_ += fmt::format("<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" {}/>\n", x0, y0, w, h, attrs);
+    out_ +=
+        fmt::format("<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" {}/>\n", x0, y0, w, h, attrs);
   }
   void hline(double y0, const char* cls) {
-    out_ += fmt::format("<line class=\"{}\" x1=\"{:.1f}\" y1=\"{:.2f}\" x2=\"{:.1f}\" y2=\"{:.2f}\"/>\n", cls, kX0, y0, kX0 + kPW, y0);
+    out_ += fmt::format("<line class=\"{}\" x1=\"{:.1f}\" y1=\"{:.2f}\" x2=\"{:.1f}\" y2=\"{:.2f}\"/>\n", cls, kX0, y0,
+                        kX0 + kPW, y0);
   }
   void y_tick(double y0, const std::string& label) {
     hline(y0, "grid");
@@ -125,10 +130,12 @@ text{{font-family:sans-serif;font-size:12px;fill:#222}}
     const double step = memory_map::nice_step(end_ms, 10);
     for (int k = 0; k * step <= end_ms * (1 + 1e-9); ++k) {
       const double xv = kX0 + kPW * (k * step) / end_ms;
-      out_ += fmt::format("<line class=\"grid\" x1=\"{0:.2f}\" y1=\"{1:.1f}\" x2=\"{0:.2f}\" y2=\"{2:.1f}\"/>\n", xv, kY0, kY0 + kPH);
+      out_ += fmt::format("<line class=\"grid\" x1=\"{0:.2f}\" y1=\"{1:.1f}\" x2=\"{0:.2f}\" y2=\"{2:.1f}\"/>\n", xv,
+                          kY0, kY0 + kPH);
       text(xv, kY0 + kPH + 16, nullptr, memory_map::tick_label(k * step, step), "middle");
     }
-    out_ += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" class=\"axis\"/>\n", kX0, kY0, kPW, kPH);
+    out_ += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" class=\"axis\"/>\n", kX0, kY0,
+                        kPW, kPH);
     text(kX0 + kPW / 2, kY0 + kPH + 36, nullptr, "simulated time (ms)", "middle");
   }
   void swatch(double& y0, const std::string& attrs, const std::string& label) {
@@ -164,7 +171,8 @@ text{{font-family:sans-serif;font-size:12px;fill:#222}}
     for (const auto& g : axis.gaps()) {
       const double top = kY0 + kPH * (1.0 - g.d1 / axis.total()), bottom = kY0 + kPH * (1.0 - g.d0 / axis.total());
       rect(kX0, top, kPW, bottom - top, "class=\"gap\"");
-      text(kX0 + kPW / 2, (top + bottom) / 2 + 4, "sub", fmt::format("unused: {}", format_bytes(Bytes{g.bytes})), "middle");
+      text(kX0 + kPW / 2, (top + bottom) / 2 + 4, "sub", fmt::format("unused: {}", format_bytes(Bytes{g.bytes})),
+           "middle");
     }
     const double log_lo = std::log(static_cast<double>(std::max<std::int64_t>(min_cost.count(), 1)));
     const double log_hi = std::log(static_cast<double>(std::max<std::int64_t>(max_cost.count(), 1)));
@@ -181,18 +189,26 @@ text{{font-family:sans-serif;font-size:12px;fill:#222}}
       if (v.swapped_out) cls += " swapped";
       std::string fill;
       if (opt_.colour == MemoryMapColour::Cost) {
-        fill = v.cost == SimTime{0} ? std::string(" fill=\"#d0d0d0\"")
-                                    : fmt::format(" fill=\"{}\"", viridis(log_hi > log_lo ? (std::log(static_cast<double>(v.cost.count())) - log_lo) / (log_hi - log_lo) : 1.0));
+        fill = v.cost == SimTime{0}
+                   ? std::string(" fill=\"#d0d0d0\"")
+                   : fmt::format(" fill=\"{}\"",
+                                 viridis(log_hi > log_lo ? (std::log(static_cast<double>(v.cost.count())) - log_lo) /
+                                                               (log_hi - log_lo)
+                                                         : 1.0));
       }
       const std::uint64_t fid = v.storage < trace_.tensors.size() ? trace_.tensors[v.storage].file_id : v.storage;
       const std::string name = v.storage < trace_.tensors.size() ? trace_.tensors[v.storage].name : std::string();
       out_ += fmt::format(
-          "<rect class=\"{}\"{} x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\"><title>{}</title></rect>\n", cls, fill,
-          b.x0, b.y0, std::max(b.w, 0.5), std::max(b.h, 0.5),
+          "<rect class=\"{}\"{} x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" "
+          "height=\"{:.2f}\"><title>{}</title></rect>\n",
+          cls, fill, b.x0, b.y0, std::max(b.w, 0.5), std::max(b.h, 0.5),
           xml_escape(fmt::format("tensor {}{} ({}): {} at {:#x}, {} to {}{}{}", fid, name.empty() ? "" : " " + name,
-                                 kRoles[role].css, format_bytes(Bytes{v.size}), v.addr, format_time(v.t0), format_time(v.t1),
+                                 kRoles[role].css, format_bytes(Bytes{v.size}), v.addr, format_time(v.t0),
+                                 format_time(v.t1),
                                  v.cost > SimTime{0} ? ", producer op " + format_time(v.cost) : std::string(),
-                                 v.evicted ? ", evicted" : v.swapped_out ? ", swapped out" : "")));
+                                 v.evicted       ? ", evicted"
+                                 : v.swapped_out ? ", swapped out"
+                                                 : "")));
     }
     const std::size_t cells = merged_cells(boxes, drawn);
     transfers(y_of);
@@ -200,13 +216,16 @@ text{{font-family:sans-serif;font-size:12px;fill:#222}}
     const double total_mib = axis.total() / kMiB;
     const double step = memory_map::nice_step(total_mib, 8);
     for (const auto& p : axis.pieces()) {
-      const double lo = static_cast<double>(p.lo - axis.base()) / kMiB, hi = static_cast<double>(p.hi - axis.base()) / kMiB;
+      const double lo = static_cast<double>(p.lo - axis.base()) / kMiB,
+                   hi = static_cast<double>(p.hi - axis.base()) / kMiB;
       for (double k = std::ceil(lo / step - 1e-9); k * step <= hi * (1 + 1e-12); k += 1) {
-        y_tick(y_of(axis.base() + static_cast<std::uint64_t>(std::llround(k * step * kMiB))), memory_map::tick_label(k * step, step));
+        y_tick(y_of(axis.base() + static_cast<std::uint64_t>(std::llround(k * step * kMiB))),
+               memory_map::tick_label(k * step, step));
       }
     }
-    out_ += fmt::format("<text transform=\"translate(24,{:.1f}) rotate(-90)\" text-anchor=\"middle\">address - {:#x} (MiB)</text>\n",
-                        kY0 + kPH / 2, axis.base());
+    out_ += fmt::format(
+        "<text transform=\"translate(24,{:.1f}) rotate(-90)\" text-anchor=\"middle\">address - {:#x} (MiB)</text>\n",
+        kY0 + kPH / 2, axis.base());
     std::string sub = fmt::format("{} block lifetimes", iv.size());
     if (individual < iv.size()) {
       sub += fmt::format(": the {} largest drawn one by one, {} small ones merged into {} grey cells", individual,
@@ -239,13 +258,16 @@ text{{font-family:sans-serif;font-size:12px;fill:#222}}
 
   // Boxes not drawn one by one, accumulated into a grid of kCell px cells (opacity = coverage).
   std::size_t merged_cells(const std::vector<Box>& boxes, const std::vector<bool>& drawn) {
-    const auto nx = static_cast<std::size_t>(std::ceil(kPW / kCell)), ny = static_cast<std::size_t>(std::ceil(kPH / kCell));
+    const auto nx = static_cast<std::size_t>(std::ceil(kPW / kCell)),
+               ny = static_cast<std::size_t>(std::ceil(kPH / kCell));
     std::vector<double> cover;
     for (std::size_t i = 0; i < boxes.size(); ++i) {
       if (drawn[i]) continue;
       if (cover.empty()) cover.assign(nx * ny, 0.0);
-      const double bx0 = std::clamp(boxes[i].x0 - kX0, 0.0, kPW), bx1 = std::clamp(boxes[i].x0 + boxes[i].w - kX0, 0.0, kPW);
-      const double by0 = std::clamp(boxes[i].y0 - kY0, 0.0, kPH), by1 = std::clamp(boxes[i].y0 + boxes[i].h - kY0, 0.0, kPH);
+      const double bx0 = std::clamp(boxes[i].x0 - kX0, 0.0, kPW),
+                   bx1 = std::clamp(boxes[i].x0 + boxes[i].w - kX0, 0.0, kPW);
+      const double by0 = std::clamp(boxes[i].y0 - kY0, 0.0, kPH),
+                   by1 = std::clamp(boxes[i].y0 + boxes[i].h - kY0, 0.0, kPH);
       const auto cx1 = std::min(nx - 1, static_cast<std::size_t>(bx1 / kCell));
       const auto cy1 = std::min(ny - 1, static_cast<std::size_t>(by1 / kCell));
       for (auto cy = static_cast<std::size_t>(by0 / kCell); cy <= cy1; ++cy) {
@@ -273,15 +295,18 @@ text{{font-family:sans-serif;font-size:12px;fill:#222}}
     const auto& tr = data_.transfers;
     std::vector<std::size_t> order(tr.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-    auto area = [&](std::size_t i) { return (x(tr[i].t1) - x(tr[i].t0)) * (y_of(tr[i].addr) - y_of(tr[i].addr + tr[i].size)); };
+    auto area = [&](std::size_t i) {
+      return (x(tr[i].t1) - x(tr[i].t0)) * (y_of(tr[i].addr) - y_of(tr[i].addr + tr[i].size));
+    };
     std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return area(a) > area(b); });
     order.resize(std::min(order.size(), opt_.max_rects / 5 + 1));
     std::sort(order.begin(), order.end());
     for (const std::size_t i : order) {
       const auto& t = tr[i];
       const double top = y_of(t.addr + t.size);
-      out_ += fmt::format("<rect class=\"transfer {}\" x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\"/>\n",
-                          t.out ? "out" : "in", x(t.t0), top, std::max(x(t.t1) - x(t.t0), 0.5), std::max(y_of(t.addr) - top, 0.5));
+      out_ += fmt::format(
+          "<rect class=\"transfer {}\" x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\"/>\n",
+          t.out ? "out" : "in", x(t.t0), top, std::max(x(t.t1) - x(t.t0), 0.5), std::max(y_of(t.addr) - top, 0.5));
     }
   }
 
@@ -311,14 +336,16 @@ void Svg::stacked_bars() {
     steps.push_back({v.t0, v.record, role, static_cast<std::int64_t>(v.size)});
     if (v.free_record != kNoRecord) steps.push_back({v.t1, v.free_record, role, -static_cast<std::int64_t>(v.size)});
   }
-  std::sort(steps.begin(), steps.end(), [](const Step& a, const Step& b) { return std::tie(a.t, a.record) < std::tie(b.t, b.record); });
+  std::sort(steps.begin(), steps.end(),
+            [](const Step& a, const Step& b) { return std::tie(a.t, a.record) < std::tie(b.t, b.record); });
   auto total = [](const Stack& s) {
     std::uint64_t n = 0;
     for (const auto b : s) n += b;
     return n;
   };
   auto column = [&](SimTime t) {
-    return std::min(kColumns - 1, static_cast<std::size_t>(static_cast<double>(t.count()) / static_cast<double>(data_.end.count()) * kColumns));
+    return std::min(kColumns - 1, static_cast<std::size_t>(static_cast<double>(t.count()) /
+                                                           static_cast<double>(data_.end.count()) * kColumns));
   };
   // Each column shows the state with the most live bytes within it.
   std::vector<Stack> best(kColumns);
@@ -342,26 +369,32 @@ void Svg::stacked_bars() {
     for (std::size_t r = 0; r < kRoles.size(); ++r) {
       if (best[k][r] == 0) continue;
       const auto bytes = static_cast<double>(best[k][r]);
-      out_ += fmt::format("<rect class=\"bar role-{}\" x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\"/>\n", kRoles[r].css,
-                          kX0 + k * col_w, y_of(below + bytes), (run - k) * col_w, y_of(below) - y_of(below + bytes));
+      out_ += fmt::format(
+          "<rect class=\"bar role-{}\" x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\"/>\n", kRoles[r].css,
+          kX0 + k * col_w, y_of(below + bytes), (run - k) * col_w, y_of(below) - y_of(below + bytes));
       below += bytes;
     }
     k = run;
   }
   const double step = memory_map::nice_step(top_bytes / kMiB, 8);
-  for (int k = 0; k * step * kMiB <= top_bytes; ++k) y_tick(y_of(k * step * kMiB), memory_map::tick_label(k * step, step));
+  for (int k = 0; k * step * kMiB <= top_bytes; ++k)
+    y_tick(y_of(k * step * kMiB), memory_map::tick_label(k * step, step));
   hline(y_of(static_cast<double>(report_.budget.value)), "budget");
-  out_ += fmt::format("<text transform=\"translate(24,{:.1f}) rotate(-90)\" text-anchor=\"middle\">live bytes (MiB)</text>\n", kY0 + kPH / 2);
+  out_ += fmt::format(
+      "<text transform=\"translate(24,{:.1f}) rotate(-90)\" text-anchor=\"middle\">live bytes (MiB)</text>\n",
+      kY0 + kPH / 2);
   text(kX0, 44, "sub",
-       fmt::format("address-blind allocator ({}): addresses are not a layout, so this shows stacked bars of live bytes by role "
-                   "(the most in each time column)",
-                   report_.allocator));
+       fmt::format(
+           "address-blind allocator ({}): addresses are not a layout, so this shows stacked bars of live bytes by role "
+           "(the most in each time column)",
+           report_.allocator));
   double ly = kY0 + 10;
   text(kLegendX, ly, nullptr, "tensor role");
   ly += 20;
   for (const RoleStyle& r : kRoles) swatch(ly, fmt::format("class=\"role-{}\"", r.css), r.css);
   ly += 10;
-  out_ += fmt::format("<line class=\"budget\" x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\"/>\n", kLegendX, ly - 4, kLegendX + 14);
+  out_ += fmt::format("<line class=\"budget\" x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\"/>\n", kLegendX,
+                      ly - 4, kLegendX + 14);
   text(kLegendX + 20, ly, nullptr, "budget");
 }
 
@@ -373,7 +406,8 @@ std::optional<MemoryMapColour> parse_memory_map_colour(std::string_view name) {
   return std::nullopt;
 }
 
-std::string memory_map_svg(const Trace& trace, const RunLog& log, const Report& report, const MemoryMapOptions& options) {
+std::string memory_map_svg(const Trace& trace, const RunLog& log, const Report& report,
+                           const MemoryMapOptions& options) {
   return Svg(trace, log, report, options).run();
 }
 

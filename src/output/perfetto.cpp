@@ -40,15 +40,17 @@ class Writer {
 
   std::string run() {
     out_ = "{\"traceEvents\":[\n";
-    const std::string process = fmt::format("coopsim {}: {} / {}, budget {}", report_.model.empty() ? trace_.header.model : report_.model,
-                                            report_.allocator, report_.policy, format_bytes(report_.budget));
+    const std::string process =
+        fmt::format("coopsim {}: {} / {}, budget {}", report_.model.empty() ? trace_.header.model : report_.model,
+                    report_.allocator, report_.policy, format_bytes(report_.budget));
     event(fmt::format(R"({{"ph":"M","pid":{},"name":"process_name","args":{{"name":{}}}}})", kPid, json_text(process)));
     thread(kComputeTid, "compute stream", 1);
     thread(kEvictTid, "evictions", 2);
     const auto d2h = lanes(LogKind::SwapOut);
     const auto h2d = lanes(LogKind::SwapIn);
     for (int lane = 0; lane < std::max(1, d2h.second); ++lane) {
-      thread(kD2HTid + lane, lane == 0 ? std::string("device-to-host") : fmt::format("device-to-host {}", lane + 1), 3 + lane);
+      thread(kD2HTid + lane, lane == 0 ? std::string("device-to-host") : fmt::format("device-to-host {}", lane + 1),
+             3 + lane);
     }
     for (int lane = 0; lane < std::max(1, h2d.second); ++lane) {
       thread(kH2DTid + lane, lane == 0 ? std::string("host-to-device") : fmt::format("host-to-device {}", lane + 1),
@@ -59,8 +61,9 @@ class Writer {
     out_ += fmt::format(
         "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{{\"tool\":\"coopsim\",\"version\":{},\"trace\":{},\"model\":{},"
         "\"allocator\":{},\"policy\":{},\"budget_bytes\":{},\"status\":{},\"simulated_ns\":{}}}}}\n",
-        json_text(report_.coopsim_version), json_text(report_.trace_path), json_text(report_.model), json_text(report_.allocator),
-        json_text(report_.policy), report_.budget.value, json_text(to_string(report_.status)), report_.time.simulated.count());
+        json_text(report_.coopsim_version), json_text(report_.trace_path), json_text(report_.model),
+        json_text(report_.allocator), json_text(report_.policy), report_.budget.value,
+        json_text(to_string(report_.status)), report_.time.simulated.count());
     return std::move(out_);
   }
 
@@ -71,8 +74,10 @@ class Writer {
     out_ += json;
   }
   void thread(int tid, const std::string& name, int order) {
-    event(fmt::format(R"({{"ph":"M","pid":{},"tid":{},"name":"thread_name","args":{{"name":{}}}}})", kPid, tid, json_text(name)));
-    event(fmt::format(R"({{"ph":"M","pid":{},"tid":{},"name":"thread_sort_index","args":{{"sort_index":{}}}}})", kPid, tid, order));
+    event(fmt::format(R"({{"ph":"M","pid":{},"tid":{},"name":"thread_name","args":{{"name":{}}}}})", kPid, tid,
+                      json_text(name)));
+    event(fmt::format(R"({{"ph":"M","pid":{},"tid":{},"name":"thread_sort_index","args":{{"sort_index":{}}}}})", kPid,
+                      tid, order));
   }
   // Lane of every transfer record of `kind` (by record index; -1 for other records) and the
   // number of lanes: the earliest-starting transfer takes the first lane that is free by then.
@@ -106,8 +111,8 @@ class Writer {
   }
   void slice(int tid, std::string_view cat, const std::string& name, const LogRecord& r, const std::string& args) {
     const SimTime dur = std::max(SimTime{0}, r.end - r.start);
-    event(fmt::format(R"({{"ph":"X","pid":{},"tid":{},"cat":"{}","name":{},"ts":{},"dur":{},"args":{{{}}}}})", kPid, tid, cat,
-                      json_text(name), micros(r.start), micros(dur), args));
+    event(fmt::format(R"({{"ph":"X","pid":{},"tid":{},"cat":"{}","name":{},"ts":{},"dur":{},"args":{{{}}}}})", kPid,
+                      tid, cat, json_text(name), micros(r.start), micros(dur), args));
   }
   void record(std::uint32_t i, const std::vector<int>& d2h, const std::vector<int>& h2d) {
     const LogRecord& r = log_.records[i];
@@ -125,9 +130,7 @@ class Writer {
                           has_origin ? std::to_string(log_.records[r.origin].event) : std::string("null")));
         break;
       }
-      case LogKind::Stall:
-        slice(kComputeTid, "stall", "stall", r, fmt::format(R"("event":{})", ev));
-        break;
+      case LogKind::Stall: slice(kComputeTid, "stall", "stall", r, fmt::format(R"("event":{})", ev)); break;
       case LogKind::SwapOut:
       case LogKind::SwapIn: {
         const bool out = r.kind == LogKind::SwapOut;
@@ -139,16 +142,16 @@ class Writer {
       }
       case LogKind::Evict: {
         const LogRef& ref = log_.ref(r);
-        event(fmt::format(R"({{"ph":"i","s":"t","pid":{},"tid":{},"cat":"evict","name":{},"ts":{},"args":{{{},"forced":{},"event":{}}}}})",
-                          kPid, kEvictTid, json_text("evict " + tensor_label(ref.storage)), micros(r.start), ref_args(ref),
-                          r.forced ? "true" : "false", ev));
+        event(fmt::format(
+            R"({{"ph":"i","s":"t","pid":{},"tid":{},"cat":"evict","name":{},"ts":{},"args":{{{},"forced":{},"event":{}}}}})",
+            kPid, kEvictTid, json_text("evict " + tensor_label(ref.storage)), micros(r.start), ref_args(ref),
+            r.forced ? "true" : "false", ev));
         break;
       }
       case LogKind::Alloc:
       case LogKind::Free:
       case LogKind::Access:
-      case LogKind::Memory:
-        break;  // shown by the counters (Memory) or too fine-grained to draw
+      case LogKind::Memory: break;  // shown by the counters (Memory) or too fine-grained to draw
     }
   }
   // Counter samples in time order; of several at the same time, the last one recorded.
@@ -162,8 +165,10 @@ class Writer {
     for (std::size_t k = 0; k < order.size(); ++k) {
       const LogRecord& r = log_.records[order[k]];
       if (k + 1 < order.size() && log_.records[order[k + 1]].start == r.start) continue;
-      event(fmt::format(R"({{"ph":"C","pid":{},"name":"allocated","ts":{},"args":{{"bytes":{}}}}})", kPid, micros(r.start), r.a));
-      event(fmt::format(R"({{"ph":"C","pid":{},"name":"reserved","ts":{},"args":{{"bytes":{}}}}})", kPid, micros(r.start), r.b));
+      event(fmt::format(R"({{"ph":"C","pid":{},"name":"allocated","ts":{},"args":{{"bytes":{}}}}})", kPid,
+                        micros(r.start), r.a));
+      event(fmt::format(R"({{"ph":"C","pid":{},"name":"reserved","ts":{},"args":{{"bytes":{}}}}})", kPid,
+                        micros(r.start), r.b));
     }
   }
 

@@ -33,15 +33,15 @@ std::string csv_row(const Report& r) {
   const auto& t = r.time;
   const auto& c = r.counters;
   return fmt::format(
-      "{},{},{:016x},{},{},{},{},{},{},{},{},{:.6f},{},{},{},{:.6f},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6f},{},{:.6f},{:.6f},{},{},{},{}",
+      "{},{},{:016x},{},{},{},{},{},{},{},{},{:.6f},{},{},{},{:.6f},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},"
+      "{},{},{:.6f},{},{:.6f},{:.6f},{},{},{},{}",
       field(r.trace_path), field(r.model), r.trace_hash, r.allocator, r.policy, r.budget.value, to_string(r.status),
       m.peak_allocated.value, m.peak_reserved.value, m.peak_requested.value, m.peak_footprint.value,
       m.reserved_fragmentation,
-      m.coop_fragmentation_samples ? fmt::format("{:.6f}", m.coop_fragmentation) : std::string(),
-      t.simulated.count(), t.trace_compute.count(), t.compute_overhead, t.stall.count(), t.recomputes,
-      t.recompute_time.count(), t.swap_outs, t.swap_out_bytes.value, t.swap_ins, t.swap_in_bytes.value,
-      c.forced_evictions, c.eager_evictions, c.allocs, c.frees, c.device_mallocs, c.alloc_retries,
-      r.oom ? std::to_string(r.oom->event_index) : std::string(),
+      m.coop_fragmentation_samples ? fmt::format("{:.6f}", m.coop_fragmentation) : std::string(), t.simulated.count(),
+      t.trace_compute.count(), t.compute_overhead, t.stall.count(), t.recomputes, t.recompute_time.count(), t.swap_outs,
+      t.swap_out_bytes.value, t.swap_ins, t.swap_in_bytes.value, c.forced_evictions, c.eager_evictions, c.allocs,
+      c.frees, c.device_mallocs, c.alloc_retries, r.oom ? std::to_string(r.oom->event_index) : std::string(),
       r.oom ? std::to_string(r.oom->requested.value) : std::string(),
       r.search_latency ? std::to_string(r.search_latency->count()) : std::string(), r.addresses.checked,
       r.addresses.mismatches, t.op_time.count(), t.recompute_overhead, c.search_scanned, r.memory_ratio_of_peak,

@@ -27,13 +27,13 @@ void write_text(std::ostream& os, const Report& r) {
     line("oom largest free block", format_bytes(o.largest_free));
   }
   if (r.thrash) {
-    line("thrash at event", fmt::format("{} (iteration {}): recompute {} over op time {}", r.thrash->event_index,
-                                        r.thrash->iteration, format_time(r.thrash->recompute_time),
-                                        format_time(r.thrash->op_time)));
+    line("thrash at event",
+         fmt::format("{} (iteration {}): recompute {} over op time {}", r.thrash->event_index, r.thrash->iteration,
+                     format_time(r.thrash->recompute_time), format_time(r.thrash->op_time)));
   }
-  line("memory ratio", fmt::format("{:.4f} of the no-eviction peak ({}), {:.4f} of the sweep's largest budget",
-                                   r.memory_ratio_of_peak, format_bytes(r.trace_peak_live),
-                                   r.memory_ratio_of_sweep_max));
+  line("memory ratio",
+       fmt::format("{:.4f} of the no-eviction peak ({}), {:.4f} of the sweep's largest budget", r.memory_ratio_of_peak,
+                   format_bytes(r.trace_peak_live), r.memory_ratio_of_sweep_max));
   const MemoryFigures& m = r.memory;
   os << " memory\n";
   line("peak allocated", format_bytes(m.peak_allocated));
@@ -43,15 +43,15 @@ void write_text(std::ostream& os, const Report& r) {
   line("peak internal waste", format_bytes(m.peak_internal_waste));
   line("fragmentation (reserved peak)", pct(m.reserved_fragmentation));
   line("fragmentation (Coop rate)",
-       m.coop_fragmentation_samples ? fmt::format("{} over {} allocations", pct(m.coop_fragmentation),
-                                                  m.coop_fragmentation_samples)
-                                    : std::string("n/a (no allocation needed eviction)"));
+       m.coop_fragmentation_samples
+           ? fmt::format("{} over {} allocations", pct(m.coop_fragmentation), m.coop_fragmentation_samples)
+           : std::string("n/a (no allocation needed eviction)"));
   if (r.pool) {
     const PoolFigures& p = *r.pool;
-    line("pool", fmt::format("{} (iteration {}{}; {} pool / {} device allocs, {} mismatched; fallback peak {})",
-                             format_bytes(p.pool_size), p.planned_iteration, p.pool_created ? "" : ", refused",
-                             p.pool_allocs, p.fallback_allocs, p.mismatched_allocs,
-                             format_bytes(p.peak_fallback_live)));
+    line("pool",
+         fmt::format("{} (iteration {}{}; {} pool / {} device allocs, {} mismatched; fallback peak {})",
+                     format_bytes(p.pool_size), p.planned_iteration, p.pool_created ? "" : ", refused", p.pool_allocs,
+                     p.fallback_allocs, p.mismatched_allocs, format_bytes(p.peak_fallback_live)));
   }
   const TimeFigures& t = r.time;
   os << " time\n";
@@ -81,18 +81,17 @@ void write_text(std::ostream& os, const Report& r) {
   if (r.end_state) {
     const EndStateCheck& e = *r.end_state;
     line("recorded end state", fmt::format("segments {} ({} recorded, {} modelled), reserved {} ({} vs {})",
-                                           e.segments_match ? "match" : "differ", e.recorded_segments,
-                                           e.model_segments, e.reserved_match ? "match" : "differ",
-                                           format_bytes(e.recorded_reserved), format_bytes(e.model_reserved)));
+                                           e.segments_match ? "match" : "differ", e.recorded_segments, e.model_segments,
+                                           e.reserved_match ? "match" : "differ", format_bytes(e.recorded_reserved),
+                                           format_bytes(e.model_reserved)));
     if (!e.first_difference.empty()) line("first difference", e.first_difference);
   }
   if (r.search_latency) line("search latency", format_time(*r.search_latency));
 }
 
 void write_summary_table(std::ostream& os, const std::vector<Report>& reports) {
-  os << fmt::format("{:<10} {:<8} {:>11} {:>6} {:>9} {:>12} {:>12} {:>12} {:>8} {:>10} {:>8}\n", "allocator",
-                    "policy", "budget", "ratio", "status", "peak alloc", "peak resv", "footprint", "frag", "overhead",
-                    "recomp");
+  os << fmt::format("{:<10} {:<8} {:>11} {:>6} {:>9} {:>12} {:>12} {:>12} {:>8} {:>10} {:>8}\n", "allocator", "policy",
+                    "budget", "ratio", "status", "peak alloc", "peak resv", "footprint", "frag", "overhead", "recomp");
   for (const Report& r : reports) {
     os << fmt::format("{:<10} {:<8} {:>11} {:>6.3f} {:>9} {:>12} {:>12} {:>12} {:>8} {:>9.4f}x {:>8}\n", r.allocator,
                       r.policy, format_bytes(r.budget), r.memory_ratio_of_peak, to_string(r.status),

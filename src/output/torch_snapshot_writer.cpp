@@ -139,9 +139,13 @@ std::string torch_snapshot_pickle(const Trace& trace, const RunLog& log, const R
       req += b.requested;
     }
     w.begin_dict();
-    for (const auto& [key, value] : {std::pair<const char*, std::uint64_t>{"device", 0}, {"address", s.lo},
-                                     {"total_size", s.hi - s.lo}, {"stream", s.stream}, {"allocated_size", allocated},
-                                     {"active_size", allocated}, {"requested_size", req}}) {
+    for (const auto& [key, value] : {std::pair<const char*, std::uint64_t>{"device", 0},
+                                     {"address", s.lo},
+                                     {"total_size", s.hi - s.lo},
+                                     {"stream", s.stream},
+                                     {"allocated_size", allocated},
+                                     {"active_size", allocated},
+                                     {"requested_size", req}}) {
       w.text(key);
       w.integer(static_cast<std::int64_t>(value));
     }

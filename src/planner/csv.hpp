@@ -23,8 +23,7 @@ inline std::vector<std::string> split(std::string line) {
   return out;
 }
 
-inline std::int64_t integer(const std::string& text, const char* column, const std::string& file,
-                            std::uint64_t line) {
+inline std::int64_t integer(const std::string& text, const char* column, const std::string& file, std::uint64_t line) {
   std::int64_t value = 0;
   const char* begin = text.data();
   const char* end = begin + text.size();

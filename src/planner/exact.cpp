@@ -54,7 +54,8 @@ void verify(const Layout& l, const std::vector<std::int64_t>& offsets, std::int6
 
 // A preorder shuffled a little: each rank moves by a random amount in [0, spread] (integer
 // arithmetic and raw draws only, so every platform shuffles alike).
-std::vector<std::uint32_t> perturbed(const std::vector<std::uint32_t>& base, std::uint64_t spread, std::mt19937_64& rng) {
+std::vector<std::uint32_t> perturbed(const std::vector<std::uint32_t>& base, std::uint64_t spread,
+                                     std::mt19937_64& rng) {
   constexpr std::uint64_t kScale = 1024;
   std::vector<std::pair<std::uint64_t, std::uint32_t>> keyed;
   keyed.reserve(base.size());

@@ -32,9 +32,16 @@ struct Part {
 class LevelSearch final : public Searcher {
  public:
   LevelSearch(const Layout& layout, std::int64_t capacity, Budget& budget)
-      : l_(layout), capacity_(capacity), budget_(budget), offset_(layout.buffers(), kUnplaced),
-        min_offset_(layout.buffers(), 0), floor_(layout.sections(), 0), total_(layout.live),
-        cuts_(layout.sections(), 0), rank_(layout.buffers(), 0), mark_(layout.sections(), 0),
+      : l_(layout),
+        capacity_(capacity),
+        budget_(budget),
+        offset_(layout.buffers(), kUnplaced),
+        min_offset_(layout.buffers(), 0),
+        floor_(layout.sections(), 0),
+        total_(layout.live),
+        cuts_(layout.sections(), 0),
+        rank_(layout.buffers(), 0),
+        mark_(layout.sections(), 0),
         solution_(layout.buffers(), 0) {
     for (std::size_t i = 0; i < l_.buffers(); ++i)
       for (std::uint32_t s = l_.first[i]; s + 1 < l_.last[i]; ++s) ++cuts_[s];
@@ -91,7 +98,7 @@ class LevelSearch final : public Searcher {
     for (const std::uint32_t i : part.buffers) {
       if (offset_[i] != kUnplaced) continue;
       const std::int64_t o = min_offset_[i];
-      if (o >= min_top) continue;                                        // dominated
+      if (o >= min_top) continue;                                       // dominated
       if (o < level || (o == level && rank_[i] < last_rank)) continue;  // not canonical
       candidates.emplace_back(o, rank_[i]);
     }

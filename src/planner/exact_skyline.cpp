@@ -35,9 +35,16 @@ struct Part {
 class SkylineSearch final : public Searcher {
  public:
   SkylineSearch(const Layout& layout, std::int64_t capacity, Budget& budget)
-      : l_(layout), capacity_(capacity), budget_(budget), offset_(layout.buffers(), kUnplaced),
-        low_(layout.buffers(), 0), skip_(layout.buffers(), kNone), floor_(layout.sections(), 0),
-        total_(layout.live), cuts_(layout.sections(), 0), mark_(layout.sections(), 0),
+      : l_(layout),
+        capacity_(capacity),
+        budget_(budget),
+        offset_(layout.buffers(), kUnplaced),
+        low_(layout.buffers(), 0),
+        skip_(layout.buffers(), kNone),
+        floor_(layout.sections(), 0),
+        total_(layout.live),
+        cuts_(layout.sections(), 0),
+        mark_(layout.sections(), 0),
         solution_(layout.buffers(), 0) {
     trail_.reserve(4 * (l_.buffers() + l_.sections()));
     for (std::size_t i = 0; i < l_.buffers(); ++i)

@@ -36,7 +36,8 @@ Conflicts build_conflicts(const Problem& problem) {
   std::vector<std::uint64_t> fill(c.start_.begin(), c.start_.end() - 1);
   std::vector<std::uint32_t> by_lower(n);
   std::iota(by_lower.begin(), by_lower.end(), 0u);
-  std::stable_sort(by_lower.begin(), by_lower.end(), [&](std::uint32_t a, std::uint32_t b) { return bs[a].lower < bs[b].lower; });
+  std::stable_sort(by_lower.begin(), by_lower.end(),
+                   [&](std::uint32_t a, std::uint32_t b) { return bs[a].lower < bs[b].lower; });
   std::vector<std::uint32_t> alive;
   for (const std::uint32_t i : by_lower) {
     std::size_t kept = 0;
@@ -80,8 +81,7 @@ std::int64_t choose_offset(const std::vector<Range>& ranges, std::int64_t size, 
     }
     return candidate;
   }
-  if (fit == Fit::BestQuirk && ranges.size() == 1)
-    return size <= ranges[0].first ? 0 : ranges[0].second;
+  if (fit == Fit::BestQuirk && ranges.size() == 1) return size <= ranges[0].first ? 0 : ranges[0].second;
   // Best fit: the smallest gap that fits, the lowest on ties; BestQuirk (SINGA, >= 2 ranges)
   // does not consider the gap below the lowest range.
   std::int64_t best = -1;
@@ -144,8 +144,9 @@ class AddressOrder {
     auto by_begin = [](const Placed& a, const Placed& b) { return a.begin < b.begin; };
     if (chunks_.empty()) chunks_.emplace_back();
     // The last chunk starting at or below p (the first one when none does).
-    auto c = std::upper_bound(chunks_.begin() + 1, chunks_.end(), p,
-                              [&](const Placed& x, const std::vector<Placed>& chunk) { return by_begin(x, chunk.front()); });
+    auto c =
+        std::upper_bound(chunks_.begin() + 1, chunks_.end(), p,
+                         [&](const Placed& x, const std::vector<Placed>& chunk) { return by_begin(x, chunk.front()); });
     auto& chunk = *std::prev(c);
     chunk.insert(std::upper_bound(chunk.begin(), chunk.end(), p, by_begin), p);
     if (chunk.size() < 2 * kChunk) return;

@@ -64,13 +64,27 @@ std::vector<std::vector<std::size_t>> candidate_orders(const Problem& problem) {
   auto A = [&](std::size_t i) { return lifetime_area(bs[i]); };
   using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>;
   std::vector<std::function<Key(std::size_t)>> keys = {
-      [&](std::size_t i) { return Key{-bs[i].size, bs[i].lower, 0, 0}; },    // SmartPool
-      [&](std::size_t i) { return Key{-W(i), -A(i), -T[i], 0}; },            // WAT
-      [&](std::size_t i) { return Key{-T[i], -A(i), -W(i), 0}; },            // TAW
-      [&](std::size_t i) { return Key{-T[i], -W(i), -A(i), 0}; },            // TWA
-      [&](std::size_t i) { return Key{-A(i), -bs[i].size, 0, 0}; },          // area
-      [&](std::size_t i) { return Key{-T[i], -bs[i].size, bs[i].lower, 0}; },  // pressure, size
-      [&](std::size_t i) { return Key{bs[i].lower, -bs[i].size, 0, 0}; },    // by start time
+      [&](std::size_t i) {
+        return Key{-bs[i].size, bs[i].lower, 0, 0};
+      },  // SmartPool
+      [&](std::size_t i) {
+        return Key{-W(i), -A(i), -T[i], 0};
+      },  // WAT
+      [&](std::size_t i) {
+        return Key{-T[i], -A(i), -W(i), 0};
+      },  // TAW
+      [&](std::size_t i) {
+        return Key{-T[i], -W(i), -A(i), 0};
+      },  // TWA
+      [&](std::size_t i) {
+        return Key{-A(i), -bs[i].size, 0, 0};
+      },  // area
+      [&](std::size_t i) {
+        return Key{-T[i], -bs[i].size, bs[i].lower, 0};
+      },  // pressure, size
+      [&](std::size_t i) {
+        return Key{bs[i].lower, -bs[i].size, 0, 0};
+      },  // by start time
   };
   std::vector<std::vector<std::size_t>> orders;
   for (const auto& key : keys) {
@@ -106,8 +120,8 @@ Construction best_construction(const Problem& problem, const Conflicts* conflict
   return best;
 }
 
-std::uint64_t local_search(const Problem& problem, const Conflicts& conflicts, Construction& best,
-                           std::uint64_t budget, std::int64_t stop_at, Clock& clock) {
+std::uint64_t local_search(const Problem& problem, const Conflicts& conflicts, Construction& best, std::uint64_t budget,
+                           std::int64_t stop_at, Clock& clock) {
   const std::size_t n = problem.buffers.size();
   if (n < 2) return 0;
   std::uint64_t work = 0, iterations = 0;

@@ -38,10 +38,9 @@ class Clock;
 // `sorted`, when given, gets the sorting work on top (k log k for k ranges), which dominates on
 // dense problems. With a clock that expires on the way, the buffers not yet placed are stacked
 // above all the others (a valid placement, however high).
-std::uint64_t place_suffix(const Problem& problem, const Conflicts& conflicts,
-                  const std::vector<std::size_t>& order, const std::vector<std::size_t>& position,
-                  std::size_t from, Fit fit, std::vector<std::int64_t>& offsets, Clock* clock = nullptr,
-                  std::uint64_t* sorted = nullptr);
+std::uint64_t place_suffix(const Problem& problem, const Conflicts& conflicts, const std::vector<std::size_t>& order,
+                           const std::vector<std::size_t>& position, std::size_t from, Fit fit,
+                           std::vector<std::int64_t>& offsets, Clock* clock = nullptr, std::uint64_t* sorted = nullptr);
 
 // The same rules without conflict lists, for problems whose pairs exceed the cap: the placed
 // buffers are kept in address order, so one pass over them yields the ranges in order (O(n)
@@ -87,7 +86,7 @@ Construction best_construction(const Problem& problem, const Conflicts* conflict
 
 // Improves `best` in place until `budget` work units are spent, its height reaches `stop_at`
 // or the clock expires. Returns the iterations run.
-std::uint64_t local_search(const Problem& problem, const Conflicts& conflicts, Construction& best,
-                           std::uint64_t budget, std::int64_t stop_at, Clock& clock);
+std::uint64_t local_search(const Problem& problem, const Conflicts& conflicts, Construction& best, std::uint64_t budget,
+                           std::int64_t stop_at, Clock& clock);
 
 }  // namespace coopsim::plan::detail

@@ -20,8 +20,8 @@ Method parse_method(const std::string& name) {
   if (name == "smartpool-ff") return Method::SmartPoolFF;
   if (name == "greedy-by-size") return Method::GreedyBySize;
   if (name == "planner") return Method::Planner;
-  throw ConfigError("--method", "unknown method '" + name +
-                                    "' (expected smartpool-bf, smartpool-ff, greedy-by-size or planner)");
+  throw ConfigError("--method",
+                    "unknown method '" + name + "' (expected smartpool-bf, smartpool-ff, greedy-by-size or planner)");
 }
 
 std::string method_name(Method method) {
@@ -38,14 +38,14 @@ namespace {
 
 // Machine-independent budgets per second of --time-limit, set so that a full run ends well
 // inside the limit on the shared development machine (measured; see docs/results-planner.md).
-constexpr double kExactWorkPerSecond = 350e6;    // exact-search work units
+constexpr double kExactWorkPerSecond = 350e6;  // exact-search work units
 // Decoding work is conflict-list entries visited plus k log2 k for sorting k ranges (the sort
 // dominates on dense problems; measured 250-370 million units per second on that machine).
-constexpr double kLocalWorkPerSecond = 50e6;     // local-search work units
-constexpr double kLocalReservePerSecond = 10e6;  // ... after an exact phase
-constexpr double kConstructionWorkPerSecond = 50e6;   // the construction's decodings (all 14 on
-                                                      // small problems)
-constexpr double kScanWorkPerSecond = 150e6;     // placed buffers visited without conflict lists
+constexpr double kLocalWorkPerSecond = 50e6;         // local-search work units
+constexpr double kLocalReservePerSecond = 10e6;      // ... after an exact phase
+constexpr double kConstructionWorkPerSecond = 50e6;  // the construction's decodings (all 14 on
+                                                     // small problems)
+constexpr double kScanWorkPerSecond = 150e6;         // placed buffers visited without conflict lists
 // The exact searches recurse once per placement; above this many buffers the planner keeps to
 // the heuristics (bounded stack depth, and the O(n^2) overlap lists stay small).
 constexpr std::size_t kExactMaxBuffers = 4096;
@@ -127,8 +127,8 @@ PlanResult run_planner(const Problem& problem, const PlanOptions& options, PlanR
       detail::best_construction(problem, &conflicts, work_for(seconds, kConstructionWorkPerSecond), clock, work);
   result.offsets = best.offsets;
   result.height = best.height;
-  const bool exact = problem.buffers.size() <= kExactMaxBuffers && result.height > result.lower_bound &&
-                     !clock.expired();
+  const bool exact =
+      problem.buffers.size() <= kExactMaxBuffers && result.height > result.lower_bound && !clock.expired();
   if (exact) run_exact_phase(problem, options, work_for(seconds, kExactWorkPerSecond), clock, result);
   if (result.height == best.height && result.height > result.proven_bound && !clock.expired()) {
     const double rate = exact ? kLocalReservePerSecond : kLocalWorkPerSecond;
@@ -171,9 +171,7 @@ PlanResult plan(const Problem& problem, const PlanOptions& options) {
     case Method::GreedyBySize:
       result.offsets = place_in_order(problem, size_descending(problem, false), Fit::Best, options.max_conflicts);
       break;
-    case Method::Planner:
-      result = run_planner(problem, options, result);
-      break;
+    case Method::Planner: result = run_planner(problem, options, result); break;
   }
   result.height = placement_height(problem, result.offsets);
   result.proven_optimal = result.height <= result.proven_bound;

@@ -19,9 +19,14 @@ namespace coopsim::plan {
 
 std::vector<ParamDoc> plan_limit_param_docs() {
   return {
-      {"max_buffers", ParamType::Int, std::to_string(PlanLimits::kDefaultMaxBuffers),
-       "most buffers (rows) one problem, or one solution given to --check, may hold", {}},
-      {"max_conflicts", ParamType::Int, std::to_string(PlanLimits::kDefaultMaxConflicts),
+      {"max_buffers",
+       ParamType::Int,
+       std::to_string(PlanLimits::kDefaultMaxBuffers),
+       "most buffers (rows) one problem, or one solution given to --check, may hold",
+       {}},
+      {"max_conflicts",
+       ParamType::Int,
+       std::to_string(PlanLimits::kDefaultMaxConflicts),
        "most lifetime-overlapping buffer pairs the planner stores as conflict lists (8 bytes each); "
        "above it the methods place buffers without lists and the planner skips its searches",
        {}},
@@ -68,8 +73,8 @@ Problem parse_problem(std::istream& in, const std::string& file, const PlanLimit
   ++line_no;
   const auto header = csv::split(line);
   const bool with_offset = header.size() == 5 && header[4] == "offset";
-  if (!(header.size() == 4 || with_offset) || header[0] != "id" || header[1] != "lower" ||
-      header[2] != "upper" || header[3] != "size")
+  if (!(header.size() == 4 || with_offset) || header[0] != "id" || header[1] != "lower" || header[2] != "upper" ||
+      header[3] != "size")
     throw TraceError(file, 1, "bad header: expected id,lower,upper,size");
   std::map<std::string, std::uint64_t> seen;
   std::int64_t total = 0;  // sum of sizes: bounds every height and offset (see problem.hpp)
@@ -80,8 +85,8 @@ Problem parse_problem(std::istream& in, const std::string& file, const PlanLimit
       throw TraceError(file, line_no, limit_problem(limits.max_buffers, "buffers", "max_buffers"));
     const auto cells = csv::split(line);
     if (cells.size() != header.size())
-      throw TraceError(file, line_no, "expected " + std::to_string(header.size()) + " columns, got " +
-                                          std::to_string(cells.size()));
+      throw TraceError(file, line_no,
+                       "expected " + std::to_string(header.size()) + " columns, got " + std::to_string(cells.size()));
     Buffer b;
     b.id = cells[0];
     b.line = line_no;
@@ -99,8 +104,7 @@ Problem parse_problem(std::istream& in, const std::string& file, const PlanLimit
     total += b.size;
     const auto [it, fresh] = seen.emplace(b.id, line_no);
     if (!fresh)
-      throw TraceError(file, line_no, "duplicate id '" + b.id + "' (first on line " +
-                                          std::to_string(it->second) + ")");
+      throw TraceError(file, line_no, "duplicate id '" + b.id + "' (first on line " + std::to_string(it->second) + ")");
     problem.buffers.push_back(std::move(b));
   }
   return problem;
@@ -135,8 +139,7 @@ std::uint64_t count_conflicts(const Problem& problem) {
 
 std::int64_t placement_height(const Problem& problem, const std::vector<std::int64_t>& offsets) {
   std::int64_t h = 0;
-  for (std::size_t i = 0; i < problem.buffers.size(); ++i)
-    h = std::max(h, end_of(offsets[i], problem.buffers[i].size));
+  for (std::size_t i = 0; i < problem.buffers.size(); ++i) h = std::max(h, end_of(offsets[i], problem.buffers[i].size));
   return h;
 }
 

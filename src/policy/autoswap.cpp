@@ -156,7 +156,9 @@ std::optional<SwapScore> parse_score(const std::string& s) {
 
 std::vector<ParamDoc> AutoSwapPolicy::param_docs() {
   return {
-      ParamDoc{"score", ParamType::String, "majority",
+      ParamDoc{"score",
+               ParamType::String,
+               "majority",
                "priority score (docs/models/swap-policies.md): doa-origin = idle time, doa = idle time - "
                "swap-out - swap-in time, aoa = doa x size, wdoa = sum of (load - limit) over the "
                "gap, majority = sum of the doa-origin, aoa and wdoa ranks (AutoSwap's Plan())",
@@ -168,8 +170,11 @@ std::vector<ParamDoc> AutoSwapPolicy::param_docs() {
       ParamDoc{"link", ParamType::String, "pcie3-x16",
                "link preset the plan is timed with (the engine's link is not visible to policies)",
                swap_detail::link_preset_names()},
-      ParamDoc{"fallback", ParamType::Bool, "true",
-               "on a failed allocation swap out the tensor used furthest in the future (Belady)", {}},
+      ParamDoc{"fallback",
+               ParamType::Bool,
+               "true",
+               "on a failed allocation swap out the tensor used furthest in the future (Belady)",
+               {}},
   };
 }
 
@@ -205,8 +210,8 @@ void AutoSwapPolicy::prepare(const MemoryView& view) {
   const auto times = swap_detail::model_event_times(trace);
   const LinkModel link = swap_detail::planning_link(opts_.link);
   auto load = swap_detail::load_curve(trace);
-  IterationPlanner planner{trace, opts_, *uses_, times, link, load,
-                           opts_.limit_ratio * static_cast<double>(view.budget().value)};
+  IterationPlanner planner{
+      trace, opts_, *uses_, times, link, load, opts_.limit_ratio * static_cast<double>(view.budget().value)};
   std::vector<PlannedSwap> plan;
   for (const auto& [b, e] : swap_detail::iteration_ranges(trace)) {
     if (b < e) planner.plan_iteration(b, e, plan);

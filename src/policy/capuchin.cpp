@@ -79,7 +79,8 @@ void CapuchinPolicy::choose(const HybridPlanner& planner, std::size_t b, std::si
       }
       if (!g.recomputable || !planner.covers(g, Choice::Recompute, at)) continue;
       const SimTime cost = planner.recompute_cost(g, chosen);
-      const double msps = static_cast<double>(g.size.value) / static_cast<double>(std::max<std::int64_t>(cost.count(), 1));
+      const double msps =
+          static_cast<double>(g.size.value) / static_cast<double>(std::max<std::int64_t>(cost.count(), 1));
       if (msps > best_msps) {
         best_msps = msps;
         by_msps = &g;

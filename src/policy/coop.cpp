@@ -18,20 +18,31 @@ constexpr std::string_view kNoLayoutAware = "no layout-aware eviction";
 
 std::vector<ParamDoc> CoopPolicy::param_docs() {
   std::vector<ParamDoc> d{
-      ParamDoc{"ablation", ParamType::String, "none",
+      ParamDoc{"ablation",
+               ParamType::String,
+               "none",
                "turn one technique off, named as in the paper's ablation study",
                {"none", std::string(kNoOpGuided), std::string(kNoRecomputableInPlace), std::string(kNoLayoutAware)}},
-      ParamDoc{"layout_aware_eviction", ParamType::Bool, "true",
+      ParamDoc{"layout_aware_eviction",
+               ParamType::Bool,
+               "true",
                "sliding-window eviction of one contiguous, minimum-cost range (else the per-tensor "
                "DTE-style loop)",
                {}},
-      ParamDoc{"op_guided_allocation", ParamType::Bool, "true",
-               "cheap tensor partitioning: cheap tensors at the high end of the best-fit hole", {}},
-      ParamDoc{"partition", ParamType::String, "op-name",
+      ParamDoc{"op_guided_allocation",
+               ParamType::Bool,
+               "true",
+               "cheap tensor partitioning: cheap tensors at the high end of the best-fit hole",
+               {}},
+      ParamDoc{"partition",
+               ParamType::String,
+               "op-name",
                "how tensors are classified cheap/expensive: op-name (OneFlow's is_high_op list) "
                "or cost-density (op time / bytes against density_threshold)",
                {"op-name", "cost-density"}},
-      ParamDoc{"density_threshold", ParamType::Float, "0",
+      ParamDoc{"density_threshold",
+               ParamType::Float,
+               "0",
                "cost-density partitioning: ns of op time per byte at or above which a tensor is "
                "expensive; 0 = the median over the trace's produced tensors",
                {}},
@@ -63,8 +74,8 @@ bool CoopPolicy::expensive_op_name(std::string_view name) {
       // OneFlow is_high_op (oneflow/core/vm/remat/allocator.cpp)
       "conv2d", "conv_data_grad", "conv_filter_grad", "add_n", "matmul", "batch_matmul",
       // their ATen counterparts
-      "convolution", "_convolution", "cudnn_convolution", "convolution_backward", "mm", "addmm", "bmm",
-      "baddbmm", "linear"};
+      "convolution", "_convolution", "cudnn_convolution", "convolution_backward", "mm", "addmm", "bmm", "baddbmm",
+      "linear"};
   return std::find(kExpensive.begin(), kExpensive.end(), name) != kExpensive.end();
 }
 
@@ -126,7 +137,8 @@ std::vector<Action> CoopPolicy::window_eviction(const AllocRequest& request, con
     }
     const auto v = g.resident_at(r.addr);
     if (v && g.evictable(*v)) {
-      pieces.push_back(WindowPiece{r.size, false, eviction_score(g, *v, EvictionScore::Coop, Bytes{0}, draws_, nullptr)});
+      pieces.push_back(
+          WindowPiece{r.size, false, eviction_score(g, *v, EvictionScore::Coop, Bytes{0}, draws_, nullptr)});
       owner.push_back(*v);
     } else {
       pieces.push_back(WindowPiece{r.size, true, 0.0});

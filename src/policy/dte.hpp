@@ -23,9 +23,7 @@ class DtePolicy final : public Policy {
       "DTE (MegEngine DTR): per-tensor eviction whose size term adds the free bytes adjacent to "
       "the tensor";
   static std::vector<ParamDoc> param_docs() { return remat_option_docs(InPlaceMode::CopyOnWrite); }
-  static std::unique_ptr<Policy> create(const Params& p) {
-    return std::make_unique<DtePolicy>(parse_remat_options(p));
-  }
+  static std::unique_ptr<Policy> create(const Params& p) { return std::make_unique<DtePolicy>(parse_remat_options(p)); }
 
   explicit DtePolicy(RematOptions options) : options_(options) {}
 

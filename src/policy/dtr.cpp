@@ -9,13 +9,17 @@ namespace coopsim {
 
 std::vector<ParamDoc> DtrPolicy::param_docs() {
   std::vector<ParamDoc> d{
-      ParamDoc{"heuristic", ParamType::String, "dtr-eq",
+      ParamDoc{"heuristic",
+               ParamType::String,
+               "dtr-eq",
                "eviction score (docs/models/dtr-dte.md): dtr = h_DTR with the full evicted "
                "neighbourhood e*, dtr-eq = its union-find approximation, dtr-local = no "
                "neighbourhood, lru, largest, msps (Capuchin), random (seeded)",
                {"dtr", "dtr-eq", "dtr-local", "lru", "largest", "msps", "random"}},
       ParamDoc{"seed", ParamType::Int, "0", "seed of the random heuristic (>= 0)", {}},
-      ParamDoc{"compat", ParamType::String, "coopsim",
+      ParamDoc{"compat",
+               ParamType::String,
+               "coopsim",
                "runtime rules: coopsim = this engine (allocator, values, pins); simrd = DTR's "
                "reference simulator RuntimeV2EagerOptimized, for traces from `import dtr --compat "
                "simrd` (docs/import-dtr.md; heuristics dtr, dtr-eq, dtr-local, msps, lru, largest; "

@@ -20,17 +20,20 @@ HybridPolicy::~HybridPolicy() = default;
 
 std::vector<ParamDoc> HybridPolicy::common_param_docs() {
   std::vector<ParamDoc> d{
-      ParamDoc{"smallest_block", ParamType::Bytes, "1MiB", "smallest tensor considered for swapping or recomputing", {}},
+      ParamDoc{
+          "smallest_block", ParamType::Bytes, "1MiB", "smallest tensor considered for swapping or recomputing", {}},
       ParamDoc{"limit_ratio", ParamType::Float, "1.0", "modelled peak target as a fraction of the budget", {}},
-      ParamDoc{"fallback", ParamType::Bool, "true",
+      ParamDoc{"fallback",
+               ParamType::Bool,
+               "true",
                "on a failed allocation evict the smallest-MSPS value, else swap out the tensor used "
                "furthest in the future",
                {}},
   };
   std::vector<std::string> links{"engine"};
   for (const std::string& n : swap_detail::link_preset_names()) links.push_back(n);
-  d.push_back(ParamDoc{"link", ParamType::String, "engine",
-                       "link the plan is timed with: the engine's, or a preset", links});
+  d.push_back(
+      ParamDoc{"link", ParamType::String, "engine", "link the plan is timed with: the engine's, or a preset", links});
   for (auto& o : remat_option_docs(InPlaceMode::CopyOnWrite)) d.push_back(std::move(o));
   return d;
 }

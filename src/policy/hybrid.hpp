@@ -1,6 +1,6 @@
 // Hybrid swap/recompute policies, planned offline from the trace
-// (docs/models/pooch.md, docs/models/swap-policies.md); the model they share is in src/policy/hybrid_decisions.hpp. Per iteration, while the
-// modelled peak of requested bytes exceeds limit_ratio x budget, they take a tensor's idle gap
+// (docs/models/pooch.md, docs/models/swap-policies.md); the model they share is in src/policy/hybrid_decisions.hpp. Per
+// iteration, while the modelled peak of requested bytes exceeds limit_ratio x budget, they take a tensor's idle gap
 // that covers the current peak out of memory, by swapping it (free when the copies hide under
 // the gap's compute, else the excess is a stall) or by evicting it after the use that opens
 // the gap so the engine recomputes it on demand (costing its producer and, recursively, the

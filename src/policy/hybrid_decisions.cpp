@@ -95,7 +95,8 @@ std::vector<Gap> HybridPlanner::gaps(std::size_t b, std::size_t e) const {
       g.idle = times_.start[g.next_use] - times_.end[g.last_use];
       g.out = link_.transfer_time(Direction::DeviceToHost, g.size);
       g.in = link_.transfer_time(Direction::HostToDevice, g.size);
-      g.recomputable = evictable_[s] != 0 && g.producer != kNoIndex && !trace_.ops[trace_.events[g.producer].target].random;
+      g.recomputable =
+          evictable_[s] != 0 && g.producer != kNoIndex && !trace_.ops[trace_.events[g.producer].target].random;
       out.push_back(g);
     };
     std::vector<std::uint32_t> seen;

@@ -26,17 +26,17 @@ namespace coopsim::hybrid_detail {
 enum class Choice : std::uint8_t { Keep, Swap, Recompute };
 
 struct Gap {
-  std::uint32_t tensor = 0;    // storage
-  std::uint32_t last_use = 0;  // event index of the use before the gap
-  std::uint32_t next_use = 0;  // event index of the use after it
+  std::uint32_t tensor = 0;           // storage
+  std::uint32_t last_use = 0;         // event index of the use before the gap
+  std::uint32_t next_use = 0;         // event index of the use after it
   std::uint32_t producer = kNoIndex;  // event index of the compute that wrote the value, if any
   Bytes size;
-  SimTime idle{0};             // modelled time between the two uses
-  SimTime out{0}, in{0};       // transfer times on the planning link
-  bool recomputable = false;   // the value can be evicted and recomputed by the engine
+  SimTime idle{0};            // modelled time between the two uses
+  SimTime out{0}, in{0};      // transfer times on the planning link
+  bool recomputable = false;  // the value can be evicted and recomputed by the engine
   Choice choice = Choice::Keep;
-  std::uint32_t in_at = 0;     // swaps: the copy in is issued after this event (set by simulate)
-  SimTime cost{0};             // estimated added time of the choice (set when chosen)
+  std::uint32_t in_at = 0;  // swaps: the copy in is issued after this event (set by simulate)
+  SimTime cost{0};          // estimated added time of the choice (set when chosen)
 };
 
 class HybridPlanner {
@@ -75,8 +75,8 @@ class HybridPlanner {
   swap_detail::UseIndex uses_;
   swap_detail::EventTimes times_;
   std::vector<std::uint64_t> load_;
-  std::vector<std::uint32_t> free_at_;    // per storage: event index of its trace free (or none)
-  std::vector<std::uint8_t> evictable_;   // per storage: its values can be recomputed
+  std::vector<std::uint32_t> free_at_;               // per storage: event index of its trace free (or none)
+  std::vector<std::uint8_t> evictable_;              // per storage: its values can be recomputed
   std::vector<std::vector<std::uint32_t>> writers_;  // per storage: compute events writing it
 };
 

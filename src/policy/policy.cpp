@@ -25,23 +25,27 @@ std::string_view to_string(DeallocMode m) {
   return "?";
 }
 
-std::string_view to_string(InPlaceMode m) {
-  return m == InPlaceMode::Recomputable ? "recomputable" : "copy-on-write";
-}
+std::string_view to_string(InPlaceMode m) { return m == InPlaceMode::Recomputable ? "recomputable" : "copy-on-write"; }
 
 std::vector<ParamDoc> remat_option_docs(InPlaceMode default_inplace) {
   return {
-      ParamDoc{"dealloc", ParamType::String, "eager",
+      ParamDoc{"dealloc",
+               ParamType::String,
+               "eager",
                "what the trace's free does to a recomputable tensor: eager = evict (memory freed, "
                "still recomputable; DTR's default), banish = free for good and lock its resident "
                "children, no-dealloc = keep it until the heuristic evicts it",
                {"eager", "banish", "no-dealloc"}},
-      ParamDoc{"inplace", ParamType::String, std::string(to_string(default_inplace)),
+      ParamDoc{"inplace",
+               ParamType::String,
+               std::string(to_string(default_inplace)),
                "in-place updates: recomputable = keep the address, the old value stays "
                "recomputable (Coop's fbip); copy-on-write = a new block per update (DTR/DTE "
                "baselines)",
                {"recomputable", "copy-on-write"}},
-      ParamDoc{"thrash_limit", ParamType::Float, "2.0",
+      ParamDoc{"thrash_limit",
+               ParamType::Float,
+               "2.0",
                "stop (status thrash) when recomputation reaches this compute overhead over the "
                "trace's op time (simrd's 2x cut); 0 = never",
                {}},

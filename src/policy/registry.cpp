@@ -9,14 +9,38 @@ namespace coopsim {
 
 PolicyRegistry builtin_policies() {
   PolicyRegistry r;
-  { extern PolicyRegistry::Entry keep_policy_entry(); r.add(keep_policy_entry()); }
-  { extern PolicyRegistry::Entry coop_policy_entry(); r.add(coop_policy_entry()); }
-  { extern PolicyRegistry::Entry dte_policy_entry(); r.add(dte_policy_entry()); }
-  { extern PolicyRegistry::Entry dtr_policy_entry(); r.add(dtr_policy_entry()); }
-  { extern PolicyRegistry::Entry autoswap_policy_entry(); r.add(autoswap_policy_entry()); }
-  { extern PolicyRegistry::Entry vdnn_policy_entry(); r.add(vdnn_policy_entry()); }
-  { extern PolicyRegistry::Entry pooch_policy_entry(); r.add(pooch_policy_entry()); }
-  { extern PolicyRegistry::Entry capuchin_policy_entry(); r.add(capuchin_policy_entry()); }
+  {
+    extern PolicyRegistry::Entry keep_policy_entry();
+    r.add(keep_policy_entry());
+  }
+  {
+    extern PolicyRegistry::Entry coop_policy_entry();
+    r.add(coop_policy_entry());
+  }
+  {
+    extern PolicyRegistry::Entry dte_policy_entry();
+    r.add(dte_policy_entry());
+  }
+  {
+    extern PolicyRegistry::Entry dtr_policy_entry();
+    r.add(dtr_policy_entry());
+  }
+  {
+    extern PolicyRegistry::Entry autoswap_policy_entry();
+    r.add(autoswap_policy_entry());
+  }
+  {
+    extern PolicyRegistry::Entry vdnn_policy_entry();
+    r.add(vdnn_policy_entry());
+  }
+  {
+    extern PolicyRegistry::Entry pooch_policy_entry();
+    r.add(pooch_policy_entry());
+  }
+  {
+    extern PolicyRegistry::Entry capuchin_policy_entry();
+    r.add(capuchin_policy_entry());
+  }
   return r;
 }
 

@@ -59,7 +59,7 @@ class SwapSchedule {
   enum class State : std::uint8_t { Waiting, Out, Done };
   std::vector<PlannedSwap> plan_;
   std::vector<State> state_;
-  std::size_t next_ = 0;              // first plan entry not yet activated
+  std::size_t next_ = 0;               // first plan entry not yet activated
   std::vector<std::uint32_t> active_;  // activated, not Done, in activation order
 };
 

@@ -28,9 +28,7 @@ std::size_t find_mark(const Trace& trace, std::size_t b, std::size_t e, std::str
   return e;
 }
 
-bool feature_map(const TensorInfo& t) {
-  return t.role == TensorRole::Activation || t.role == TensorRole::Input;
-}
+bool feature_map(const TensorInfo& t) { return t.role == TensorRole::Activation || t.role == TensorRole::Input; }
 
 }  // namespace
 
@@ -43,11 +41,15 @@ bool VdnnPolicy::is_conv(std::string_view op_name) {
 
 std::vector<ParamDoc> VdnnPolicy::param_docs() {
   return {
-      ParamDoc{"variant", ParamType::String, "all",
+      ParamDoc{"variant",
+               ParamType::String,
+               "all",
                "vDNN_all offloads the inputs of every forward layer, vDNN_conv only those of "
                "convolutions",
                {"all", "conv"}},
-      ParamDoc{"fallback", ParamType::Bool, "false",
+      ParamDoc{"fallback",
+               ParamType::Bool,
+               "false",
                "on a failed allocation swap out the tensor used furthest in the future (Belady); "
                "vDNN itself has no such fallback",
                {}},

@@ -24,13 +24,13 @@ inline constexpr std::uint32_t kNoFailure = 0xffffffffU;
 // One tensor content in the arena, as the kernels see it.
 struct DevRef {
   std::uint64_t offset = 0;
-  std::uint64_t words = 0;     // content bytes / 4
+  std::uint64_t words = 0;  // content bytes / 4
   std::uint32_t tensor = 0;
   std::uint32_t version = 0;
 };
 
 struct KernelShape {
-  int blocks = 1;       // at most one per SM, so every block of a kernel runs at once
+  int blocks = 1;  // at most one per SM, so every block of a kernel runs at once
   int threads = 256;
 };
 

@@ -11,7 +11,8 @@ namespace coopsim::gpu::cuda::detail {
 namespace {
 
 __device__ __forceinline__ std::uint32_t mix(std::uint32_t tensor, std::uint32_t version, std::uint64_t word) {
-  std::uint32_t x = tensor * 0x9E3779B1U ^ (version + 1U) * 0x85EBCA77U ^ static_cast<std::uint32_t>(word) * 0xC2B2AE3DU ^
+  std::uint32_t x = tensor * 0x9E3779B1U ^ (version + 1U) * 0x85EBCA77U ^
+                    static_cast<std::uint32_t>(word) * 0xC2B2AE3DU ^
                     static_cast<std::uint32_t>(word >> 32) * 0x27D4EB2FU;
   x ^= x >> 16;
   x *= 0x7FEB352DU;

@@ -60,11 +60,11 @@ struct Resources {
 
 // What each step launches, prepared once on the host.
 struct Prepared {
-  std::vector<std::uint32_t> first_ref;   // per step: index of its first DevRef
+  std::vector<std::uint32_t> first_ref;  // per step: index of its first DevRef
   std::vector<std::uint32_t> reads, writes;
-  std::vector<long long> cycles;          // op / recompute spin
+  std::vector<long long> cycles;  // op / recompute spin
   std::vector<DevRef> refs;
-  std::vector<bool> fill;                 // alloc steps that write a pattern
+  std::vector<bool> fill;  // alloc steps that write a pattern
   std::uint64_t fills = 0, poisons = 0;
 };
 
@@ -146,7 +146,8 @@ void allocate(Resources& r, const Plan& plan, const Prepared& p, const ReplaySet
   }
   if (!p.refs.empty()) {
     check(cudaMalloc(reinterpret_cast<void**>(&r.refs), p.refs.size() * sizeof(DevRef)), "cudaMalloc (refs)");
-    check(cudaMemcpy(r.refs, p.refs.data(), p.refs.size() * sizeof(DevRef), cudaMemcpyHostToDevice), "cudaMemcpy (refs)");
+    check(cudaMemcpy(r.refs, p.refs.data(), p.refs.size() * sizeof(DevRef), cudaMemcpyHostToDevice),
+          "cudaMemcpy (refs)");
   }
   check(cudaMalloc(reinterpret_cast<void**>(&r.fail), sizeof(std::uint32_t)), "cudaMalloc (flag)");
   check(cudaMemset(r.fail, 0xff, sizeof(std::uint32_t)), "cudaMemset (flag)");
@@ -211,11 +212,13 @@ void issue(Resources& r, const Plan& plan, const Prepared& p, const ReplaySettin
         break;
       case StepKind::SwapOut:
         check(cudaMemcpyAsync(r.host.at(s.block.tensor), r.arena + s.block.offset, s.bytes.value,
-                              cudaMemcpyDeviceToHost, st), "cudaMemcpyAsync (swap-out)");
+                              cudaMemcpyDeviceToHost, st),
+              "cudaMemcpyAsync (swap-out)");
         break;
       case StepKind::SwapIn:
         check(cudaMemcpyAsync(r.arena + s.block.offset, r.host.at(s.block.tensor), s.bytes.value,
-                              cudaMemcpyHostToDevice, st), "cudaMemcpyAsync (swap-in)");
+                              cudaMemcpyHostToDevice, st),
+              "cudaMemcpyAsync (swap-in)");
         break;
       case StepKind::Free:
       case StepKind::Evict: break;

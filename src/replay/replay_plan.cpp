@@ -14,8 +14,13 @@ namespace coopsim::gpu {
 
 namespace {
 constexpr std::array<std::pair<StepKind, std::string_view>, 8> kKinds{{
-    {StepKind::Alloc, "alloc"}, {StepKind::Free, "free"}, {StepKind::Evict, "evict"}, {StepKind::Op, "op"},
-    {StepKind::Recompute, "recompute"}, {StepKind::Access, "access"}, {StepKind::SwapOut, "swap_out"},
+    {StepKind::Alloc, "alloc"},
+    {StepKind::Free, "free"},
+    {StepKind::Evict, "evict"},
+    {StepKind::Op, "op"},
+    {StepKind::Recompute, "recompute"},
+    {StepKind::Access, "access"},
+    {StepKind::SwapOut, "swap_out"},
     {StepKind::SwapIn, "swap_in"},
 }};
 constexpr std::array<std::string_view, kStreams> kStreamNames{"compute", "d2h", "h2d"};
@@ -130,7 +135,8 @@ PlanError::PlanError(const std::string& file, const std::string& path, const std
 std::string describe_step(const Plan& plan, std::uint32_t id) {
   const PlanStep& s = plan.steps[id];
   auto named = [](std::string_view what, std::uint32_t x, const std::string* name) {
-    return name == nullptr || name->empty() ? fmt::format("{} {}", what, x) : fmt::format("{} {} '{}'", what, x, one_line(*name));
+    return name == nullptr || name->empty() ? fmt::format("{} {}", what, x)
+                                            : fmt::format("{} {} '{}'", what, x, one_line(*name));
   };
   std::string what;
   if (s.kind == StepKind::Op || s.kind == StepKind::Recompute) {
@@ -139,7 +145,8 @@ std::string describe_step(const Plan& plan, std::uint32_t id) {
     if (s.kind == StepKind::Recompute) what = "recompute of " + what;
   } else {
     const PlanTensor* t = plan.tensor(s.block.tensor);
-    what = fmt::format("{} of {}", to_string(s.kind), named("tensor", s.block.tensor, t == nullptr ? nullptr : &t->name));
+    what =
+        fmt::format("{} of {}", to_string(s.kind), named("tensor", s.block.tensor, t == nullptr ? nullptr : &t->name));
   }
   return fmt::format("steps[{}] ({})", id, what);
 }
@@ -170,12 +177,18 @@ std::string plan_to_text(const Plan& plan) {
                                 {"stall_ns", h.stall_time.count()},
                                 {"op_time_ns", h.op_time.count()},
                                 {"recompute_ns", h.recompute_time.count()}});
-  write_list(out, "tensors", plan.tensors, [](const PlanTensor& t, std::uint32_t) {
-    return Json{{"id", t.id}, {"file_id", t.file_id}, {"size", t.size.value}, {"name", t.name}};
-  }, false);
-  write_list(out, "ops", plan.ops, [](const PlanOp& o, std::uint32_t) {
-    return Json{{"id", o.id}, {"file_id", o.file_id}, {"name", o.name}, {"duration_ns", o.duration.count()}};
-  }, false);
+  write_list(
+      out, "tensors", plan.tensors,
+      [](const PlanTensor& t, std::uint32_t) {
+        return Json{{"id", t.id}, {"file_id", t.file_id}, {"size", t.size.value}, {"name", t.name}};
+      },
+      false);
+  write_list(
+      out, "ops", plan.ops,
+      [](const PlanOp& o, std::uint32_t) {
+        return Json{{"id", o.id}, {"file_id", o.file_id}, {"name", o.name}, {"duration_ns", o.duration.count()}};
+      },
+      false);
   write_list(out, "steps", plan.steps, step_json, true);
   out += "}\n";
   return out;

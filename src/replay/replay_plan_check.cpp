@@ -51,7 +51,8 @@ class Checker {
   }
   std::string tensor_name(std::uint32_t t) const {
     const PlanTensor* x = plan_.tensor(t);
-    return x == nullptr || x->name.empty() ? fmt::format("tensor {}", t) : fmt::format("tensor {} '{}'", t, one_line(x->name));
+    return x == nullptr || x->name.empty() ? fmt::format("tensor {}", t)
+                                           : fmt::format("tensor {} '{}'", t, one_line(x->name));
   }
   // The end is written as a sum when it passes 2^64 - 1 (a block outside any arena), not wrapped.
   static std::string range(const PlanRef& r) {
@@ -66,10 +67,12 @@ class Checker {
     if (it == live_.end()) {
       std::string why;
       if (auto e = exits_.find(r.tensor); e != exits_.end()) {
-        why = e->second.swapped_out ? fmt::format(": it was swapped out at steps[{}] and not swapped in since", e->second.step)
-                                    : fmt::format(": it was freed at steps[{}]", e->second.step);
+        why = e->second.swapped_out
+                  ? fmt::format(": it was swapped out at steps[{}] and not swapped in since", e->second.step)
+                  : fmt::format(": it was freed at steps[{}]", e->second.step);
       }
-      fail(fmt::format("{} {} at offset {}, but no block is allocated there{}", verb, tensor_name(r.tensor), r.offset, why));
+      fail(fmt::format("{} {} at offset {}, but no block is allocated there{}", verb, tensor_name(r.tensor), r.offset,
+                       why));
     }
     Block& b = it->second;
     if (b.tensor != r.tensor) {
@@ -86,10 +89,12 @@ class Checker {
   void expect_content(const PlanRef& r, std::string_view verb) {
     const Block& b = block_of(r, verb);
     if (b.content == r.version) return;
-    const std::string what = fmt::format("{} {} version {} at offset {}", verb, tensor_name(r.tensor), r.version, r.offset);
+    const std::string what =
+        fmt::format("{} {} version {} at offset {}", verb, tensor_name(r.tensor), r.version, r.offset);
     if (b.content) fail(fmt::format("{}, but the block holds version {}", what, *b.content));
     if (b.emptied != kNoStep) fail(fmt::format("{}, but it was evicted at steps[{}]", what, b.emptied));
-    fail(fmt::format("{}, but the block holds nothing yet (allocated at steps[{}] and not written since)", what, b.placed));
+    fail(fmt::format("{}, but the block holds nothing yet (allocated at steps[{}] and not written since)", what,
+                     b.placed));
   }
 
   void allocate(const PlanStep& s) {
@@ -160,8 +165,8 @@ class Checker {
         Block& b = block_of(s.block, "swaps in");
         const auto h = host_.find(s.block.tensor);
         if (h == host_.end()) {
-          fail(fmt::format("swaps in {} version {}, but no swap-out of it precedes this step", tensor_name(s.block.tensor),
-                           s.block.version));
+          fail(fmt::format("swaps in {} version {}, but no swap-out of it precedes this step",
+                           tensor_name(s.block.tensor), s.block.version));
         }
         if (h->second != s.block.version) {
           fail(fmt::format("swaps in {} version {}, but the host copy holds version {}", tensor_name(s.block.tensor),
@@ -184,11 +189,13 @@ class Checker {
       history.conflicts(a.lo, a.hi, a.write, conflicts_);
       for (const std::uint32_t c : conflicts_) {
         if (c == id_ || order_.before(c, id_)) continue;
-        const std::string what = a.space == detail::Space::Arena ? fmt::format("arena bytes [{}, {})", a.lo, a.hi)
-                                                                 : "the host copy of " + tensor_name(static_cast<std::uint32_t>(a.lo));
-        fail(fmt::format("{} {} that {} on stream {} also uses, but nothing orders this step after it (it needs {} "
-                         "in its after list)", a.write ? "writes" : "reads", what, describe_step(plan_, c),
-                         to_string(plan_.steps[c].stream), c));
+        const std::string what = a.space == detail::Space::Arena
+                                     ? fmt::format("arena bytes [{}, {})", a.lo, a.hi)
+                                     : "the host copy of " + tensor_name(static_cast<std::uint32_t>(a.lo));
+        fail(fmt::format(
+            "{} {} that {} on stream {} also uses, but nothing orders this step after it (it needs {} "
+            "in its after list)",
+            a.write ? "writes" : "reads", what, describe_step(plan_, c), to_string(plan_.steps[c].stream), c));
       }
     }
     for (const auto& a : accesses) {

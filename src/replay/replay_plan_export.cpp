@@ -53,8 +53,10 @@ class Exporter {
                               to_string(report_.status)));
     }
     if (!log_.address_aware) {
-      throw Error(fmt::format("--plan: allocator {} does not place blocks at addresses; a plan needs an "
-                              "address-aware allocator such as bestfit", report_.allocator));
+      throw Error(
+          fmt::format("--plan: allocator {} does not place blocks at addresses; a plan needs an "
+                      "address-aware allocator such as bestfit",
+                      report_.allocator));
     }
     std::uint64_t lowest = UINT64_MAX, highest_end = 0;
     for (const LogRecord& r : log_.records) {
@@ -88,8 +90,8 @@ class Exporter {
     h.budget = log_.budget;
     h.arena_size = log_.budget;
     h.address_base = base_;
-    h.link = PlanLink{link.name, link.d2h.ns_per_byte, link.h2d.ns_per_byte, link.d2h.latency, link.h2d.latency,
-                      link.serial};
+    h.link = PlanLink{link.name,        link.d2h.ns_per_byte, link.h2d.ns_per_byte,
+                      link.d2h.latency, link.h2d.latency,     link.serial};
     h.simulated_time = report_.time.simulated;
     h.stall_time = report_.time.stall;
     h.op_time = report_.time.op_time;
@@ -163,8 +165,10 @@ class Exporter {
         if (r.kind == LogKind::Recompute) {
           const auto it = step_of_record_.find(r.origin);
           if (it == step_of_record_.end() || plan_.steps[it->second].kind != StepKind::Op) {
-            throw Error(fmt::format("--plan: event log record {} recomputes from record {}, which is not an "
-                                    "earlier compute record", i, r.origin));
+            throw Error(
+                fmt::format("--plan: event log record {} recomputes from record {}, which is not an "
+                            "earlier compute record",
+                            i, r.origin));
           }
           s.origin = it->second;
         }

@@ -23,12 +23,14 @@ namespace {
 // A JSON value and its key path, with typed getters that fail with the path.
 class Node {
  public:
-  Node(const nlohmann::json& j, std::string path, const std::string& file) : j_(j), path_(std::move(path)), file_(file) {}
+  Node(const nlohmann::json& j, std::string path, const std::string& file)
+      : j_(j), path_(std::move(path)), file_(file) {}
 
   [[noreturn]] void fail(const std::string& problem) const { throw PlanError(file_, path_, problem); }
 
   // An object holding exactly `keys` and `more`.
-  void expect_object(const std::vector<std::string_view>& keys, std::initializer_list<std::string_view> more = {}) const {
+  void expect_object(const std::vector<std::string_view>& keys,
+                     std::initializer_list<std::string_view> more = {}) const {
     if (!j_.is_object()) fail("expected an object, got " + got());
     std::vector<std::string_view> all = keys;
     all.insert(all.end(), more.begin(), more.end());
@@ -62,7 +64,8 @@ class Node {
   }
   [[nodiscard]] SimTime ns() const {
     const std::uint64_t v = u64();
-    if (v > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) fail(fmt::format("{} is too large", v));
+    if (v > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+      fail(fmt::format("{} is too large", v));
     return SimTime{static_cast<std::int64_t>(v)};
   }
   [[nodiscard]] double number() const {
@@ -146,8 +149,8 @@ class Loader {
 
   Plan load(const nlohmann::json& doc) {
     const Node root(doc, "", file_);
-    root.expect_object({"format", "version", "coopsim_version", "trace", "allocator", "policy", "budget",
-                        "arena_size", "address_base", "link", "simulated", "tensors", "ops", "steps"});
+    root.expect_object({"format", "version", "coopsim_version", "trace", "allocator", "policy", "budget", "arena_size",
+                        "address_base", "link", "simulated", "tensors", "ops", "steps"});
     if (const std::string f = root.key("format").str(); f != kPlanFormat) {
       root.key("format").fail(fmt::format("expected '{}', got '{}'", kPlanFormat, one_line(f)));
     }
@@ -279,7 +282,8 @@ class Loader {
     const std::string stream = n.key("stream").str();
     const auto parsed = parse_stream(stream);
     if (!parsed || *parsed != stream_of(s.kind)) {
-      n.key("stream").fail(fmt::format("a {} step runs on stream '{}', got '{}'", kind_name, to_string(stream_of(s.kind)), one_line(stream)));
+      n.key("stream").fail(fmt::format("a {} step runs on stream '{}', got '{}'", kind_name,
+                                       to_string(stream_of(s.kind)), one_line(stream)));
     }
     s.stream = *parsed;
     const Node after = n.key("after");
@@ -291,7 +295,8 @@ class Loader {
     }
     s.start = n.key("start_ns").ns();
     s.end = n.key("end_ns").ns();
-    if (s.end < s.start) n.key("end_ns").fail(fmt::format("ends ({}) before it starts ({})", s.end.count(), s.start.count()));
+    if (s.end < s.start)
+      n.key("end_ns").fail(fmt::format("ends ({}) before it starts ({})", s.end.count(), s.start.count()));
     switch (s.kind) {
       case StepKind::Alloc:
         s.block = read_ref(n, false);
@@ -311,7 +316,8 @@ class Loader {
       case StepKind::SwapIn:
         s.block = read_ref(n, true);
         s.bytes = Bytes{n.key("bytes").u64()};
-        if (s.bytes > s.block.size) n.key("bytes").fail(fmt::format("{} bytes do not fit the block of {}", s.bytes.value, s.block.size.value));
+        if (s.bytes > s.block.size)
+          n.key("bytes").fail(fmt::format("{} bytes do not fit the block of {}", s.bytes.value, s.block.size.value));
         break;
     }
     return s;
@@ -342,7 +348,8 @@ Plan parse_plan(const std::string& text, const std::string& file, const Limits& 
   DomMeter meter(memory);
   if (!memory.add(text.size())) throw Error(fmt::format("{}: {}", file, memory.problem()));
   (void)nlohmann::json::sax_parse(text, &meter, nlohmann::json::input_format_t::json, false);
-  if (meter.over() || !memory.add(memory.used() - text.size())) throw Error(fmt::format("{}: {}", file, memory.problem()));
+  if (meter.over() || !memory.add(memory.used() - text.size()))
+    throw Error(fmt::format("{}: {}", file, memory.problem()));
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(text);
@@ -367,7 +374,8 @@ Plan load_checked(const std::string& path, bool check, const Limits& limits) {
   const std::streamoff size = in.tellg();
   if (size < 0) throw Error(path + ": cannot read plan file");
   if (static_cast<std::uint64_t>(size) > limits.max_input_bytes) {
-    throw Error(fmt::format("{}: {}", path, limit_problem(limits.max_input_bytes, "bytes of input", "max_input_bytes")));
+    throw Error(
+        fmt::format("{}: {}", path, limit_problem(limits.max_input_bytes, "bytes of input", "max_input_bytes")));
   }
   if (static_cast<std::uint64_t>(size) > limits.max_memory) {
     throw Error(fmt::format("{}: {}", path, limit_problem(limits.max_memory, "bytes of memory", "max_memory")));

@@ -25,7 +25,8 @@ Json relative_error(double measured, double simulated) {
 Json spread(const std::vector<double>& v) {
   if (v.empty()) return nullptr;
   const double mean = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
-  return Json{{"mean", mean}, {"min", *std::min_element(v.begin(), v.end())}, {"max", *std::max_element(v.begin(), v.end())}};
+  return Json{
+      {"mean", mean}, {"min", *std::min_element(v.begin(), v.end())}, {"max", *std::max_element(v.begin(), v.end())}};
 }
 
 std::string cuda_version(int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); }
@@ -97,9 +98,10 @@ Json replay_report_json(const Plan& plan, const std::string& plan_path, const De
   Json r;
   r["format"] = "coopsim-gpu-report";
   r["version"] = 1;
-  r["plan"] = Json{{"path", plan_path},          {"trace", h.trace_path}, {"model", h.model},
-                   {"trace_hash", fmt::format("{:016x}", h.trace_hash)}, {"allocator", h.allocator},
-                   {"policy", h.policy},         {"budget", h.budget.value}, {"steps", plan.steps.size()}};
+  r["plan"] = Json{{"path", plan_path},        {"trace", h.trace_path},
+                   {"model", h.model},         {"trace_hash", fmt::format("{:016x}", h.trace_hash)},
+                   {"allocator", h.allocator}, {"policy", h.policy},
+                   {"budget", h.budget.value}, {"steps", plan.steps.size()}};
   r["device"] = Json{{"index", device.index},
                      {"name", device.name},
                      {"compute_capability", fmt::format("{}.{}", device.compute_major, device.compute_minor)},
@@ -108,26 +110,34 @@ Json replay_report_json(const Plan& plan, const std::string& plan_path, const De
                      {"memory_bytes", device.memory_bytes},
                      {"driver_version", cuda_version(device.driver_version)},
                      {"runtime_version", cuda_version(device.runtime_version)}};
-  r["settings"] = Json{{"iterations", settings.iterations}, {"warmup", settings.warmup}, {"graph", settings.graph},
-                       {"poison", settings.poison}, {"sample_stride", settings.sample_stride}};
-  r["calibration"] = Json{{"sm_clock_ghz", m.calibration.cycles_per_ns},
-                          {"kernel_overhead_ns", m.calibration.kernel_overhead_ns}};
+  r["settings"] = Json{{"iterations", settings.iterations},
+                       {"warmup", settings.warmup},
+                       {"graph", settings.graph},
+                       {"poison", settings.poison},
+                       {"sample_stride", settings.sample_stride}};
+  r["calibration"] =
+      Json{{"sm_clock_ghz", m.calibration.cycles_per_ns}, {"kernel_overhead_ns", m.calibration.kernel_overhead_ns}};
   Json integrity{{"ok", m.first_failing_step == kNoStep}, {"first_failing_step", nullptr}};
   if (m.first_failing_step != kNoStep && m.first_failing_step < plan.steps.size()) {
-    integrity["first_failing_step"] = Json{{"id", m.first_failing_step}, {"step", describe_step(plan, m.first_failing_step)}};
+    integrity["first_failing_step"] =
+        Json{{"id", m.first_failing_step}, {"step", describe_step(plan, m.first_failing_step)}};
   }
   r["integrity"] = integrity;
 
-  const double mean_iteration = m.iteration_ns.empty() ? 0.0
-      : std::accumulate(m.iteration_ns.begin(), m.iteration_ns.end(), 0.0) / static_cast<double>(m.iteration_ns.size());
-  r["iteration"] = Json{{"simulated_ns", h.simulated_time.count()},
-                        {"measured_ns", spread(m.iteration_ns)},
-                        {"error", m.iteration_ns.empty() ? Json(nullptr) : relative_error(mean_iteration, static_cast<double>(h.simulated_time.count()))},
-                        {"all_streams_ns", spread(m.all_streams_ns)},
-                        {"host_issue_ns", m.host_issue_ns},
-                        {"host_bound", !m.iteration_ns.empty() && m.host_issue_ns >= mean_iteration},
-                        {"fills", m.fills},
-                        {"poisons", m.poisons}};
+  const double mean_iteration = m.iteration_ns.empty()
+                                    ? 0.0
+                                    : std::accumulate(m.iteration_ns.begin(), m.iteration_ns.end(), 0.0) /
+                                          static_cast<double>(m.iteration_ns.size());
+  r["iteration"] = Json{
+      {"simulated_ns", h.simulated_time.count()},
+      {"measured_ns", spread(m.iteration_ns)},
+      {"error", m.iteration_ns.empty() ? Json(nullptr)
+                                       : relative_error(mean_iteration, static_cast<double>(h.simulated_time.count()))},
+      {"all_streams_ns", spread(m.all_streams_ns)},
+      {"host_issue_ns", m.host_issue_ns},
+      {"host_bound", !m.iteration_ns.empty() && m.host_issue_ns >= mean_iteration},
+      {"fills", m.fills},
+      {"poisons", m.poisons}};
 
   std::map<std::string, Sum> classes;
   Sum out, in;
@@ -155,17 +165,25 @@ Json replay_report_json(const Plan& plan, const std::string& plan_path, const De
     }
   }
   std::vector<std::pair<std::string, Sum>> ordered(classes.begin(), classes.end());
-  std::stable_sort(ordered.begin(), ordered.end(), [](const auto& a, const auto& b) { return a.second.simulated > b.second.simulated; });
+  std::stable_sort(ordered.begin(), ordered.end(),
+                   [](const auto& a, const auto& b) { return a.second.simulated > b.second.simulated; });
   Json list = Json::array();
   for (const auto& [name, s] : ordered) {
-    list.push_back(Json{{"class", name}, {"steps", s.steps}, {"simulated_ns", s.simulated}, {"measured_ns", s.measured},
+    list.push_back(Json{{"class", name},
+                        {"steps", s.steps},
+                        {"simulated_ns", s.simulated},
+                        {"measured_ns", s.measured},
                         {"error", relative_error(s.measured, s.simulated)}});
   }
   r["op_classes"] = list;
   auto transfer = [](const Sum& s) {
-    return Json{{"steps", s.steps}, {"bytes", s.bytes}, {"simulated_ns", s.simulated}, {"measured_ns", s.measured},
+    return Json{{"steps", s.steps},
+                {"bytes", s.bytes},
+                {"simulated_ns", s.simulated},
+                {"measured_ns", s.measured},
                 {"error", relative_error(s.measured, s.simulated)},
-                {"mean_abs_step_error", s.errors == 0 ? Json(nullptr) : Json(s.abs_step_error / static_cast<double>(s.errors))}};
+                {"mean_abs_step_error",
+                 s.errors == 0 ? Json(nullptr) : Json(s.abs_step_error / static_cast<double>(s.errors))}};
   };
   r["transfers"] = Json{{"d2h", transfer(out)}, {"h2d", transfer(in)}};
   r["link"] = Json{{"d2h", fit_json(d2h)}, {"h2d", fit_json(h2d)}};

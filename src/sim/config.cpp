@@ -37,16 +37,26 @@ bool is_component(const std::string& name, const Components& c) {
 
 std::vector<ParamDoc> engine_param_docs() {
   return {
-      {"paranoid", ParamType::Bool, "false",
-       "check allocator invariants and the plan checks after every event (slow)", {}},
-      {"plan_checks", ParamType::Bool, "false",
+      {"paranoid",
+       ParamType::Bool,
+       "false",
+       "check allocator invariants and the plan checks after every event (slow)",
+       {}},
+      {"plan_checks",
+       ParamType::Bool,
+       "false",
        "recompute policies: after every event check that resident tensors hold disjoint blocks, the "
        "allocator holds their bytes and stays within the budget (ops never read an absent tensor: "
        "always checked)",
        {}},
-      {"measure_search_latency", ParamType::Bool, "false",
-       "measure wall time inside policy decisions (reports then differ run to run)", {}},
-      {"allow_no_dataflow", ParamType::Bool, "false",
+      {"measure_search_latency",
+       ParamType::Bool,
+       "false",
+       "measure wall time inside policy decisions (reports then differ run to run)",
+       {}},
+      {"allow_no_dataflow",
+       ParamType::Bool,
+       "false",
        "run policies other than keep on a trace whose ops read no tensor (an allocator-only snapshot, a "
        "profiler trace imported without --et): they are refused by default, since evicting a tensor "
        "nothing reads costs nothing",
@@ -104,19 +114,20 @@ void apply_override(SimConfig& cfg, const std::string& assignment, const Compone
     path.insert(path.begin(), "params");
   } else if (path.size() > 1 && is_scalar_key(path.front())) {
     // e.g. policy.heuristic: 'policy' holds a name, and a later -p would silently replace it.
-    throw ConfigError("--set " + shown_key, quote_excerpt(path.front()) + " is a value, not a section: set it with --set " +
-                                          path.front() + "=VALUE, and a component's parameter with --set "
-                                          "COMPONENT.PARAMETER (sections: link, engine, limits, params; components: " +
-                                          c.allocators.names() + ", " + c.policies.names() + ")");
+    throw ConfigError("--set " + shown_key,
+                      quote_excerpt(path.front()) + " is a value, not a section: set it with --set " + path.front() +
+                          "=VALUE, and a component's parameter with --set "
+                          "COMPONENT.PARAMETER (sections: link, engine, limits, params; components: " +
+                          c.allocators.names() + ", " + c.policies.names() + ")");
   } else if (!is_top_key(path.front())) {
     std::vector<std::string> names(std::begin(kTopKeys), std::end(kTopKeys));
     for (const auto& e : c.allocators.entries()) names.push_back(e.name);
     for (const auto& e : c.policies.entries()) names.push_back(e.name);
     const std::string guess = closest_name(path.front(), names);
-    throw ConfigError("--set " + shown_key, "unknown key " + quote_excerpt(path.front()) + " (valid: " + top_keys_list() +
-                                          ", or COMPONENT.PARAMETER with a component among " + c.allocators.names() +
-                                          ", " + c.policies.names() + ")" +
-                                          (guess.empty() ? "" : "; did you mean '" + guess + "'?"));
+    throw ConfigError("--set " + shown_key,
+                      "unknown key " + quote_excerpt(path.front()) + " (valid: " + top_keys_list() +
+                          ", or COMPONENT.PARAMETER with a component among " + c.allocators.names() + ", " +
+                          c.policies.names() + ")" + (guess.empty() ? "" : "; did you mean '" + guess + "'?"));
   }
   nlohmann::json* node = &cfg.doc;
   for (std::size_t i = 0; i + 1 < path.size(); ++i) {
@@ -139,9 +150,7 @@ Params top_level_params(const nlohmann::json& doc) {
 void check_config(const SimConfig& cfg, const Components& c) {
   const std::string& src = cfg.source;
   const std::string prefix = src.empty() ? "" : src + ": ";
-  auto err = [&](const std::string& key, const std::string& problem) {
-    return ConfigError(prefix + key, problem);
-  };
+  auto err = [&](const std::string& key, const std::string& problem) { return ConfigError(prefix + key, problem); };
   for (const auto& [k, v] : cfg.doc.items()) {
     bool known = false;
     for (const char* t : kTopKeys) known = known || k == t;
@@ -164,7 +173,7 @@ void check_config(const SimConfig& cfg, const Components& c) {
         (void)Params(name, obj, p->params);
       } else {
         throw ConfigError("params." + excerpt(name), "unknown component (allocators: " + c.allocators.names() +
-                                                "; policies: " + c.policies.names() + ")");
+                                                         "; policies: " + c.policies.names() + ")");
       }
     }
   } catch (const ConfigError& e) {

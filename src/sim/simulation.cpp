@@ -29,8 +29,8 @@ void require_dataflow(const Trace& trace, const std::string& policy) {
   for (const OpInfo& op : trace.ops) reads += op.inputs.size();
   for (const TraceEvent& e : trace.events) reads += e.kind == EventKind::Access ? 1 : 0;
   if (reads > 0) return;
-  const std::string what = trace.ops.empty() ? "it has no ops"
-                                             : "none of its " + std::to_string(trace.ops.size()) + " ops reads a tensor";
+  const std::string what =
+      trace.ops.empty() ? "it has no ops" : "none of its " + std::to_string(trace.ops.size()) + " ops reads a tensor";
   throw ConfigError("policy", trace.path + ": policy " + policy + " needs the trace's dataflow, but " + what +
                                   " and no event accesses one (an allocator-only snapshot, or a profiler trace "
                                   "imported without --et): evictions would cost nothing. Use -p keep, or force "

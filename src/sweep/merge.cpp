@@ -40,8 +40,8 @@ int command_merge(const MergeArgs& args, std::ostream& out) {
                                       in.manifest.config_hash, first.manifest.config_hash, first.dir));
     }
     if (in.shard.count != count) {
-      throw Error(where + fmt::format(": holds shard {}/{}, but {} holds shard {}/{}: shard counts differ", in.shard.index,
-                                      in.shard.count, first.dir, first.shard.index, count));
+      throw Error(where + fmt::format(": holds shard {}/{}, but {} holds shard {}/{}: shard counts differ",
+                                      in.shard.index, in.shard.count, first.dir, first.shard.index, count));
     }
     if (by_index[in.shard.index] != nullptr) {
       throw Error(where + fmt::format(": shard {}/{} given twice (also {})", in.shard.index, count,
@@ -73,7 +73,8 @@ int command_merge(const MergeArgs& args, std::ostream& out) {
     };
     for (const auto& [i, row] : f.rows) {
       check(i, "run");
-      if (!f.entries.contains(i)) throw Error(in.dir + fmt::format(": run {} is in results.csv but not in results.json", i));
+      if (!f.entries.contains(i))
+        throw Error(in.dir + fmt::format(": run {} is in results.csv but not in results.json", i));
       all.rows.emplace(i, row);
       all.entries.emplace(i, f.entries.at(i));
     }

@@ -103,7 +103,8 @@ int command_minbudget(const MinBudgetArgs& args, std::ostream& out) {
   sweep::MinBudgetOptions opt;
   if (args.max_overhead) {
     if (!(*args.max_overhead >= 1.0)) {
-      throw ConfigError("--max-overhead", fmt::format("expected a compute overhead of at least 1, got {}", *args.max_overhead));
+      throw ConfigError("--max-overhead",
+                        fmt::format("expected a compute overhead of at least 1, got {}", *args.max_overhead));
     }
     opt.max_overhead = args.max_overhead;
   }

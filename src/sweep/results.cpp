@@ -48,7 +48,8 @@ std::size_t parse_index(const std::string& text, std::size_t limit, const fs::pa
     used = 0;
   }
   if (used == 0 || used != text.size() || v >= limit) {
-    throw TraceError(file.string(), line, fmt::format("{} '{}' is not one of this sweep's {} {}s", what, text, limit, what));
+    throw TraceError(file.string(), line,
+                     fmt::format("{} '{}' is not one of this sweep's {} {}s", what, text, limit, what));
   }
   return static_cast<std::size_t>(v);
 }
@@ -59,7 +60,8 @@ void read_rows(const fs::path& file, const std::string& header, std::size_t limi
   if (!fs::exists(file)) return;
   const auto lines = complete_lines(read_text(file));
   if (lines.empty()) return;
-  if (lines[0] != header) throw TraceError(file.string(), 1, "the columns differ from this coopsim's " + file.filename().string());
+  if (lines[0] != header)
+    throw TraceError(file.string(), 1, "the columns differ from this coopsim's " + file.filename().string());
   const std::size_t columns = split_csv_line(header).size();
   for (std::size_t i = 1; i < lines.size(); ++i) {
     const auto fields = split_csv_line(lines[i]);
@@ -109,7 +111,8 @@ Manifest read_manifest(const fs::path& dir) {
     m.searches = j.at("searches").get<std::size_t>();
     if (!j.at("shard").is_null()) m.shard = parse_shard(j.at("shard").get<std::string>());
   } catch (const std::exception&) {
-    throw Error(file.string() + ": not a sweep manifest (expected coopsim_version, config_hash, runs, searches, shard)");
+    throw Error(file.string() +
+                ": not a sweep manifest (expected coopsim_version, config_hash, runs, searches, shard)");
   }
   return m;
 }

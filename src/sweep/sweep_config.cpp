@@ -17,8 +17,8 @@ namespace {
 
 using OJ = nlohmann::ordered_json;
 
-const char* const kTopKeys[] = {"description", "traces", "allocators", "policies", "budgets",
-                                "variants",    "base",   "minbudget"};
+const char* const kTopKeys[] = {"description", "traces",   "allocators", "policies",
+                                "budgets",     "variants", "base",       "minbudget"};
 const char* const kBaseKeys[] = {"description", "link", "engine", "params", "limits"};
 const char* const kVariantKeys[] = {"description", "set", "allocators", "policies"};
 constexpr std::size_t kMaxRangeBudgets = 100000;
@@ -76,7 +76,8 @@ class Checker {
   // A budget in bytes: the command line's rules (parse_budget), so a plain 0.5 or 12 is refused
   // with a hint instead of meaning a budget of one or twelve bytes.
   [[nodiscard]] Bytes size(const OJ& v, const std::string& key) const {
-    if (!v.is_string() && !v.is_number()) throw err(key, "expected a size such as 512MiB, 8GiB or plain bytes, got " + shown_json(v));
+    if (!v.is_string() && !v.is_number())
+      throw err(key, "expected a size such as 512MiB, 8GiB or plain bytes, got " + shown_json(v));
     const BudgetText b = parse_budget(v.is_string() ? v.get<std::string>() : v.dump(), BudgetHint::Ratio);
     if (!b.problem.empty()) throw err(key, b.problem);
     if (b.bytes->value == 0) throw err(key, "must be greater than 0");
@@ -85,7 +86,8 @@ class Checker {
 
   [[nodiscard]] double ratio(const OJ& v, const std::string& key) const {
     if (!v.is_number() || !(v.get<double>() > 0.0) || v.get<double>() > 1000.0) {
-      throw err(key, "expected a ratio of the trace's peak greater than 0 and at most 1000 (e.g. 0.5), got " + shown_json(v));
+      throw err(
+          key, "expected a ratio of the trace's peak greater than 0 and at most 1000 (e.g. 0.5), got " + shown_json(v));
     }
     return v.get<double>();
   }
@@ -105,7 +107,8 @@ class Checker {
   std::vector<T> range(const OJ& obj, const std::string& key, Get get) const {
     only_keys(obj, key, {"from", "to", "step"});
     for (const char* k : {"from", "to", "step"}) {
-      if (!obj.contains(k)) throw err(key, std::string("a range needs \"from\", \"to\" and \"step\" (missing \"") + k + "\")");
+      if (!obj.contains(k))
+        throw err(key, std::string("a range needs \"from\", \"to\" and \"step\" (missing \"") + k + "\")");
     }
     const T from = get(obj.at("from"), key + ".from");
     const T to = get(obj.at("to"), key + ".to");
@@ -117,7 +120,8 @@ class Checker {
  private:
   std::vector<Bytes> range_values(Bytes from, Bytes to, Bytes step, const std::string& key) const {
     const std::uint64_t n = (to.value - from.value) / step.value + 1;
-    if (n > kMaxRangeBudgets) throw err(key, fmt::format("the range gives {} budgets (at most {})", n, kMaxRangeBudgets));
+    if (n > kMaxRangeBudgets)
+      throw err(key, fmt::format("the range gives {} budgets (at most {})", n, kMaxRangeBudgets));
     std::vector<Bytes> out;
     for (std::uint64_t i = 0; i < n; ++i) out.push_back(Bytes{from.value + i * step.value});
     return out;
@@ -138,8 +142,8 @@ class Checker {
 };
 
 std::uint64_t line_of(const std::string& text, std::size_t offset) {
-  return 1 + static_cast<std::uint64_t>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(
-                                                                     std::min(offset, text.size())), '\n'));
+  return 1 + static_cast<std::uint64_t>(std::count(
+                 text.begin(), text.begin() + static_cast<std::ptrdiff_t>(std::min(offset, text.size())), '\n'));
 }
 
 std::vector<BudgetSpec> parse_budgets(const Checker& c, const OJ& v) {
@@ -152,7 +156,8 @@ std::vector<BudgetSpec> parse_budgets(const Checker& c, const OJ& v) {
     c.only_keys(v, "budgets", {"ratios"});
     const OJ& r = v.at("ratios");
     if (r.is_array() && !r.empty()) {
-      for (std::size_t i = 0; i < r.size(); ++i) out.push_back({Bytes{}, c.ratio(r[i], fmt::format("budgets.ratios[{}]", i))});
+      for (std::size_t i = 0; i < r.size(); ++i)
+        out.push_back({Bytes{}, c.ratio(r[i], fmt::format("budgets.ratios[{}]", i))});
     } else if (r.is_object()) {
       for (double x : c.range<double>(r, "budgets.ratios", get_ratio)) out.push_back({Bytes{}, x});
     } else {
@@ -238,7 +243,8 @@ SweepConfig parse_sweep_config(const std::string& text, const std::string& sourc
   for (const auto& [k, v] : doc.items()) {
     if (!known(kTopKeys, k)) throw c.err(excerpt(k), "unknown key (valid: " + join(kTopKeys) + ")");
   }
-  if (doc.contains("description") && !doc.at("description").is_string()) throw c.err("description", "expected a string");
+  if (doc.contains("description") && !doc.at("description").is_string())
+    throw c.err("description", "expected a string");
 
   SweepConfig cfg;
   cfg.source = source;
@@ -250,12 +256,15 @@ SweepConfig parse_sweep_config(const std::string& text, const std::string& sourc
   if (!traces.is_array() || traces.empty()) throw c.err("traces", "expected a non-empty list of trace files");
   for (std::size_t i = 0; i < traces.size(); ++i) {
     const std::string k = fmt::format("traces[{}]", i);
-    if (!traces[i].is_string() || traces[i].get<std::string>().empty()) throw c.err(k, "expected a file path, got " + shown_json(traces[i]));
+    if (!traces[i].is_string() || traces[i].get<std::string>().empty())
+      throw c.err(k, "expected a file path, got " + shown_json(traces[i]));
     const auto p = traces[i].get<std::string>();
-    if (std::any_of(p.begin(), p.end(), [](char ch) { return static_cast<unsigned char>(ch) < 0x20 || ch == ',' || ch == '"'; })) {
+    if (std::any_of(p.begin(), p.end(),
+                    [](char ch) { return static_cast<unsigned char>(ch) < 0x20 || ch == ',' || ch == '"'; })) {
       throw c.err(k, "a sweep's trace paths may not hold commas, quotes or control characters");
     }
-    if (std::find(cfg.traces.begin(), cfg.traces.end(), p) != cfg.traces.end()) throw c.err(k, quote_excerpt(p) + " is listed twice");
+    if (std::find(cfg.traces.begin(), cfg.traces.end(), p) != cfg.traces.end())
+      throw c.err(k, quote_excerpt(p) + " is listed twice");
     cfg.traces.push_back(p);
   }
 
@@ -277,7 +286,8 @@ SweepConfig parse_sweep_config(const std::string& text, const std::string& sourc
     if (!b.is_object()) throw c.err("base", "expected an object with link, engine, params or limits");
     for (const auto& [k, v] : b.items()) {
       if (k == "budget" || k == "allocator" || k == "policy") {
-        throw c.err("base." + k, "the sweep's " + (k == "policy" ? std::string("policies") : k + "s") + " list sets it");
+        throw c.err("base." + k,
+                    "the sweep's " + (k == "policy" ? std::string("policies") : k + "s") + " list sets it");
       }
       if (!known(kBaseKeys, k)) throw c.err("base." + excerpt(k), "unknown key (valid: " + join(kBaseKeys) + ")");
     }

@@ -41,7 +41,8 @@ class Progress {
       return;
     }
     const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
-    const auto eta = static_cast<long long>(elapsed / static_cast<double>(fresh_) * static_cast<double>(total_ - done_));
+    const auto eta =
+        static_cast<long long>(elapsed / static_cast<double>(fresh_) * static_cast<double>(total_ - done_));
     constexpr std::size_t kWidth = 30;
     const std::size_t filled = total_ == 0 ? kWidth : done_ * kWidth / total_;
     std::cerr << fmt::format("\rsweep [{}{}] {}/{}  ETA {}m{:02}s ", std::string(filled, '#'),
@@ -92,8 +93,8 @@ void check_earlier(const fs::path& dir, const Manifest& old, const Manifest& now
   for (const auto& [i, row] : f.search_rows) {
     const PlannedSearch& s = plan.searches[i];
     const auto x = split_csv_line(row);
-    const bool same = x[1] == cfg.traces[s.trace] && x[2] == s.allocator && x[3] == s.policy &&
-                      x[4] == cfg.variants[s.variant].name;
+    const bool same =
+        x[1] == cfg.traces[s.trace] && x[2] == s.allocator && x[3] == s.policy && x[4] == cfg.variants[s.variant].name;
     if (!same || !in_shard(i, b)) {
       throw Error((dir / "minbudget.csv").string() + fmt::format(": search {} is not this sweep's search {}", i, i));
     }
@@ -260,7 +261,8 @@ int command_sweep(const SweepArgs& args, std::ostream& out) {
   for (const auto& [s, n] : statuses) counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", s, n);
   out << fmt::format("sweep: {} runs ({} from earlier output){}{}: {}\n", done.rows.size(), resumed_runs,
                      plan.searches.empty() ? "" : fmt::format(", {} minimum-budget searches", done.search_rows.size()),
-                     shard ? fmt::format(" in shard {}/{}", slice.index, slice.count) : "", counts.empty() ? "none" : counts);
+                     shard ? fmt::format(" in shard {}/{}", slice.index, slice.count) : "",
+                     counts.empty() ? "none" : counts);
   out << fmt::format("wrote {}: results.csv, results.json{}, sweep.json\n", args.output,
                      plan.searches.empty() ? "" : ", minbudget.csv");
   return 0;

@@ -11,7 +11,8 @@ namespace coopsim::check_detail {
 // --- the compute stream --------------------------------------------------------------------
 void Validator::on_compute_stream(const LogRecord& rec, const std::string& what) {
   if (rec.end < rec.start) {
-    fail(kNoIndex, fmt::format("{} ends at {} ns, before it starts at {} ns", what, rec.end.count(), rec.start.count()));
+    fail(kNoIndex,
+         fmt::format("{} ends at {} ns, before it starts at {} ns", what, rec.end.count(), rec.start.count()));
   }
   if (rec.start < stream_end_) {
     fail(kNoIndex, fmt::format("{} starts at {} ns, before the compute stream's previous step ends at {} ns", what,
@@ -45,7 +46,8 @@ std::vector<std::uint32_t> Validator::storages(const LogRecord& rec, std::uint32
 bool Validator::refs_known(const LogRecord& rec) {
   for (std::uint32_t k = 0; k < std::uint32_t{rec.reads} + rec.writes; ++k) {
     if (log_.refs[rec.first + k].storage >= trace_.tensors.size()) {
-      fail(kNoIndex, fmt::format("names storage index {}, which the trace does not define", log_.refs[rec.first + k].storage));
+      fail(kNoIndex,
+           fmt::format("names storage index {}, which the trace does not define", log_.refs[rec.first + k].storage));
       return false;
     }
   }
@@ -71,10 +73,12 @@ void Validator::compute(const LogRecord& rec) {
   inputs = sorted_unique(std::move(inputs));
   written = sorted_unique(std::move(written));
   if (const auto read = storages(rec, 0, rec.reads); read != inputs) {
-    fail(kNoIndex, fmt::format("{} reads tensors {}, but its inputs are {}", what, tensor_list(read), tensor_list(inputs)));
+    fail(kNoIndex,
+         fmt::format("{} reads tensors {}, but its inputs are {}", what, tensor_list(read), tensor_list(inputs)));
   }
   if (const auto wrote = storages(rec, rec.reads, rec.writes); wrote != written) {
-    fail(kNoIndex, fmt::format("{} writes tensors {}, but it writes {}", what, tensor_list(wrote), tensor_list(written)));
+    fail(kNoIndex,
+         fmt::format("{} writes tensors {}, but it writes {}", what, tensor_list(wrote), tensor_list(written)));
   }
   for (std::uint32_t k = 0; k < rec.reads; ++k) {
     const LogRef& r = log_.refs[rec.first + k];
@@ -155,17 +159,19 @@ void Validator::recompute(const LogRecord& rec) {
   };
   // State keeps no history: a recompute reads its current version and never writes it.
   auto is_state = [&](std::uint32_t s) { return static_cast<bool>(state_[s]); };
-  auto missing = [&](std::uint32_t from, std::uint32_t n, std::uint32_t own_from, std::uint32_t own_n, const char* verb) {
+  auto missing = [&](std::uint32_t from, std::uint32_t n, std::uint32_t own_from, std::uint32_t own_n,
+                     const char* verb) {
     for (std::uint32_t k = 0; k < n; ++k) {
       const LogRef& x = log_.refs[origin.first + from + k];
       if (verb[0] == 'w' && is_state(x.storage)) continue;
       // An input the op overwrote before it was ever computed was no value: not read again.
       if (verb[0] == 'r' && x.version == 0 && find(origin.reads, origin.writes, x.storage) != kNoRecord) continue;
       bool there = false;
-      for (std::uint32_t j = 0; j < own_n; ++j) there = there || log_.refs[rec.first + own_from + j].storage == x.storage;
+      for (std::uint32_t j = 0; j < own_n; ++j)
+        there = there || log_.refs[rec.first + own_from + j].storage == x.storage;
       if (!there) {
-        fail(x.storage, fmt::format("{} does not {} version {}, which its origin (record {}) {}", what, verb, x.version, o,
-                                    verb[0] == 'r' ? "read" : "wrote"));
+        fail(x.storage, fmt::format("{} does not {} version {}, which its origin (record {}) {}", what, verb, x.version,
+                                    o, verb[0] == 'r' ? "read" : "wrote"));
       }
     }
   };
@@ -206,8 +212,8 @@ void Validator::recompute(const LogRecord& rec) {
       continue;
     }
     if (log_.refs[at].version != r.version) {
-      fail(r.storage, fmt::format("{} writes version {}, but its origin (record {}) wrote version {}", what, r.version, o,
-                                  log_.refs[at].version));
+      fail(r.storage, fmt::format("{} writes version {}, but its origin (record {}) wrote version {}", what, r.version,
+                                  o, log_.refs[at].version));
     }
     write(r, Content{r.storage, ref_life_[at], log_.refs[at].version}, what);
   }

@@ -26,7 +26,8 @@ ValidationResult Validator::run() {
                                  ? std::size_t{rec.reads} + rec.writes
                                  : (rec.kind == LogKind::Stall || rec.kind == LogKind::Memory ? 0 : 1);
     if (std::size_t{rec.first} + refs > log_.refs.size()) {
-      fail(kNoIndex, fmt::format("names refs {} to {}, but the log has {}", rec.first, rec.first + refs, log_.refs.size()));
+      fail(kNoIndex,
+           fmt::format("names refs {} to {}, but the log has {}", rec.first, rec.first + refs, log_.refs.size()));
       continue;
     }
     if (refs > 0 && rec.kind != LogKind::Compute && rec.kind != LogKind::Recompute &&
@@ -59,7 +60,8 @@ void Validator::fail(std::uint32_t storage, const std::string& problem) {
   if (storage == kNoIndex) {
     result_.violations.push_back(fmt::format("record {}, event {}: {}", current_, event, problem));
   } else {
-    result_.violations.push_back(fmt::format("record {}, event {}, tensor {}: {}", current_, event, label(storage), problem));
+    result_.violations.push_back(
+        fmt::format("record {}, event {}, tensor {}: {}", current_, event, label(storage), problem));
   }
 }
 std::string Validator::label(std::uint32_t storage) const {
@@ -95,7 +97,8 @@ std::string Validator::content_problem(const LiveBlock& b, const Content& want, 
                                      : fmt::format("the block (placed by record {}) holds nothing yet", b.placed_by);
   }
   const Content& c = b.content;
-  if (c.storage != want.storage) return fmt::format("the block holds tensor {} version {}", label(c.storage), c.version);
+  if (c.storage != want.storage)
+    return fmt::format("the block holds tensor {} version {}", label(c.storage), c.version);
   if (!any_life && c.life != want.life) return "the block holds an earlier allocation of the tensor";
   if (c.version != want.version) return fmt::format("the block holds version {}", c.version);
   return {};
@@ -105,7 +108,8 @@ void Validator::check_read(const LogRef& r, const Content& want, const std::stri
   ++result_.reads;
   std::string problem;
   if (const LiveBlock* b = block_of(r, problem); b != nullptr) problem = content_problem(*b, want);
-  if (!problem.empty()) fail(r.storage, fmt::format("{} reads version {} at {:#x}: {}", what, r.version, r.addr, problem));
+  if (!problem.empty())
+    fail(r.storage, fmt::format("{} reads version {} at {:#x}: {}", what, r.version, r.addr, problem));
 }
 // Gives the block of `r` the content `c`.
 void Validator::write(const LogRef& r, const Content& c, const std::string& what) {
@@ -116,8 +120,8 @@ void Validator::write(const LogRef& r, const Content& c, const std::string& what
     return;
   }
   if (b->size < trace_.tensors[r.storage].size.value) {
-    fail(r.storage, fmt::format("{} writes version {} at {:#x}: the block has {} bytes, less than the tensor's {}", what,
-                                r.version, r.addr, b->size, trace_.tensors[r.storage].size.value));
+    fail(r.storage, fmt::format("{} writes version {} at {:#x}: the block has {} bytes, less than the tensor's {}",
+                                what, r.version, r.addr, b->size, trace_.tensors[r.storage].size.value));
   }
   b->content = c;
   b->evicted_by = kNoRecord;
@@ -165,8 +169,8 @@ void Validator::alloc(const LogRecord& rec) {
 }
 void Validator::overlap(const LogRef& r, const std::pair<const std::uint64_t, LiveBlock>& other) {
   const std::uint32_t owner = log_.ref(log_.records[other.second.placed_by]).storage;
-  fail(r.storage, fmt::format("block [{:#x}, {:#x}) overlaps the live block [{:#x}, {:#x}) of tensor {} (record {})", r.addr,
-                              r.addr + r.size.value, other.first, other.first + other.second.size, label(owner),
+  fail(r.storage, fmt::format("block [{:#x}, {:#x}) overlaps the live block [{:#x}, {:#x}) of tensor {} (record {})",
+                              r.addr, r.addr + r.size.value, other.first, other.first + other.second.size, label(owner),
                               other.second.placed_by));
 }
 
@@ -181,7 +185,8 @@ void Validator::free(const LogRecord& rec) {
     return;
   }
   if (it->second.size != r.size.value) {
-    fail(r.storage, fmt::format("frees {} bytes at {:#x}, but the block there has {}", r.size.value, r.addr, it->second.size));
+    fail(r.storage,
+         fmt::format("frees {} bytes at {:#x}, but the block there has {}", r.size.value, r.addr, it->second.size));
   }
   live_bytes_ -= it->second.size;
   over_budget_ = live_bytes_ > log_.budget.value;
@@ -193,7 +198,9 @@ void Validator::free(const LogRecord& rec) {
 void Validator::swap_out(const LogRecord& rec) {
   const LogRef& r = log_.ref(rec);
   ++result_.reads;
-  if (rec.end < rec.start) fail(r.storage, fmt::format("swap-out ends at {} ns, before it starts at {} ns", rec.end.count(), rec.start.count()));
+  if (rec.end < rec.start)
+    fail(r.storage,
+         fmt::format("swap-out ends at {} ns, before it starts at {} ns", rec.end.count(), rec.start.count()));
   std::string problem;
   const LiveBlock* b = block_of(r, problem);
   if (b != nullptr) problem = content_problem(*b, Content{r.storage, 0, r.version}, /*any_life=*/true);
@@ -207,7 +214,8 @@ void Validator::swap_out(const LogRecord& rec) {
 void Validator::swap_in(const LogRecord& rec) {
   const LogRef& r = log_.ref(rec);
   const std::uint32_t s = r.storage;
-  if (rec.end < rec.start) fail(s, fmt::format("swap-in ends at {} ns, before it starts at {} ns", rec.end.count(), rec.start.count()));
+  if (rec.end < rec.start)
+    fail(s, fmt::format("swap-in ends at {} ns, before it starts at {} ns", rec.end.count(), rec.start.count()));
   std::string problem;
   LiveBlock* b = block_of(r, problem);
   if (b == nullptr) {
@@ -247,7 +255,8 @@ void Validator::evict(const LogRecord& rec) {
 
 void Validator::memory(const LogRecord& rec) {
   if (rec.a > rec.b) fail(kNoIndex, fmt::format("allocated {} bytes exceed reserved {}", rec.a, rec.b));
-  if (rec.b > log_.budget.value) fail(kNoIndex, fmt::format("reserved {} bytes exceed the budget of {}", rec.b, log_.budget.value));
+  if (rec.b > log_.budget.value)
+    fail(kNoIndex, fmt::format("reserved {} bytes exceed the budget of {}", rec.b, log_.budget.value));
 }
 
 }  // namespace check_detail

@@ -25,9 +25,9 @@ struct Content {
 struct LiveBlock {
   std::uint64_t size = 0;
   Content content;
-  std::uint32_t placed_by = 0;   // its Alloc record
+  std::uint32_t placed_by = 0;           // its Alloc record
   std::uint32_t evicted_by = kNoRecord;  // the Evict record that emptied it, if any
-  bool fresh = false;            // placed by the trace's allocation
+  bool fresh = false;                    // placed by the trace's allocation
 };
 
 std::vector<std::uint32_t> sorted_unique(std::vector<std::uint32_t> v);
@@ -80,8 +80,8 @@ class Validator {
   const RunLog& log_;
   ValidationResult result_;
   std::uint32_t current_ = 0;
-  std::map<std::uint64_t, LiveBlock> live_;                  // by address
-  std::unordered_map<std::uint64_t, std::uint32_t> freed_;   // address -> Free record (lookups only)
+  std::map<std::uint64_t, LiveBlock> live_;                 // by address
+  std::unordered_map<std::uint64_t, std::uint32_t> freed_;  // address -> Free record (lookups only)
   std::uint64_t live_bytes_ = 0;
   bool over_budget_ = false;
   std::vector<std::uint32_t> life_, version_;  // per storage: current lifetime and version

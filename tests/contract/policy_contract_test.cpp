@@ -60,7 +60,8 @@ TEST_CASE("every registered policy honours the engine contract on bundled traces
     for (const auto& policy : c.policies.entries()) {
       for (const auto& alloc : c.allocators.entries()) {
         for (const std::uint64_t percent : {50, 100}) {
-          const std::uint64_t budget = percent == 100 ? summary.peak_live.value : summary.peak_live.value / 100 * percent;
+          const std::uint64_t budget =
+              percent == 100 ? summary.peak_live.value : summary.peak_live.value / 100 * percent;
           INFO(path.string() << " " << policy.name << " on " << alloc.name << " at " << percent << "%");
           Report first, second;
           REQUIRE_NOTHROW(first = run_simulation(config(alloc.name, policy.name, budget), trace));

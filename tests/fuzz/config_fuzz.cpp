@@ -14,8 +14,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     override_text = std::string(text.substr(6, nl == std::string_view::npos ? text.npos : nl - 6));
     text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
   }
-  const std::string path = fuzz::write_temp("config.json", reinterpret_cast<const std::uint8_t*>(text.data()),
-                                            text.size());
+  const std::string path =
+      fuzz::write_temp("config.json", reinterpret_cast<const std::uint8_t*>(text.data()), text.size());
   try {
     SimConfig cfg = load_config(path);
     if (!override_text.empty()) apply_override(cfg, override_text);

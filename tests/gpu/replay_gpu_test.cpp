@@ -36,11 +36,11 @@ TEST_CASE("gpu replay: sound plans pass the integrity check in graph and host-is
     REQUIRE(m.iteration_ns.size() == 2);
     CHECK(m.iteration_ns[0] > 0);
     CHECK(m.all_streams_ns[0] >= m.iteration_ns[0]);
-    CHECK(m.step_ns[3] > 0);   // op f
-    CHECK(m.step_ns[7] > 0);   // swap-out
+    CHECK(m.step_ns[3] > 0);  // op f
+    CHECK(m.step_ns[7] > 0);  // swap-out
     CHECK(m.calibration.cycles_per_ns > 0);
     CHECK(m.fills == 2);
-    CHECK(m.poisons == 3);     // y, z and w's swap-in target
+    CHECK(m.poisons == 3);  // y, z and w's swap-in target
     const ReplayMeasurement r = cuda::replay(test::plan_of(test::remat_scenario()), settings(graph, true));
     CHECK(r.first_failing_step == kNoStep);
   }

@@ -69,7 +69,8 @@ class LogBuilder {
   [[nodiscard]] const RunLog& log() const { return log_; }
 
  private:
-  LogBuilder& add(LogKind k, std::uint32_t ev, std::int64_t t0, std::int64_t t1, std::vector<LogRef> refs, bool fresh = false) {
+  LogBuilder& add(LogKind k, std::uint32_t ev, std::int64_t t0, std::int64_t t1, std::vector<LogRef> refs,
+                  bool fresh = false) {
     LogRecord r;
     r.kind = k;
     r.fresh = fresh;
@@ -81,8 +82,8 @@ class LogBuilder {
     log_.records.push_back(r);
     return *this;
   }
-  LogBuilder& op_record(LogKind k, std::uint32_t ev, std::uint32_t op, std::uint32_t origin, std::int64_t t0, std::int64_t t1,
-                        std::vector<LogRef> reads, std::vector<LogRef> writes) {
+  LogBuilder& op_record(LogKind k, std::uint32_t ev, std::uint32_t op, std::uint32_t origin, std::int64_t t0,
+                        std::int64_t t1, std::vector<LogRef> reads, std::vector<LogRef> writes) {
     add(k, ev, t0, t1, {});
     LogRecord& r = log_.records.back();
     r.op = op;

@@ -72,8 +72,9 @@ TEST_CASE("adversarial: a 2^60-byte tensor is refused; 2^53-byte ones replay wit
   const auto dtr = write(dir, "huge.log",
                          "{\"INSTRUCTION\":\"CONSTANT\",\"NAME\":\"p\"}\n"
                          "{\"INSTRUCTION\":\"MEMORY\",\"MEMORY\":\"1152921504606846976\",\"NAME\":\"p\"}\n");
-  CHECK_THROWS_WITH(import_dtr_log(dtr), dtr + ":2: MEMORY record: field 'MEMORY' must be at most 2^53 bytes (got "
-                                               "'1152921504606846976')");
+  CHECK_THROWS_WITH(import_dtr_log(dtr), dtr +
+                                             ":2: MEMORY record: field 'MEMORY' must be at most 2^53 bytes (got "
+                                             "'1152921504606846976')");
 
   // The largest tensors v1 allows, 2^14 of them live at once: 2^67 bytes, far past 64 bits.
   auto huge = [](int n) {
@@ -107,12 +108,13 @@ TEST_CASE("adversarial: a 10^5-op recompute chain read from a file", "[adversari
   // a 300-byte budget evicts x_N, and reading it re-runs f_1..f_N, one value at a time.
   constexpr int n = 100'000;
   const auto dir = test::scratch_dir("adversarial-chain");
-  std::string text = H + "{\"kind\":\"tensor\",\"id\":0,\"bytes\":100,\"role\":\"input\"}\n{\"kind\":\"alloc\",\"tensor\":0}\n";
+  std::string text =
+      H + "{\"kind\":\"tensor\",\"id\":0,\"bytes\":100,\"role\":\"input\"}\n{\"kind\":\"alloc\",\"tensor\":0}\n";
   for (int i = 1; i <= n; ++i) {
     const std::string x = std::to_string(i), prev = std::to_string(i - 1);
     text += "{\"kind\":\"tensor\",\"id\":" + x + ",\"bytes\":100}\n";
-    text += "{\"kind\":\"op\",\"id\":" + x + ",\"name\":\"f\",\"duration\":1,\"inputs\":[" + prev + "],\"outputs\":[" + x +
-            "]}\n";
+    text += "{\"kind\":\"op\",\"id\":" + x + ",\"name\":\"f\",\"duration\":1,\"inputs\":[" + prev + "],\"outputs\":[" +
+            x + "]}\n";
     text += "{\"kind\":\"alloc\",\"tensor\":" + x + "}\n{\"kind\":\"compute\",\"op\":" + x + "}\n";
     if (i >= 2) text += "{\"kind\":\"free\",\"tensor\":" + prev + "}\n";
   }
@@ -135,13 +137,15 @@ TEST_CASE("adversarial: a 10^5-op recompute chain read from a file", "[adversari
   // one short. The failing event is "use": 1 + 2 + 3 (n - 1) events for x_0..x_n, 3 for z.
   for (const int cap : {n, n - 1}) {
     SimConfig cfg;
-    cfg.doc = {{"allocator", "fungible"}, {"policy", "dtr"}, {"budget", "300"}, {"limits", {{"max_recompute_depth", cap}}}};
+    cfg.doc = {
+        {"allocator", "fungible"}, {"policy", "dtr"}, {"budget", "300"}, {"limits", {{"max_recompute_depth", cap}}}};
     if (cap == n) {
       CHECK(run_simulation(cfg, t).time.recomputes == n);
     } else {
       CHECK_THROWS_WITH(run_simulation(cfg, t),
                         t.path + ": event " + std::to_string(1 + 2 + 3 * (n - 1) + 3) + ": rematerializing tensor " +
-                            std::to_string(n) + " needs more than 99999 nested recomputations (limits.max_recompute_depth)");
+                            std::to_string(n) +
+                            " needs more than 99999 nested recomputations (limits.max_recompute_depth)");
     }
   }
 }

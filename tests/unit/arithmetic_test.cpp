@@ -103,8 +103,8 @@ TEST_CASE("arithmetic: an op of 6e18 ns recomputed stops the run instead of wrap
   // The first recomputation already takes the clock to 1.2e19 ns. Before, every recompute
   // policy reported "completed" with a wrapped recompute time of -4.5e17 ns.
   const auto b = recompute_three_times(6'000'000'000'000'000'000);
-  const std::string expected = "<builder>: event 5: " + kPasses +
-                               "recomputing op 0 (6000000000000000000 ns) at 6000000000000000001 ns";
+  const std::string expected =
+      "<builder>: event 5: " + kPasses + "recomputing op 0 (6000000000000000000 ns) at 6000000000000000001 ns";
   for (const char* policy : {"dtr", "dte", "coop"}) {
     INFO(policy);
     CHECK_THROWS_WITH(simulate(b.trace(), remat_config(policy, false)), expected);
@@ -112,8 +112,9 @@ TEST_CASE("arithmetic: an op of 6e18 ns recomputed stops the run instead of wrap
   }
   nlohmann::json simrd = remat_config("dtr", false);
   simrd["params"]["dtr"]["compat"] = "simrd";
-  CHECK_THROWS_WITH(simulate(b.trace(), simrd),
-                    "<builder>: event 5: " + kPasses + "running an op of 6000000000000000000 ns at 6000000000000000001 ns");
+  CHECK_THROWS_WITH(
+      simulate(b.trace(), simrd),
+      "<builder>: event 5: " + kPasses + "running an op of 6000000000000000000 ns at 6000000000000000001 ns");
 }
 
 TEST_CASE("arithmetic: an op of 2e18 ns recomputed three times fits: exact times", "[arithmetic]") {
@@ -139,8 +140,8 @@ TEST_CASE("arithmetic: ops whose durations add past 2^63 - 1 ns stop the swap en
   const auto g = b.op("g", 5'000'000'000'000'000'000, {x}, {y});
   b.alloc(x).compute(f).alloc(y).compute(g);
   const nlohmann::json doc = {{"allocator", "fungible"}, {"policy", "keep"}, {"budget", "1024"}};
-  CHECK_THROWS_WITH(simulate(b.trace(), doc),
-                    "<builder>: event 3: " + kPasses + "running op 1 (5000000000000000000 ns) at 5000000000000000000 ns");
+  CHECK_THROWS_WITH(simulate(b.trace(), doc), "<builder>: event 3: " + kPasses +
+                                                  "running op 1 (5000000000000000000 ns) at 5000000000000000000 ns");
   // A timestamp near the end of the range, then an op that would cross it.
   TraceBuilder late;
   const auto z = late.tensor(64);
@@ -167,14 +168,14 @@ TEST_CASE("arithmetic: copy times grow as the link slows, then stop the run; nev
   REQUIRE(slow.status == RunStatus::Completed);
   CHECK(slow.time.stall.count() == 1'200'000'104'100);
   CHECK(slow.time.stall > fast.time.stall);
-  CHECK_THROWS_WITH(swap_run(link_at(1e-20)),
-                    "<builder>: event 2: " + kPasses + "a D2H copy of 400 bytes taking 9223372036854775807 ns from 100 ns");
+  CHECK_THROWS_WITH(swap_run(link_at(1e-20)), "<builder>: event 2: " + kPasses +
+                                                  "a D2H copy of 400 bytes taking 9223372036854775807 ns from 100 ns");
   // Bandwidths with no finite reciprocal are refused with the key.
-  CHECK_THROWS_WITH(link_at(1e-320), "link.d2h_gbps: must be a finite bandwidth in GB/s above 0 (0: the preset's), got 1e-320");
+  CHECK_THROWS_WITH(link_at(1e-320),
+                    "link.d2h_gbps: must be a finite bandwidth in GB/s above 0 (0: the preset's), got 1e-320");
 }
 
-TEST_CASE("arithmetic: 1,024 live 2^53-byte tensors: SmartPool runs out of memory like every model",
-          "[arithmetic]") {
+TEST_CASE("arithmetic: 1,024 live 2^53-byte tensors: SmartPool runs out of memory like every model", "[arithmetic]") {
   // 2^63 bytes live at once: no 64-bit pool holds them. SmartPool used to stop with "slot 1023
   // lies outside its band"; it now creates no pool and its device allocations run out at the
   // same point as every other allocator's.

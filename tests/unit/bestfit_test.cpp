@@ -59,8 +59,7 @@ TEST_CASE("bestfit: empty arena reserves the whole budget as one free piece", "[
   CHECK(layout(a) == std::vector<R>{{0, 8192, true}});
 }
 
-TEST_CASE("bestfit: requests round up to 512 B and take the low end of the best piece",
-          "[bestfit]") {
+TEST_CASE("bestfit: requests round up to 512 B and take the low end of the best piece", "[bestfit]") {
   BestFitAllocator a(8_KiB);
   const Block b1 = must_alloc(a, 1000);
   CHECK(b1.addr == 0);
@@ -84,11 +83,9 @@ TEST_CASE("bestfit: requests round up to 512 B and take the low end of the best 
   CHECK(s.footprint == 3072_B);
   CHECK(s.largest_free == 5120_B);
   CHECK(s.free_ranges == 1);
-  CHECK(layout(a) == std::vector<R>{{0, 1024, false},
-                                    {1024, 1024, false},
-                                    {2048, 512, false},
-                                    {2560, 512, false},
-                                    {3072, 5120, true}});
+  CHECK(layout(a) ==
+        std::vector<R>{
+            {0, 1024, false}, {1024, 1024, false}, {2048, 512, false}, {2560, 512, false}, {3072, 5120, true}});
 
   // Free the first block: a 1024 hole at 0; the footprint stays at the highest used end.
   must_free(a, b1);
@@ -108,11 +105,9 @@ TEST_CASE("bestfit: requests round up to 512 B and take the low end of the best 
   const Block b6 = must_alloc(a, 513);
   CHECK(b6.addr == 0);
   CHECK(b6.size == 1024_B);
-  CHECK(layout(a) == std::vector<R>{{0, 1024, false},
-                                    {1024, 1024, false},
-                                    {2048, 512, false},
-                                    {2560, 512, false},
-                                    {3072, 5120, true}});
+  CHECK(layout(a) ==
+        std::vector<R>{
+            {0, 1024, false}, {1024, 1024, false}, {2048, 512, false}, {2560, 512, false}, {3072, 5120, true}});
   // 600 B -> 1024: only the tail piece is large enough.
   const Block b7 = must_alloc(a, 600);
   CHECK(b7.addr == 3072);
@@ -148,11 +143,9 @@ TEST_CASE("bestfit: a freed piece coalesces with free neighbours on both sides",
   const Block b3 = must_alloc(a, 1024);
   must_free(a, b0);
   must_free(a, b2);
-  CHECK(layout(a) == std::vector<R>{{0, 1024, true},
-                                    {1024, 1024, false},
-                                    {2048, 1024, true},
-                                    {3072, 1024, false},
-                                    {4096, 4096, true}});
+  CHECK(layout(a) ==
+        std::vector<R>{
+            {0, 1024, true}, {1024, 1024, false}, {2048, 1024, true}, {3072, 1024, false}, {4096, 4096, true}});
   // b1 merges with the hole before and the hole after.
   must_free(a, b1);
   CHECK(layout(a) == std::vector<R>{{0, 3072, true}, {3072, 1024, false}, {4096, 4096, true}});
@@ -182,8 +175,7 @@ TEST_CASE("bestfit: a freed piece coalesces with a free successor only", "[bestf
   CHECK(layout(a) == std::vector<R>{{0, 4096, true}});
 }
 
-TEST_CASE("bestfit: fails when no single hole fits although the free bytes would",
-          "[bestfit]") {
+TEST_CASE("bestfit: fails when no single hole fits although the free bytes would", "[bestfit]") {
   BestFitAllocator a(4_KiB);
   const Block b0 = must_alloc(a, 1024);
   const Block b1 = must_alloc(a, 1024);
@@ -257,17 +249,13 @@ TEST_CASE("bestfit: parameters come from Params with documented defaults", "[bes
     CHECK(b2->size == 512_B);
     a->check_invariants();
   }
-  SECTION("unknown key") {
-    CHECK_THROWS_AS(Params("bestfit", {{"aligment", 512}}, docs), ConfigError);
-  }
+  SECTION("unknown key") { CHECK_THROWS_AS(Params("bestfit", {{"aligment", 512}}, docs), ConfigError); }
   SECTION("zero alignment") {
-    CHECK_THROWS_AS(BestFitAllocator::create(Params("bestfit", {{"alignment", 0}}, docs), 8_KiB),
-                    ConfigError);
+    CHECK_THROWS_AS(BestFitAllocator::create(Params("bestfit", {{"alignment", 0}}, docs), 8_KiB), ConfigError);
   }
 }
 
-TEST_CASE("bestfit: deallocating an unknown or mismatched block throws InvariantError",
-          "[bestfit]") {
+TEST_CASE("bestfit: deallocating an unknown or mismatched block throws InvariantError", "[bestfit]") {
   BestFitAllocator a(8_KiB);
   const Block b = must_alloc(a, 1000);
   CHECK_THROWS_AS(a.deallocate(Block{512, 512_B, 512_B, 0}), InvariantError);

@@ -42,14 +42,13 @@ namespace Catch {
 template <>
 struct StringMaker<R> {
   static std::string convert(const R& r) {
-    return "{+" + std::to_string(r.addr) + ", " + std::to_string(r.size) +
-           (r.free ? ", free" : ", used") + ", seg " + std::to_string(r.segment) + "}";
+    return "{+" + std::to_string(r.addr) + ", " + std::to_string(r.size) + (r.free ? ", free" : ", used") + ", seg " +
+           std::to_string(r.segment) + "}";
   }
 };
 }  // namespace Catch
 
-TEST_CASE("cnmem: grows by exactly the rounded request and never merges across regions",
-          "[cnmem]") {
+TEST_CASE("cnmem: grows by exactly the rounded request and never merges across regions", "[cnmem]") {
   CnMemAllocator a(1_MiB);
   a.check_invariants();
   CHECK(a.stats().reserved == 0_B);
@@ -98,10 +97,8 @@ TEST_CASE("cnmem: grows by exactly the rounded request and never merges across r
   // the head block becomes a free non-head block.
   const Block b4 = must_alloc(a, 512);
   CHECK(b4.addr == B);
-  CHECK(layout(a) == std::vector<R>{{0, 512, false, 0},
-                                    {512, 512, true, 0},
-                                    {1024, 1024, true, 1},
-                                    {2048, 2048, false, 2}});
+  CHECK(layout(a) ==
+        std::vector<R>{{0, 512, false, 0}, {512, 512, true, 0}, {1024, 1024, true, 1}, {2048, 2048, false, 2}});
   // 512 again: the exact-fit 512 remainder beats the 1024 block.
   const Block b5 = must_alloc(a, 512);
   CHECK(b5.addr == B + 512);
@@ -112,14 +109,10 @@ TEST_CASE("cnmem: grows by exactly the rounded request and never merges across r
   CHECK(a.stats().free_ranges == 2);
   // Freeing b5 (not a head) merges into b4's free block; the successor at +1024 is a head.
   must_free(a, b5);
-  CHECK(layout(a) == std::vector<R>{{0, 1024, true, 0},
-                                    {1024, 1024, true, 1},
-                                    {2048, 2048, false, 2}});
+  CHECK(layout(a) == std::vector<R>{{0, 1024, true, 0}, {1024, 1024, true, 1}, {2048, 2048, false, 2}});
   // Freeing b3 (a head): the free block before it is contiguous but b3 is a head.
   must_free(a, b3);
-  CHECK(layout(a) == std::vector<R>{{0, 1024, true, 0},
-                                    {1024, 1024, true, 1},
-                                    {2048, 2048, true, 2}});
+  CHECK(layout(a) == std::vector<R>{{0, 1024, true, 0}, {1024, 1024, true, 1}, {2048, 2048, true, 2}});
   s = a.stats();
   CHECK(s.free_ranges == 3);
   CHECK(s.largest_free == 2048_B);
@@ -151,15 +144,11 @@ TEST_CASE("cnmem: best fit searches across regions and splits the low end", "[cn
   CHECK(a.stats().reserved == 8_KiB);
   const Block a3 = must_alloc(a, 2048);  // the 3072 remainder at +1024
   CHECK(a3.addr == B + 1024);
-  CHECK(layout(a) == std::vector<R>{{0, 1024, false, 0},
-                                    {1024, 2048, false, 0},
-                                    {3072, 1024, true, 0},
-                                    {4096, 4096, false, 1}});
+  CHECK(layout(a) ==
+        std::vector<R>{{0, 1024, false, 0}, {1024, 2048, false, 0}, {3072, 1024, true, 0}, {4096, 4096, false, 1}});
   must_free(a, a2);  // head: stays apart from the free block that ends where it starts
-  CHECK(layout(a) == std::vector<R>{{0, 1024, false, 0},
-                                    {1024, 2048, false, 0},
-                                    {3072, 1024, true, 0},
-                                    {4096, 4096, true, 1}});
+  CHECK(layout(a) ==
+        std::vector<R>{{0, 1024, false, 0}, {1024, 2048, false, 0}, {3072, 1024, true, 0}, {4096, 4096, true, 1}});
   // 1024: exact fit in region 0 beats region 1's 4096.
   const Block a4 = must_alloc(a, 1024);
   CHECK(a4.addr == B + 3072);
@@ -247,29 +236,24 @@ TEST_CASE("cnmem: parameters come from Params with documented defaults", "[cnmem
     CHECK(a->stats().reserved == 512_B);
   }
   SECTION("initial reservation without growth") {
-    auto a = CnMemAllocator::create(
-        Params("cnmem", {{"initial_reservation", "4KiB"}, {"can_grow", false}}, docs), 1_MiB);
+    auto a =
+        CnMemAllocator::create(Params("cnmem", {{"initial_reservation", "4KiB"}, {"can_grow", false}}, docs), 1_MiB);
     a->check_invariants();
     CHECK(a->stats().reserved == 4_KiB);
     CHECK_FALSE(a->allocate(AllocRequest{8_KiB}).has_value());
   }
-  SECTION("unknown key") {
-    CHECK_THROWS_AS(Params("cnmem", {{"initial_size", "4KiB"}}, docs), ConfigError);
-  }
+  SECTION("unknown key") { CHECK_THROWS_AS(Params("cnmem", {{"initial_size", "4KiB"}}, docs), ConfigError); }
   SECTION("reservation larger than the capacity") {
-    CHECK_THROWS_AS(
-        CnMemAllocator::create(Params("cnmem", {{"initial_reservation", "2MiB"}}, docs), 1_MiB),
-        ConfigError);
+    CHECK_THROWS_AS(CnMemAllocator::create(Params("cnmem", {{"initial_reservation", "2MiB"}}, docs), 1_MiB),
+                    ConfigError);
     CHECK_THROWS_AS(CnMemAllocator(1_MiB, CnMemOptions{Bytes{(1 << 20) + 1}, true}), ConfigError);
   }
   SECTION("no growth and no reservation") {
-    CHECK_THROWS_AS(CnMemAllocator::create(Params("cnmem", {{"can_grow", false}}, docs), 1_MiB),
-                    ConfigError);
+    CHECK_THROWS_AS(CnMemAllocator::create(Params("cnmem", {{"can_grow", false}}, docs), 1_MiB), ConfigError);
   }
 }
 
-TEST_CASE("cnmem: deallocating an unknown or mismatched block throws InvariantError",
-          "[cnmem]") {
+TEST_CASE("cnmem: deallocating an unknown or mismatched block throws InvariantError", "[cnmem]") {
   CnMemAllocator a(1_MiB);
   const Block b = must_alloc(a, 1000);
   CHECK_THROWS_AS(a.deallocate(Block{B + 512, 512_B, 512_B, 0}), InvariantError);

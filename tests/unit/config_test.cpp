@@ -40,8 +40,9 @@ TEST_CASE("config errors name the file and key and list valid choices", "[config
                     "limits, description)");
   CHECK_THROWS_WITH(check_config(from({{"allocator", "tlsf"}})),
                     "cfg.json: allocator: unknown allocator 'tlsf' (valid: " + allocs + ")");
-  CHECK_THROWS_WITH(check_config(from({{"policy", "magic"}})),
-                    "cfg.json: policy: unknown policy 'magic' (valid: keep, coop, dte, dtr, autoswap, vdnn, pooch, capuchin)");
+  CHECK_THROWS_WITH(
+      check_config(from({{"policy", "magic"}})),
+      "cfg.json: policy: unknown policy 'magic' (valid: keep, coop, dte, dtr, autoswap, vdnn, pooch, capuchin)");
   CHECK_THROWS_WITH(check_config(from({{"budget", "lots"}})),
                     "cfg.json: budget: expected a size such as 512MiB, 8GiB or plain bytes, got \"lots\"");
   CHECK_THROWS_WITH(check_config(from({{"budget", 0}})), "cfg.json: budget: must be greater than 0");
@@ -93,7 +94,8 @@ TEST_CASE("--set numbers beyond a double or a type name the key", "[config]") {
     }
     return std::string("no error");
   };
-  CHECK(checked("link.d2h_gbps=1e999") == "link.d2h_gbps: expected a number within the range of a double, got \"1e999\"");
+  CHECK(checked("link.d2h_gbps=1e999") ==
+        "link.d2h_gbps: expected a number within the range of a double, got \"1e999\"");
   CHECK(checked("budget=1e999") == "budget: expected a size such as 512MiB, 8GiB or plain bytes, got \"1e999\"");
   CHECK(checked("engine.paranoid=1e999") == "engine.paranoid: expected true or false, got \"1e999\"");
   CHECK(checked("limits.max_tensors=18446744073709551615") ==

@@ -168,8 +168,7 @@ TEST_CASE("simrd profile: a recomputation is charged all of the op's outputs", "
 // the dead a: a recomputed (c evicted, stamp 30 < q's 40), then b (q evicted): 200; d -> 201.
 // a stays: m needs 251 > 250, pool [a, d, b] with stamps 40, 41, 40 -> b evicted (ties: last).
 // 4 evictions (3 if a were evicted again after use), 2 recomputes (20 ns), t = 62, peak 201.
-TEST_CASE("simrd profile: rematerialized inputs stay resident, dead storages are recomputable",
-          "[dtr][simrd]") {
+TEST_CASE("simrd profile: rematerialized inputs stay resident, dead storages are recomputable", "[dtr][simrd]") {
   const simrd::Result r = run("simrd_remat_stays.log", 250, EvictionScore::Lru);
   CHECK(r.outcome == simrd::Outcome::Completed);
   CHECK(r.evictions == 4);

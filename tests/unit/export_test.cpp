@@ -24,19 +24,19 @@ namespace {
 RunLog example_log(bool address_aware = true) {
   LogBuilder l(1024, address_aware);
   l.alloc(0, ref(0, 0, 0x0), true, 0).memory(0, 512, 1024, 0);                                        // 0, 1
-  l.compute(1, 0, 0, 10, {}, {ref(0, 1, 0x0)});                                                      // 2
-  l.alloc(2, ref(1, 0, 0x200), true, 10).memory(2, 1024, 1024, 10);                                  // 3, 4
-  l.compute(3, 1, 10, 30, {ref(0, 1, 0x0)}, {ref(1, 1, 0x200)});                                     // 5
-  l.free(4, ref(0, 0, 0x0), 30).memory(4, 512, 1024, 30);                                            // 6, 7
-  l.alloc(5, ref(2, 0, 0x0), true, 30).memory(5, 1024, 1024, 30);                                    // 8, 9
+  l.compute(1, 0, 0, 10, {}, {ref(0, 1, 0x0)});                                                       // 2
+  l.alloc(2, ref(1, 0, 0x200), true, 10).memory(2, 1024, 1024, 10);                                   // 3, 4
+  l.compute(3, 1, 10, 30, {ref(0, 1, 0x0)}, {ref(1, 1, 0x200)});                                      // 5
+  l.free(4, ref(0, 0, 0x0), 30).memory(4, 512, 1024, 30);                                             // 6, 7
+  l.alloc(5, ref(2, 0, 0x0), true, 30).memory(5, 1024, 1024, 30);                                     // 8, 9
   l.swap_out(6, 30, 430, ref(1, 1, 0x200)).free(6, ref(1, 0, 0x200), 430).memory(6, 512, 1024, 430);  // 10-12
-  l.alloc(6, ref(1, 0, 0x200), false, 430).memory(6, 1024, 1024, 430);                               // 13, 14
-  l.swap_in(6, 430, 830, ref(1, 1, 0x200)).stall(6, 30, 830);                                        // 15, 16
-  l.compute(6, 2, 830, 860, {ref(1, 1, 0x200)}, {ref(2, 1, 0x0)});                                   // 17
+  l.alloc(6, ref(1, 0, 0x200), false, 430).memory(6, 1024, 1024, 430);                                // 13, 14
+  l.swap_in(6, 430, 830, ref(1, 1, 0x200)).stall(6, 30, 830);                                         // 15, 16
+  l.compute(6, 2, 830, 860, {ref(1, 1, 0x200)}, {ref(2, 1, 0x0)});                                    // 17
   l.evict(7, ref(2, 1, 0x0), 860).free(7, ref(2, 0, 0x0), 860).alloc(7, ref(2, 0, 0x0), false, 860);  // 18-20
-  l.recompute(7, 2, 17, 860, 890, {ref(1, 1, 0x200)}, {ref(2, 1, 0x0)});                             // 21
-  l.free(7, ref(1, 0, 0x200), 890).memory(7, 512, 1024, 890);                                        // 22, 23
-  l.free(8, ref(2, 0, 0x0), 890).memory(8, 0, 1024, 890);                                            // 24, 25
+  l.recompute(7, 2, 17, 860, 890, {ref(1, 1, 0x200)}, {ref(2, 1, 0x0)});                              // 21
+  l.free(7, ref(1, 0, 0x200), 890).memory(7, 512, 1024, 890);                                         // 22, 23
+  l.free(8, ref(2, 0, 0x0), 890).memory(8, 0, 1024, 890);                                             // 24, 25
   return l.log();
 }
 
@@ -95,7 +95,8 @@ TEST_CASE("perfetto: Chrome trace JSON with compute, transfer, eviction and coun
   // Metadata: process name + 4 threads (name and sort index each); f, g, stall, h, recompute,
   // one swap-out and one swap-in; one eviction; 5 distinct counter times x 2 counters.
   CHECK(phases == std::map<std::string, int>{{"M", 9}, {"X", 7}, {"i", 1}, {"C", 10}});
-  CHECK(threads == std::map<int, std::string>{{1, "compute stream"}, {2, "evictions"}, {1000, "device-to-host"}, {2000, "host-to-device"}});
+  CHECK(threads == std::map<int, std::string>{
+                       {1, "compute stream"}, {2, "evictions"}, {1000, "device-to-host"}, {2000, "host-to-device"}});
   REQUIRE(compute.size() == 5);
   std::vector<std::string> names;
   for (std::size_t i = 0; i < compute.size(); ++i) {
@@ -108,9 +109,12 @@ TEST_CASE("perfetto: Chrome trace JSON with compute, transfer, eviction and coun
   CHECK(compute[3]["args"] == nlohmann::json{{"op", 2}, {"event", 6}});
   // Exact microseconds with 3 decimals: h runs over [830, 860) ns.
   CHECK(text.find(R"("name":"h","ts":0.830,"dur":0.030)") != std::string::npos);
-  CHECK(text.find(R"("cat":"swap-out","name":"swap-out b","ts":0.030,"dur":0.400,"args":{"tensor":1,"version":1,"bytes":512,"addr":"0x200","event":6})") !=
+  CHECK(
+      text.find(
+          R"("cat":"swap-out","name":"swap-out b","ts":0.030,"dur":0.400,"args":{"tensor":1,"version":1,"bytes":512,"addr":"0x200","event":6})") !=
+      std::string::npos);
+  CHECK(text.find(R"("ph":"i","s":"t","pid":1,"tid":2,"cat":"evict","name":"evict c","ts":0.860)") !=
         std::string::npos);
-  CHECK(text.find(R"("ph":"i","s":"t","pid":1,"tid":2,"cat":"evict","name":"evict c","ts":0.860)") != std::string::npos);
   double last = -1.0;
   std::vector<std::uint64_t> reserved;
   for (const auto& c : counters) {
@@ -151,8 +155,9 @@ TEST_CASE("memory map: one rectangle per block lifetime, with markers", "[export
   CHECK(count(svg, "<rect class=\"transfer") == 2);
   CHECK(count(svg, "class=\"merged\"") == 0);
   // b's first lifetime: [10, 430) ns of 890 at addresses [0x200, 0x400) of [0, 0x400).
-  CHECK(svg.find("<rect class=\"block role-gradient swapped\" x=\"100.11\" y=\"70.00\" width=\"424.72\" height=\"300.00\">"
-                 "<title>tensor 1 b (gradient): 512 B at 0x200, 10 ns to 430 ns, producer op 20 ns, swapped out</title>") !=
+  CHECK(svg.find(
+            "<rect class=\"block role-gradient swapped\" x=\"100.11\" y=\"70.00\" width=\"424.72\" height=\"300.00\">"
+            "<title>tensor 1 b (gradient): 512 B at 0x200, 10 ns to 430 ns, producer op 20 ns, swapped out</title>") !=
         std::string::npos);
   CHECK(svg.find("coopsim memory map: chain - bestfit / autoswap, budget 1.00 KiB, completed") != std::string::npos);
   // Axes: 0 to 890 ns (0.0009 ms) and 0 to 1 KiB, ticks labelled without "-0".

@@ -61,10 +61,23 @@ LogBuilder swap_example() {
 }  // namespace
 
 TEST_CASE("pickle writer: plain data read back by coopsim's reader", "[export][pickle]") {
-  const std::vector<std::int64_t> ints{0, 1, 255, 256, 65535, 65536, -1, -256, std::numeric_limits<std::int32_t>::min(),
-                                       std::numeric_limits<std::int32_t>::max(), std::int64_t{1} << 31, -(std::int64_t{1} << 31) - 1,
-                                       std::int64_t{1} << 40, 0x7f0000000200, -(std::int64_t{1} << 40),
-                                       std::numeric_limits<std::int64_t>::max(), std::numeric_limits<std::int64_t>::min()};
+  const std::vector<std::int64_t> ints{0,
+                                       1,
+                                       255,
+                                       256,
+                                       65535,
+                                       65536,
+                                       -1,
+                                       -256,
+                                       std::numeric_limits<std::int32_t>::min(),
+                                       std::numeric_limits<std::int32_t>::max(),
+                                       std::int64_t{1} << 31,
+                                       -(std::int64_t{1} << 31) - 1,
+                                       std::int64_t{1} << 40,
+                                       0x7f0000000200,
+                                       -(std::int64_t{1} << 40),
+                                       std::numeric_limits<std::int64_t>::max(),
+                                       std::numeric_limits<std::int64_t>::min()};
   pickle::Writer w;
   w.begin_dict();
   w.text("ints");
@@ -116,9 +129,12 @@ TEST_CASE("torch snapshot: the run reads back as the same alloc/free sequence", 
   const LogBuilder l = swap_example();
   const Trace t = round_trip(l.log());
   // bestfit-style addresses from 0 are moved up to the device base.
-  CHECK(alloc_free_sequence(t) == std::vector<Step>{{"alloc", kBase, 400},         {"alloc", kBase + 0x200, 400},
-                                                    {"free", kBase + 0x200, 400},  {"free", kBase, 400},
-                                                    {"alloc", kBase, 400},         {"alloc", kBase + 0x200, 400},
+  CHECK(alloc_free_sequence(t) == std::vector<Step>{{"alloc", kBase, 400},
+                                                    {"alloc", kBase + 0x200, 400},
+                                                    {"free", kBase + 0x200, 400},
+                                                    {"free", kBase, 400},
+                                                    {"alloc", kBase, 400},
+                                                    {"alloc", kBase + 0x200, 400},
                                                     {"free", kBase + 0x200, 400}});
   // One segment covers every block: allocated before the first alloc, kept to the end, where it
   // holds c (live) and the free rest.
@@ -138,7 +154,8 @@ TEST_CASE("torch snapshot: the run reads back as the same alloc/free sequence", 
   CHECK(t.header.source.at("initial_state") == "exact");
 }
 
-TEST_CASE("torch snapshot: address-blind runs get consecutive addresses; OOM runs end with an oom entry", "[export][pickle]") {
+TEST_CASE("torch snapshot: address-blind runs get consecutive addresses; OOM runs end with an oom entry",
+          "[export][pickle]") {
   LogBuilder l(1 << 20, /*address_aware=*/false);
   l.alloc(0, ref(0, 0, 0x10, 400), true, 0).alloc(2, ref(1, 0, 0x1a0, 400), true, 5);  // fungible's counter
   l.free(4, ref(0, 0, 0x10, 400), 9);

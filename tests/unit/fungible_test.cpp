@@ -35,8 +35,7 @@ TEST_CASE("fungible: an empty model has the whole capacity free", "[fungible]") 
   CHECK(a.ranges().empty());
 }
 
-TEST_CASE("fungible: a byte counter that fails only when allocated + size exceeds capacity",
-          "[fungible]") {
+TEST_CASE("fungible: a byte counter that fails only when allocated + size exceeds capacity", "[fungible]") {
   FungibleAllocator a(Bytes{10000});
   const Block b1 = must_alloc(a, 3000);
   CHECK(b1.addr == 0);
@@ -121,17 +120,13 @@ TEST_CASE("fungible: alignment rounds sizes before counting them", "[fungible]")
     CHECK(a->allocate(AllocRequest{Bytes{2560}}).has_value());
     a->check_invariants();
   }
-  SECTION("unknown key") {
-    CHECK_THROWS_AS(Params("fungible", {{"granularity", 512}}, docs), ConfigError);
-  }
+  SECTION("unknown key") { CHECK_THROWS_AS(Params("fungible", {{"granularity", 512}}, docs), ConfigError); }
   SECTION("zero alignment") {
-    CHECK_THROWS_AS(FungibleAllocator::create(Params("fungible", {{"alignment", 0}}, docs), 4_KiB),
-                    ConfigError);
+    CHECK_THROWS_AS(FungibleAllocator::create(Params("fungible", {{"alignment", 0}}, docs), 4_KiB), ConfigError);
   }
 }
 
-TEST_CASE("fungible: deallocating an unknown or mismatched block throws InvariantError",
-          "[fungible]") {
+TEST_CASE("fungible: deallocating an unknown or mismatched block throws InvariantError", "[fungible]") {
   FungibleAllocator a(4_KiB);
   const Block b = must_alloc(a, 1000);
   CHECK_THROWS_AS(a.deallocate(Block{1000, 10_B, 10_B, 0}), InvariantError);

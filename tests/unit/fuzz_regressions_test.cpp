@@ -35,7 +35,7 @@ TEST_CASE("fuzz regression: a DEL byte in a DTR line's JSON error is escaped", "
   // nlohmann's "last read" token carried the raw 0x7F byte into the message.
   const std::string p = kCorpus + "dtr/regress_del_in_json_error.log";
   CHECK_THROWS_WITH(import_dtr_log(p), p + ":2: malformed JSON: column 37: syntax error while parsing object - "
-                                             "invalid literal; last read: '\"p\"\\x7f'; expected '}'");
+                                           "invalid literal; last read: '\"p\"\\x7f'; expected '}'");
 }
 
 TEST_CASE("fuzz regression: a snapshot freeing more bytes than its end-state block imports as a valid trace",
@@ -72,7 +72,8 @@ TEST_CASE("fuzz regression: numbers beyond a double are bad input, not internal 
   const std::string plan = kCorpus + "plan/regress_number_overflow.plan.json";
   std::ifstream in(plan, std::ios::binary);
   const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  CHECK_THROWS_WITH(gpu::parse_plan(text, "p.plan.json"), "p.plan.json:8: invalid JSON: number overflow parsing '3e60000'");
+  CHECK_THROWS_WITH(gpu::parse_plan(text, "p.plan.json"),
+                    "p.plan.json:8: invalid JSON: number overflow parsing '3e60000'");
   const std::string cfg = kCorpus + "config/regress_number_overflow.json";
   CHECK_THROWS_WITH(load_config(cfg), cfg + ":3: invalid JSON: number overflow parsing '1e999'");
   const std::string limits = kCorpus + "config/regress_number_overflow_in_limits.json";

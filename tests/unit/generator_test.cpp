@@ -120,8 +120,10 @@ Check check_trace(const Trace& tr) {
         }
         break;
       case EventKind::Mark:
-        if (e.target >= tr.labels.size()) fail(i, "bad label");
-        else ++c.marks[tr.labels[e.target]];
+        if (e.target >= tr.labels.size())
+          fail(i, "bad label");
+        else
+          ++c.marks[tr.labels[e.target]];
         break;
     }
   }
@@ -161,8 +163,8 @@ const TensorInfo* find_tensor(const Trace& tr, const std::string& name) {
 }
 
 bool same_structure(const Trace& a, const Trace& b) {
-  if (a.tensors.size() != b.tensors.size() || a.ops.size() != b.ops.size() ||
-      a.events.size() != b.events.size() || a.labels != b.labels) {
+  if (a.tensors.size() != b.tensors.size() || a.ops.size() != b.ops.size() || a.events.size() != b.events.size() ||
+      a.labels != b.labels) {
     return false;
   }
   for (std::size_t i = 0; i < a.tensors.size(); ++i) {
@@ -178,8 +180,8 @@ bool same_structure(const Trace& a, const Trace& b) {
   }
   for (std::size_t i = 0; i < a.events.size(); ++i) {
     const auto &x = a.events[i], &y = b.events[i];
-    if (x.kind != y.kind || x.target != y.target || x.write != y.write || x.op != y.op ||
-        x.stream != y.stream || x.time != y.time || x.addr != y.addr) {
+    if (x.kind != y.kind || x.target != y.target || x.write != y.write || x.op != y.op || x.stream != y.stream ||
+        x.time != y.time || x.addr != y.addr) {
       return false;
     }
   }
@@ -283,8 +285,8 @@ TEST_CASE("tiny mlp with workspaces: one per linear op, sized by its largest ope
 TEST_CASE("durations follow the documented roofline", "[generator]") {
   auto o = tiny_mlp();
   o.jitter = 0;
-  o.peak_flops = 1e9;      // 1 FLOP/ns
-  o.mem_bandwidth = 2e9;   // 2 bytes/ns
+  o.peak_flops = 1e9;     // 1 FLOP/ns
+  o.mem_bandwidth = 2e9;  // 2 bytes/ns
   o.launch_overhead = SimTime{5000};
   const Trace tr = generate_training_trace(o);
   // First op: L1 linear, 2*4*8*8 = 512 flops -> 512 ns; bytes 128 + 256 + 128 = 512 -> 256 ns.
@@ -294,8 +296,10 @@ TEST_CASE("durations follow the documented roofline", "[generator]") {
   REQUIRE(tr.ops[1].name == "bias_add_");
   CHECK(tr.ops[1].duration.count() == 144 + 5000);
   for (const auto& op : tr.ops) {
-    if (op.name == "view") CHECK(op.duration.count() == 0);
-    else CHECK(op.duration.count() >= 5000);
+    if (op.name == "view")
+      CHECK(op.duration.count() == 0);
+    else
+      CHECK(op.duration.count() >= 5000);
   }
   // Last op: sgd step on the head bias (10 elements): 20 flops -> 20 ns; bytes: param 40 +
   // grad 40 read, param 40 written -> 120 bytes -> 60 ns.
@@ -355,9 +359,8 @@ TEST_CASE("default cnn trace: roles, views, in-place and multi-output ops", "[ge
   // never exceed params + states + one iteration's worth of tensors.
   std::uint64_t all = 0;
   for (const auto& t : tr.tensors) all += t.size.value;
-  INFO("default cnn: " << tr.tensors.size() << " tensors, " << tr.ops.size() << " ops, "
-                       << tr.events.size() << " events, peak live " << c.peak_live << " bytes, persistent "
-                       << c.persistent_bytes);
+  INFO("default cnn: " << tr.tensors.size() << " tensors, " << tr.ops.size() << " ops, " << tr.events.size()
+                       << " events, peak live " << c.peak_live << " bytes, persistent " << c.persistent_bytes);
   CHECK(c.peak_live < all);
   // Adam parameters + states (3 x 1,045,800 bytes) + BN running stats (8 x 512).
   CHECK(c.persistent_bytes == 3 * 1045800 + 8 * 512);
@@ -426,13 +429,14 @@ TEST_CASE("every option combination yields a valid trace", "[generator]") {
               o.iterations = 2;
               const Trace tr = generate_training_trace(o);
               const Check c = check_trace(tr);
-              INFO(model << " " << opt << " ws=" << ws << " dropout=" << drop << " micro=" << micro
-                         << " k=" << k << ": " << c.problem);
+              INFO(model << " " << opt << " ws=" << ws << " dropout=" << drop << " micro=" << micro << " k=" << k
+                         << ": " << c.problem);
               REQUIRE(c.ok);
               const int states = std::string(opt) == "sgd" ? 0 : std::string(opt) == "momentum" ? 1 : 2;
               CHECK(role_bytes(tr, TensorRole::OptimizerState) ==
                     static_cast<std::uint64_t>(states) * role_bytes(tr, TensorRole::Parameter));
-              const bool has_random = std::any_of(tr.ops.begin(), tr.ops.end(), [](const OpInfo& op) { return op.random; });
+              const bool has_random =
+                  std::any_of(tr.ops.begin(), tr.ops.end(), [](const OpInfo& op) { return op.random; });
               CHECK(has_random == drop);
               CHECK(c.mark("backward") == static_cast<std::uint64_t>(2 * micro));
             }
@@ -487,8 +491,8 @@ TEST_CASE("param docs: defaults match GeneratorOptions{} and options round-trip"
   const Trace tr = generate_training_trace(o);
   CHECK(generator_options_from_json(tr.header.source["options"]) == o);
   // Textual forms a CLI passes.
-  const auto p = generator_options_from_json({{"layers", "12"}, {"launch_overhead", "3us"}, {"workspace", "false"},
-                                              {"peak_flops", "1e12"}});
+  const auto p = generator_options_from_json(
+      {{"layers", "12"}, {"launch_overhead", "3us"}, {"workspace", "false"}, {"peak_flops", "1e12"}});
   CHECK(p.layers == 12);
   CHECK(p.launch_overhead == SimTime{3000});
   CHECK_FALSE(p.workspace);
@@ -517,8 +521,14 @@ TEST_CASE("invalid options throw ConfigError naming the option", "[generator]") 
   CHECK(with([](GeneratorOptions& o) { o.mem_bandwidth = -1; }) == "generate.mem_bandwidth");
   CHECK(with([](GeneratorOptions& o) { o.launch_overhead = SimTime{-1}; }) == "generate.launch_overhead");
   CHECK(with([](GeneratorOptions& o) { o.jitter = 1.5; }) == "generate.jitter");
-  CHECK(with([](GeneratorOptions& o) { o.batch = 1 << 24; o.width = 1 << 24; }) == "generate.batch");
-  CHECK(with([](GeneratorOptions& o) { o.layers = 10000; o.iterations = 100000000; }) == "generate.iterations");
+  CHECK(with([](GeneratorOptions& o) {
+          o.batch = 1 << 24;
+          o.width = 1 << 24;
+        }) == "generate.batch");
+  CHECK(with([](GeneratorOptions& o) {
+          o.layers = 10000;
+          o.iterations = 100000000;
+        }) == "generate.iterations");
   CHECK(with([](GeneratorOptions& o) { o.layers = 1; }) == "(no error)");
 
   auto json_key = [](const nlohmann::json& j) {
@@ -544,7 +554,7 @@ TEST_CASE("a large configuration reaches a million events quickly", "[generator]
   const Trace tr = generate_training_trace(o);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   INFO("cnn L200 x 140 iterations: " << tr.events.size() << " events, " << tr.tensors.size() << " tensors, "
-                                    << tr.ops.size() << " ops in " << secs << " s");
+                                     << tr.ops.size() << " ops in " << secs << " s");
   CHECK(tr.events.size() >= 1000000);
   CHECK(tr.header.iterations == 140);
   const Check c = check_trace(tr);

@@ -48,7 +48,8 @@ class ScriptedPolicy final : public Policy {
       if (s.what == Step::What::Evict) {
         out.push_back(Action::evict(view.current_value(TensorId{s.storage})));
       } else {
-        out.push_back({s.what == Step::What::SwapOut ? Action::Kind::SwapOut : Action::Kind::SwapIn, TensorId{s.storage}});
+        out.push_back(
+            {s.what == Step::What::SwapOut ? Action::Kind::SwapOut : Action::Kind::SwapIn, TensorId{s.storage}});
       }
     }
     return out;
@@ -66,8 +67,7 @@ std::size_t count(const RunLog& log, LogKind k) {
 
 }  // namespace
 
-TEST_CASE("hybrid engine: an op reading a value still being swapped out waits for both copies",
-          "[hybrid][engine]") {
+TEST_CASE("hybrid engine: an op reading a value still being swapped out waits for both copies", "[hybrid][engine]") {
   // 0 alloc x  1 f(->x) 10ns [swap x out: 10..1010]  2 alloc y  3 g(->y) 100ns (now 110)
   // 4 h(x) 10ns: waits for the copy out (stall 900), then the copy in 1010..2010 (stall 1000).
   TraceBuilder b;

@@ -48,8 +48,7 @@ void check_cases(const std::vector<Case>& cases) {
     std::ofstream(path, std::ios::binary) << c.log;
     for (const bool cow : {false, true}) {
       INFO(c.what << (cow ? " (copy-on-write)" : " (in place)"));
-      CHECK_THROWS_WITH(import_dtr_log(path, DtrOptions{cow}),
-                        path + ":" + std::to_string(c.line) + ": " + c.problem);
+      CHECK_THROWS_WITH(import_dtr_log(path, DtrOptions{cow}), path + ":" + std::to_string(c.line) + ": " + c.problem);
     }
   }
 }
@@ -88,7 +87,8 @@ TEST_CASE("dtr errors: fields", "[import][dtr][errors]") {
        "COPY_FROM)"},
       {"missing TIME", S + P + line(R"({"ARGS":[],"INSTRUCTION":"CALL","NAME":"f","RESULT":[]})"), 4,
        "CALL record: missing field 'TIME'"},
-      {"missing ANNOTATION", S + line(R"({"INSTRUCTION":"ANNOTATE"})"), 2, "ANNOTATE record: missing field 'ANNOTATION'"},
+      {"missing ANNOTATION", S + line(R"({"INSTRUCTION":"ANNOTATE"})"), 2,
+       "ANNOTATE record: missing field 'ANNOTATION'"},
       {"NAME not a string", S + line(R"({"INSTRUCTION":"RELEASE","NAME":12})"), 2,
        "RELEASE record: field 'NAME' must be a non-empty string (got 12)"},
       {"empty name", S + line(R"({"DST":"","INSTRUCTION":"COPY","SRC":"p"})"), 2,
@@ -98,8 +98,9 @@ TEST_CASE("dtr errors: fields", "[import][dtr][errors]") {
       {"RESULT element not a string",
        S + line(R"({"ARGS":[],"INSTRUCTION":"CALL","NAME":"f","RESULT":["a",3],"TIME":"1"})"), 2,
        "CALL record: field 'RESULT' must be an array of names (element 1 is 3)"},
-      {"MEMORY not numeric", S + line(R"({"INSTRUCTION":"CONSTANT","NAME":"p"})") +
-                                 line(R"({"INSTRUCTION":"MEMORY","MEMORY":"12a","NAME":"p"})"),
+      {"MEMORY not numeric",
+       S + line(R"({"INSTRUCTION":"CONSTANT","NAME":"p"})") +
+           line(R"({"INSTRUCTION":"MEMORY","MEMORY":"12a","NAME":"p"})"),
        3, "MEMORY record: field 'MEMORY' must be a byte count in decimal digits (got '12a')"},
       {"MEMORY negative", S + line(R"({"INSTRUCTION":"MEMORY","MEMORY":"-5","NAME":"p"})"), 2,
        "MEMORY record: field 'MEMORY' must be a byte count in decimal digits (got '-5')"},
@@ -116,10 +117,12 @@ TEST_CASE("dtr errors: fields", "[import][dtr][errors]") {
        "ALIAS record: field 'ALIAS' must be -1 or an argument index in decimal digits (got 'x')"},
       {"ALIAS -2", S + line(R"({"ALIAS":"-2","INSTRUCTION":"ALIAS","NAME":"r"})"), 2,
        "ALIAS record: field 'ALIAS' must be -1 or an argument index in decimal digits (got '-2')"},
-      {"MUTATE index negative", S + line(R"({"ARGS":["p"],"INSTRUCTION":"MUTATE","MUTATE":[-1],"NAME":"f","TIME":"1"})"),
-       2, "MUTATE record: field 'MUTATE' must be an array of argument indices (element 0 is -1)"},
-      {"MUTATE index a string", S + line(R"({"ARGS":["p"],"INSTRUCTION":"MUTATE","MUTATE":["0"],"NAME":"f","TIME":"1"})"),
-       2, "MUTATE record: field 'MUTATE' must be an array of argument indices (element 0 is '0')"},
+      {"MUTATE index negative",
+       S + line(R"({"ARGS":["p"],"INSTRUCTION":"MUTATE","MUTATE":[-1],"NAME":"f","TIME":"1"})"), 2,
+       "MUTATE record: field 'MUTATE' must be an array of argument indices (element 0 is -1)"},
+      {"MUTATE index a string",
+       S + line(R"({"ARGS":["p"],"INSTRUCTION":"MUTATE","MUTATE":["0"],"NAME":"f","TIME":"1"})"), 2,
+       "MUTATE record: field 'MUTATE' must be an array of argument indices (element 0 is '0')"},
   });
 }
 
@@ -133,7 +136,8 @@ TEST_CASE("dtr errors: record sequence", "[import][dtr][errors]") {
        S + line(R"({"INSTRUCTION":"CONSTANT","NAME":"p"})") + line(R"({"INSTRUCTION":"RELEASE","NAME":"p"})"), 3,
        "expected the MEMORY record of CONSTANT 'p' (line 2), got a RELEASE record"},
       {"MEMORY of another name",
-       S + line(R"({"INSTRUCTION":"CONSTANT","NAME":"p"})") + line(R"({"INSTRUCTION":"MEMORY","MEMORY":"1","NAME":"q"})"),
+       S + line(R"({"INSTRUCTION":"CONSTANT","NAME":"p"})") +
+           line(R"({"INSTRUCTION":"MEMORY","MEMORY":"1","NAME":"q"})"),
        3, "expected the MEMORY record of CONSTANT 'p' (line 2), got one for 'q'"},
       {"CONSTANT at end of file", S + line(R"({"INSTRUCTION":"CONSTANT","NAME":"p"})"), 3,
        "file ends before the MEMORY record of CONSTANT 'p' (line 2) (truncated?)"},
@@ -164,9 +168,9 @@ TEST_CASE("dtr errors: names and references", "[import][dtr][errors]") {
        line(R"({"INSTRUCTION":"CONSTANT","NAME":"q"})") + line(R"({"INSTRUCTION":"MEMORY","MEMORY":"4","NAME":"q"})") +
            S + line(R"({"ARGS":["q"],"INSTRUCTION":"MUTATE","MUTATE":[0],"NAME":"zero_","TIME":"1"})"),
        4, "MUTATE 'zero_' ARGS[0]: undefined name 'q' (not defined since START)"},
-      {"use after release", S + P + R + rel_r +
-                                line(R"({"ARGS":["r"],"INSTRUCTION":"CALL","NAME":"neg","RESULT":[],"TIME":"1"})"),
-       8, "CALL 'neg' ARGS[0]: use after release: 'r' (its storage was freed at line 7)"},
+      {"use after release",
+       S + P + R + rel_r + line(R"({"ARGS":["r"],"INSTRUCTION":"CALL","NAME":"neg","RESULT":[],"TIME":"1"})"), 8,
+       "CALL 'neg' ARGS[0]: use after release: 'r' (its storage was freed at line 7)"},
       {"release twice", S + P + R + rel_r + rel_r, 8,
        "RELEASE: the tensor of 'r' has no references left (last dropped at line 7)"},
       {"COPY to an existing name", S + P + R + line(R"({"DST":"r","INSTRUCTION":"COPY","SRC":"p"})"), 7,
@@ -178,10 +182,10 @@ TEST_CASE("dtr errors: names and references", "[import][dtr][errors]") {
       {"COPY of a released tensor", S + P + R + rel_r + line(R"({"DST":"b","INSTRUCTION":"COPY","SRC":"r"})"), 8,
        "COPY SRC: use after release: 'r' (its storage was freed at line 7)"},
       {"CONSTANT redefines a name", S + P + P, 4, "CONSTANT: 'p' is already defined (line 2)"},
-      {"CALL result already defined", S + P +
-                                          line(R"({"ARGS":[],"INSTRUCTION":"CALL","NAME":"f","RESULT":["p"],"TIME":"1"})") +
-                                          line(R"({"INSTRUCTION":"MEMORY","MEMORY":"8","NAME":"p"})") +
-                                          line(R"({"ALIAS":"-1","INSTRUCTION":"ALIAS","NAME":"p"})"),
+      {"CALL result already defined",
+       S + P + line(R"({"ARGS":[],"INSTRUCTION":"CALL","NAME":"f","RESULT":["p"],"TIME":"1"})") +
+           line(R"({"INSTRUCTION":"MEMORY","MEMORY":"8","NAME":"p"})") +
+           line(R"({"ALIAS":"-1","INSTRUCTION":"ALIAS","NAME":"p"})"),
        4, "CALL 'f' RESULT: 'p' is already defined (line 2)"},
       {"CALL result listed twice",
        S + line(R"({"ARGS":[],"INSTRUCTION":"CALL","NAME":"f","RESULT":["a","a"],"TIME":"1"})") +
@@ -222,6 +226,7 @@ TEST_CASE("dtr errors: unreadable files", "[import][dtr][errors]") {
   gzclose(f);
   const auto size = std::filesystem::file_size(gz);
   std::filesystem::resize_file(gz, size - 12);
-  CHECK_THROWS_WITH(import_dtr_log(gz), Catch::StartsWith(gz + ":") &&
-                                            Catch::EndsWith(": gzip stream is truncated (unexpected end of compressed data)"));
+  CHECK_THROWS_WITH(
+      import_dtr_log(gz),
+      Catch::StartsWith(gz + ":") && Catch::EndsWith(": gzip stream is truncated (unexpected end of compressed data)"));
 }

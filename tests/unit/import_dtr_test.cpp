@@ -78,7 +78,8 @@ std::vector<std::string> ops(const Trace& t) {
   for (const auto& op : t.ops) {
     std::string s = op.name + " " + std::to_string(op.duration.count()) + " in(" + join(names(t, op.inputs)) +
                     ") out(" + join(names(t, op.outputs)) + ")";
-    for (const auto& [o, i] : op.views) s += " view(" + tensor_name(t, index_of(o)) + "<-" + tensor_name(t, index_of(i)) + ")";
+    for (const auto& [o, i] : op.views)
+      s += " view(" + tensor_name(t, index_of(o)) + "<-" + tensor_name(t, index_of(i)) + ")";
     if (!op.mutated.empty()) s += " mutates(" + join(names(t, op.mutated)) + ")";
     out.push_back(s);
   }
@@ -113,8 +114,8 @@ Report replay(const Trace& trace) {
 // Tensors of mlp-4-...log (both modes): the pre-START constant x0 is skipped; w and in are
 // constants; h, a, st, l forward results; av a view of a (ALIAS 0); gw a backward result.
 const std::vector<std::string> kMlpTensors = {
-    "w 1000 parameter", "in 400 parameter", "h 200 activation",  "a 200 activation",
-    "st 8 activation",  "av 0 activation view of a",  "l 4 activation", "gw 1000 gradient",
+    "w 1000 parameter", "in 400 parameter",          "h 200 activation", "a 200 activation",
+    "st 8 activation",  "av 0 activation view of a", "l 4 activation",   "gw 1000 gradient",
 };
 
 TEST_CASE("dtr: every instruction, MUTATE in place", "[import][dtr]") {
@@ -141,15 +142,24 @@ TEST_CASE("dtr: every instruction, MUTATE in place", "[import][dtr]") {
   // storage alive through av, whose RELEASE frees it; COPY_FROM w1 <- w reads w and leaves
   // w with its two references (w, w1): w stays live, as an output of the iteration.
   CHECK(events(t) == std::vector<std::string>{
-                         "alloc w", "alloc in", "iteration 0",
-                         "alloc h", "compute linear",
-                         "alloc a", "alloc st", "compute relu_stats",
+                         "alloc w",
+                         "alloc in",
+                         "iteration 0",
+                         "alloc h",
+                         "compute linear",
+                         "alloc a",
+                         "alloc st",
+                         "compute relu_stats",
                          "compute view",
                          "free h",
-                         "alloc l", "compute loss",
+                         "alloc l",
+                         "compute loss",
                          "mark backward",
-                         "alloc gw", "compute linear_backward",
-                         "free a", "free l", "free st",
+                         "alloc gw",
+                         "compute linear_backward",
+                         "free a",
+                         "free l",
+                         "free st",
                          "compute add_",
                          "free gw",
                          "read w",
@@ -177,18 +187,29 @@ TEST_CASE("dtr: every instruction, MUTATE as copy-on-write", "[import][dtr]") {
   // add_ allocates w$ and rebinds w; the old w keeps w1's reference until COPY_FROM w1 <- w
   // moves it to w$, which frees the old w and reads w$.
   CHECK(events(t) == std::vector<std::string>{
-                         "alloc w", "alloc in", "iteration 0",
-                         "alloc h", "compute linear",
-                         "alloc a", "alloc st", "compute relu_stats",
+                         "alloc w",
+                         "alloc in",
+                         "iteration 0",
+                         "alloc h",
+                         "compute linear",
+                         "alloc a",
+                         "alloc st",
+                         "compute relu_stats",
                          "compute view",
                          "free h",
-                         "alloc l", "compute loss",
+                         "alloc l",
+                         "compute loss",
                          "mark backward",
-                         "alloc gw", "compute linear_backward",
-                         "free a", "free l", "free st",
-                         "alloc w$", "compute add_",
+                         "alloc gw",
+                         "compute linear_backward",
+                         "free a",
+                         "free l",
+                         "free st",
+                         "alloc w$",
+                         "compute add_",
                          "free gw",
-                         "free w", "read w$",
+                         "free w",
+                         "read w$",
                          "free in",
                      });
   // Peak: after the backward frees 2400 live (w, in, gw); w$ adds 1000 -> 3400.
@@ -220,13 +241,19 @@ TEST_CASE("dtr: zero-byte storages stay out of ops and events, in place", "[impo
   // "backward" in an op name starts the backward pass; the later ANNOTATE BACKWARD adds no
   // second mark; other annotations are kept as marks.
   CHECK(events(t) == std::vector<std::string>{
-                         "alloc p", "iteration 0",
-                         "compute new_empty", "compute expand",
-                         "alloc c", "compute cat",
+                         "alloc p",
+                         "iteration 0",
+                         "compute new_empty",
+                         "compute expand",
+                         "alloc c",
+                         "compute cat",
                          "mark CHECKPOINT",
-                         "mark backward", "alloc g", "compute cat_backward",
+                         "mark backward",
+                         "alloc g",
+                         "compute cat_backward",
                          "compute zero_",
-                         "free c", "free g",
+                         "free c",
+                         "free g",
                      });
   CHECK(summarize(t).peak_live.value == 512 + 1024 + 512);
   round_trip(t, "zero-inplace.jsonl");
@@ -241,13 +268,21 @@ TEST_CASE("dtr: zero-byte storages stay out of ops and events, copy-on-write", "
   CHECK(ops(t).back() == "zero_ 3 in(g) out(g$)");
   // zero_ drops the last reference of g (freed at once) but not of e (ev still views it).
   CHECK(events(t) == std::vector<std::string>{
-                         "alloc p", "iteration 0",
-                         "compute new_empty", "compute expand",
-                         "alloc c", "compute cat",
+                         "alloc p",
+                         "iteration 0",
+                         "compute new_empty",
+                         "compute expand",
+                         "alloc c",
+                         "compute cat",
                          "mark CHECKPOINT",
-                         "mark backward", "alloc g", "compute cat_backward",
-                         "alloc g$", "compute zero_", "free g",
-                         "free c", "free g$",
+                         "mark backward",
+                         "alloc g",
+                         "compute cat_backward",
+                         "alloc g$",
+                         "compute zero_",
+                         "free g",
+                         "free c",
+                         "free g$",
                      });
   CHECK(summarize(t).peak_live.value == 512 + 1024 + 512 + 512);
   round_trip(t, "zero-cow.jsonl");
@@ -330,8 +365,8 @@ TEST_CASE("dtr: handles, views and references in both MUTATE modes", "[import][d
   }
   SECTION("copy-on-write: v$ gets a fresh storage of the base's full size; b dies with b2") {
     const Trace t = import_dtr_log(path, kCopyOnWrite);
-    CHECK(tensors(t) == std::vector<std::string>{"b 100 parameter", "v 0 parameter view of b", "v$ 100 parameter",
-                                                 "s 4 activation"});
+    CHECK(tensors(t) ==
+          std::vector<std::string>{"b 100 parameter", "v 0 parameter view of b", "v$ 100 parameter", "s 4 activation"});
     CHECK(ops(t)[1] == "mul_ 2 in(v) out(v$)");
     CHECK(events(t) == std::vector<std::string>{"alloc b", "iteration 0", "compute t", "alloc v$", "compute mul_",
                                                 "read v$", "alloc s", "compute sum", "free b"});

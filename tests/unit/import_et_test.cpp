@@ -76,7 +76,8 @@ std::string kinds(const Trace& t) {
   std::string s;
   for (const TraceEvent& e : t.events) {
     const char* k[] = {"A", "F", "X", "C", "I", "M"};
-    s += fmt::format("{}{} ", k[static_cast<int>(e.kind)], e.kind == EventKind::Mark || e.kind == EventKind::Iteration ? "" : std::to_string(e.target));
+    s += fmt::format("{}{} ", k[static_cast<int>(e.kind)],
+                     e.kind == EventKind::Mark || e.kind == EventKind::Iteration ? "" : std::to_string(e.target));
   }
   return s;
 }
@@ -111,7 +112,8 @@ void check_tiny(const Trace& t) {
   CHECK(t.header.iterations == 1);
   std::vector<std::int64_t> times;
   for (const TraceEvent& e : t.events) times.push_back(e.time);
-  CHECK(times == std::vector<std::int64_t>{0, 0, 0, 0, 0, 0, 8000, 11000, 11000, 11000, 13000, 13000, 14000, 14000, 14000, 18000});
+  CHECK(times == std::vector<std::int64_t>{0, 0, 0, 0, 0, 0, 8000, 11000, 11000, 11000, 13000, 13000, 14000, 14000,
+                                           14000, 18000});
   CHECK(summarize(t).peak_live.value == 24 + 48 + 32 + 4);
 }
 
@@ -147,8 +149,8 @@ TEST_CASE("et: Record function ids link by rf_id and skip a Kineto op the ET lac
 TEST_CASE("et: pairs that are not from one run are refused", "[kineto][et]") {
   // Another process.
   const std::string other_pid = put("pid.json", replace(slurp(kFlat), "\"pid\": 7", "\"pid\": 8"));
-  CHECK_THROWS_WITH(linked(kKineto, other_pid),
-                    other_pid + ": not from the same run as " + kKineto + ": the ET's pid 8 is not a process of the Kineto trace (pids: 7)");
+  CHECK_THROWS_WITH(linked(kKineto, other_pid), other_pid + ": not from the same run as " + kKineto +
+                                                    ": the ET's pid 8 is not a process of the Kineto trace (pids: 7)");
   // Same pid, different op sequence (one of 7 names differs; 5 % of 7 rounds down to 0).
   const std::string renamed = put("renamed.json", replace(slurp(kFlat), "\"aten::sum\"", "\"aten::mean\""));
   CHECK_THROWS_WITH(linked(kKineto, renamed),
@@ -157,7 +159,8 @@ TEST_CASE("et: pairs that are not from one run are refused", "[kineto][et]") {
                         "differ at every position of every unused Kineto thread; at most 5% may differ)");
   // rf ids that name other ops.
   const std::string rf = put("rf.json", replace(slurp(kKinetoRf), "\"aten::view\"", "\"aten::reshape\""));
-  CHECK_THROWS_WITH(linked(rf, kChakra), Catch::StartsWith(kChakra + ": not from the same run as " + rf + ": 1 of the ET's 7 ops"));
+  CHECK_THROWS_WITH(linked(rf, kChakra),
+                    Catch::StartsWith(kChakra + ": not from the same run as " + rf + ": 1 of the ET's 7 ops"));
 }
 
 TEST_CASE("et: malformed Execution Traces give one-line file:line errors", "[kineto][et]") {
@@ -172,22 +175,29 @@ TEST_CASE("et: malformed Execution Traces give one-line file:line errors", "[kin
       {"negative.json", replace(flat, "[[10, 20, 0, 6, 4, \"cuda:0\"], [11", "[[10, 20, -1, 6, 4, \"cuda:0\"], [11"),
        ":4: nodes[2] (id 4): inputs[0][2]: expected a non-negative integer in a tensor tuple [tensor id, storage id, "
        "offset, numel, element bytes, device] (got -1)"},
-      {"overflow.json", replace(flat, "[[10, 20, 0, 6, 4, \"cuda:0\"], [11", "[[10, 20, 0, 18446744073709551615, 4, \"cuda:0\"], [11"),
-       ":4: nodes[2] (id 4): tensor 10 of storage 20: (offset 0 + numel 18446744073709551615) x 4 bytes is out of range"},
-      {"types.json", replace(flat, "\"input_types\": [\"Tensor(float)\", \"Tensor(float)\"]", "\"input_types\": [\"Tensor(float)\"]"),
+      {"overflow.json",
+       replace(flat, "[[10, 20, 0, 6, 4, \"cuda:0\"], [11", "[[10, 20, 0, 18446744073709551615, 4, \"cuda:0\"], [11"),
+       ":4: nodes[2] (id 4): tensor 10 of storage 20: (offset 0 + numel 18446744073709551615) x 4 bytes is out of "
+       "range"},
+      {"types.json",
+       replace(flat, "\"input_types\": [\"Tensor(float)\", \"Tensor(float)\"]", "\"input_types\": [\"Tensor(float)\"]"),
        ":4: nodes[2] (id 4): 'inputs' has 2 entries but 'input_types' has 1"},
-      {"id.json", replace(flat, "\"id\": 4,", "\"id\": \"4\","), ":4: nodes[2]: field 'id' must be an integer (got '4')"},
+      {"id.json", replace(flat, "\"id\": 4,", "\"id\": \"4\","),
+       ":4: nodes[2]: field 'id' must be an integer (got '4')"},
       {"dup.json", replace(flat, "\"id\": 5,", "\"id\": 4,"), ":4: nodes[2]: duplicate node id 4 (also nodes[1])"},
-      {"attrs.json", replace(chakra, "\"attrs\": [{\"name\": \"rf_id\", \"type\": \"uint64\", \"value\": 1}",
-                             "\"attrs\": [{\"name\": \"rf_id\", \"type\": \"uint64\", \"value\": \"one\"}"),
+      {"attrs.json",
+       replace(chakra, "\"attrs\": [{\"name\": \"rf_id\", \"type\": \"uint64\", \"value\": 1}",
+               "\"attrs\": [{\"name\": \"rf_id\", \"type\": \"uint64\", \"value\": \"one\"}"),
        ":4: nodes[2] (id 4): field 'attrs[0].value' must be an integer (got 'one')"},
-      {"cycle.json", replace(flat, "\"id\": 2, \"rf_id\": 0, \"parent\": 1,", "\"id\": 2, \"rf_id\": 0, \"parent\": 3,"),
+      {"cycle.json",
+       replace(flat, "\"id\": 2, \"rf_id\": 0, \"parent\": 1,", "\"id\": 2, \"rf_id\": 0, \"parent\": 3,"),
        ":4: nodes[2] (id 4): its parent chain has a cycle"},
       {"loop.json", replace(flat, "\"id\": 3, \"rf_id\": 0, \"parent\": 2,", "\"id\": 3, \"rf_id\": 0, \"parent\": 4,"),
        ":4: nodes[2] (id 4): its parent chain has a cycle"},
       {"no_nodes.json", "{\"schema\": \"1.0.1\", \"pid\": 7}\n",
        ":1: not an Execution Trace: the top-level object has no 'nodes' array"},
-      {"array.json", "[]", ":1: not an Execution Trace: the top level must be a JSON object with 'nodes' (got an array)"},
+      {"array.json", "[]",
+       ":1: not an Execution Trace: the top level must be a JSON object with 'nodes' (got an array)"},
       {"truncated.json", flat.substr(0, flat.size() / 2), ""},
   };
   for (const Case& c : cases) {
@@ -216,7 +226,8 @@ TEST_CASE("et: the limits caps apply to the Execution Trace", "[kineto][et]") {
   CHECK_THROWS_WITH(linked(kKineto, kFlat, nodes), kFlat + ":5: nodes[3]: more than 3 ET nodes (limits.max_events)");
   Limits bytes;
   bytes.max_input_bytes = 3000;  // the Kineto file has 2693 bytes, the ET 3922
-  CHECK_THROWS_WITH(linked(kKineto, kFlat, bytes), Catch::Contains("(limits.max_input_bytes)") && Catch::StartsWith(kFlat + ":"));
+  CHECK_THROWS_WITH(linked(kKineto, kFlat, bytes),
+                    Catch::Contains("(limits.max_input_bytes)") && Catch::StartsWith(kFlat + ":"));
   Limits tensors;
   tensors.max_tensors = 4;
   CHECK_THROWS_WITH(linked(kKineto, kFlat, tensors), Catch::Contains("(limits.max_tensors)"));
@@ -253,7 +264,8 @@ TEST_CASE("et: in-place writes come from the schema's '!' annotations", "[kineto
   const std::string flat = slurp(kFlat);
   const std::string relu = "\"aten::relu_(Tensor(a!) self) -> Tensor(a!)\"";
   // An alias return (same tensor id, no '!'), like aten::to returning self, is no write.
-  const Trace alias = linked(kKineto, put("alias.json", replace(flat, relu, "\"aten::relu_(Tensor(a) self) -> Tensor(a)\"")));
+  const Trace alias =
+      linked(kKineto, put("alias.json", replace(flat, relu, "\"aten::relu_(Tensor(a) self) -> Tensor(a)\"")));
   CHECK(alias.ops[1].mutated.empty());
   // Without a schema, returning the input tensor itself counts as an in-place write.
   const Trace bare = linked(kKineto, put("bare.json", replace(flat, relu, "\"\"")));
@@ -302,6 +314,7 @@ TEST_CASE("et: the public same-run pairs link; the resnet pair is refused", "[ki
   CHECK(r.time.recompute_time.count() > 0);
 
   const std::string et = (dir / "resnet_et.json.gz").string(), kineto = (dir / "resnet_kineto.json.gz").string();
-  CHECK_THROWS_WITH(linked(kineto, et), et + ": not from the same run as " + kineto +
-                                            ": the ET's pid 1734239 is not a process of the Kineto trace (pids: 23442)");
+  CHECK_THROWS_WITH(linked(kineto, et),
+                    et + ": not from the same run as " + kineto +
+                        ": the ET's pid 1734239 is not a process of the Kineto trace (pids: 23442)");
 }

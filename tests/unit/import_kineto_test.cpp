@@ -56,7 +56,8 @@ std::string read_any(const fs::path& p) {
   REQUIRE(f != nullptr);
   std::string out;
   std::vector<char> buf(1 << 16);
-  for (int n; (n = gzread(f, buf.data(), static_cast<unsigned>(buf.size()))) > 0;) out.append(buf.data(), static_cast<std::size_t>(n));
+  for (int n; (n = gzread(f, buf.data(), static_cast<unsigned>(buf.size()))) > 0;)
+    out.append(buf.data(), static_cast<std::size_t>(n));
   gzclose(f);
   return out;
 }
@@ -65,7 +66,8 @@ std::string read_any(const fs::path& p) {
 std::vector<std::string> event_lines(const Trace& t) {
   std::vector<std::string> out;
   for (const TraceEvent& e : t.events) {
-    std::string s = fmt::format("{} {} @{}", to_string(e.kind), e.kind == EventKind::Mark ? t.labels[e.target] : std::to_string(e.target), e.time);
+    std::string s = fmt::format("{} {} @{}", to_string(e.kind),
+                                e.kind == EventKind::Mark ? t.labels[e.target] : std::to_string(e.target), e.time);
     if (e.addr != 0) s += fmt::format(" addr {}", e.addr);
     out.push_back(s);
   }
@@ -180,24 +182,24 @@ TEST_CASE("kineto: 2021 trace without Addr: LIFO-per-size pairing, nesting, kern
 
   SECTION("events: LIFO per size, frees before allocs live from the start, compute at op end") {
     CHECK(event_lines(t) == std::vector<std::string>{
-                                "alloc 0 @0",             // pre-profiling block, live from the start
-                                "iteration 0 @0",         // ProfilerStep#3 at ts 100 = origin
-                                "alloc 1 @14000",         //
-                                "alloc 2 @20000",         //
-                                "free 2 @30000",          //
-                                "compute 0 @40000",       // conv2d ends at 140
-                                "alloc 3 @55000",         //
-                                "compute 1 @60000",       //
-                                "compute 2 @75000",       //
-                                "iteration 1 @100000",    // ProfilerStep#4
-                                "alloc 4 @112000",        //
-                                "alloc 5 @115000",        //
-                                "compute 3 @120000",      //
-                                "free 5 @140000",         // -256: the later 256-byte allocation
-                                "free 3 @145000",         // -1024: relu's output, not conv2d's (LIFO)
-                                "compute 4 @150000",      //
-                                "free 0 @160000",         // -2048 matches nothing allocated
-                                "alloc 6 @170000",        //
+                                "alloc 0 @0",           // pre-profiling block, live from the start
+                                "iteration 0 @0",       // ProfilerStep#3 at ts 100 = origin
+                                "alloc 1 @14000",       //
+                                "alloc 2 @20000",       //
+                                "free 2 @30000",        //
+                                "compute 0 @40000",     // conv2d ends at 140
+                                "alloc 3 @55000",       //
+                                "compute 1 @60000",     //
+                                "compute 2 @75000",     //
+                                "iteration 1 @100000",  // ProfilerStep#4
+                                "alloc 4 @112000",      //
+                                "alloc 5 @115000",      //
+                                "compute 3 @120000",    //
+                                "free 5 @140000",       // -256: the later 256-byte allocation
+                                "free 3 @145000",       // -1024: relu's output, not conv2d's (LIFO)
+                                "compute 4 @150000",    //
+                                "free 0 @160000",       // -2048 matches nothing allocated
+                                "alloc 6 @170000",      //
                             });
   }
 
@@ -233,13 +235,14 @@ TEST_CASE("kineto: 2023+ trace with Addr, totals, fractional ts and an OOM event
     CHECK(s["recorded_peak_allocated_bytes"] == 32768);
     CHECK(s["recorded_peak_reserved_bytes"] == 41943040);
     CHECK(s["ops"] == json{{"cpu_ops", 6}, {"top_level", 4}, {"annotations", 1}});  // + gpu_user_annotation
-    CHECK(s["gpu_time_ns"] == 12845);                                                // 12.345 + 0.5 us
+    CHECK(s["gpu_time_ns"] == 12845);                                               // 12.345 + 0.5 us
     CHECK(s["gpu_time_outside_ops_ns"] == 0);
     CHECK(s["profiler_steps"] == json{0, 1});
     // 1700000000001000 us: beyond a double's exact range once the ns digits are added.
     CHECK(s["ts_origin_us"] == "1700000000001000");
-    CHECK(s["oom_events"] ==
-          json::array({{{"t_us", "100"}, {"bytes", 1048576}, {"total_allocated", 20480}, {"total_reserved", 41943040}}}));
+    CHECK(
+        s["oom_events"] ==
+        json::array({{{"t_us", "100"}, {"bytes", 1048576}, {"total_allocated", 20480}, {"total_reserved", 41943040}}}));
     CHECK(s["schema_version"] == 1);
     CHECK(s["distributed_info"] == json{{"backend", "nccl"}, {"rank", 0}, {"world_size", 1}});
   }
@@ -292,8 +295,7 @@ TEST_CASE("kineto: 2023+ trace with Addr, totals, fractional ts and an OOM event
   }
 }
 
-TEST_CASE("kineto: CPU-only trace: op time is the CPU dur, ranges nest despite rounding, one iteration",
-          "[kineto]") {
+TEST_CASE("kineto: CPU-only trace: op time is the CPU dur, ranges nest despite rounding, one iteration", "[kineto]") {
   const Trace t = import_kineto(kCpuOnly, KinetoOptions{0});
   round_trip(t, "cpu-only");
   CHECK(t.header.iterations == 1);
@@ -308,8 +310,8 @@ TEST_CASE("kineto: CPU-only trace: op time is the CPU dur, ranges nest despite r
                    {"aten::add", 2000, {}},
                    {"aten::empty", 500, {}},
                });
-  CHECK(event_lines(t) == std::vector<std::string>{"compute 0 @6000", "compute 1 @10000", "compute 2 @13000",
-                                                   "compute 3 @14500"});
+  CHECK(event_lines(t) ==
+        std::vector<std::string>{"compute 0 @6000", "compute 1 @10000", "compute 2 @13000", "compute 3 @14500"});
   CHECK(summarize(t).compute_time == SimTime{16500});
 }
 
@@ -336,8 +338,9 @@ TEST_CASE("kineto: --device picks the device's memory events and GPU work", "[ki
     (void)import_kineto(kLegacy, KinetoOptions{2});
     FAIL("device 2 accepted");
   } catch (const Error& e) {
-    CHECK(std::string(e.what()) == kLegacy + ": device 2 has no [memory] events or GPU activity in this trace "
-                                             "(devices with events: 0, 1)");
+    CHECK(std::string(e.what()) == kLegacy +
+                                       ": device 2 has no [memory] events or GPU activity in this trace "
+                                       "(devices with events: 0, 1)");
   }
   CHECK_THROWS_WITH(import_kineto(kLegacy, KinetoOptions{-1}), "device: must be a CUDA device index >= 0 (got -1)");
 }
@@ -360,8 +363,10 @@ TEST_CASE("kineto: gzip and plain input, bare event arrays, deterministic output
 
   // The Chrome "JSON Array Format": just the events.
   const std::string array = (dir / "array.json").string();
-  write_file(array, R"([{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":5,"dur":3},)"
-                    R"({"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":6,"args":{"Device Type":1,"Device Id":0,"Bytes":512}}])");
+  write_file(
+      array,
+      R"([{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":5,"dur":3},)"
+      R"({"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":6,"args":{"Device Type":1,"Device Id":0,"Bytes":512}}])");
   const Trace a = import_kineto(array, KinetoOptions{0});
   check_tensors(a, {{512, TensorRole::Other, "aten::mm"}});
   check_ops(a, {{"aten::mm", 3000, {0}}});
@@ -374,7 +379,7 @@ TEST_CASE("kineto: microsecond text converts to ns exactly", "[kineto]") {
   CHECK(micros_text_to_ns("1.5") == 1500);
   CHECK(micros_text_to_ns("12.345") == 12345);
   CHECK(micros_text_to_ns("1700000000001016.750") == 1700000000001016750);  // a double would give ...016.75 +- 0.25
-  CHECK(micros_text_to_ns("0.0005") == 1);  // halves round away from zero
+  CHECK(micros_text_to_ns("0.0005") == 1);                                  // halves round away from zero
   CHECK(micros_text_to_ns("0.00049") == 0);
   CHECK(micros_text_to_ns("-2.5") == -2500);
   CHECK(micros_text_to_ns("-0.0005") == -1);
@@ -402,18 +407,21 @@ TEST_CASE("kineto: malformed inputs fail with file:line: problem", "[kineto][cat
       {"trailing text", R"({"traceEvents":[]} x)",
        "1: malformed JSON at column 20: syntax error while parsing value - invalid literal; last read: "
        "'\"traceEvents\":[]} x'; expected end of input"},
-      {"top-level number", "42", "1: not a Kineto trace: the top level must be a JSON object with 'traceEvents' (got 42)"},
+      {"top-level number", "42",
+       "1: not a Kineto trace: the top level must be a JSON object with 'traceEvents' (got 42)"},
       {"no traceEvents", "{\"schemaVersion\": 1,\n \"deviceProperties\": []\n}",
        "3: not a Kineto trace: the top-level object has no 'traceEvents' array"},
       {"traceEvents object", R"({"traceEvents":{}})", "1: field 'traceEvents' must be an array (got an object)"},
       {"traceEvents number", R"({"traceEvents":5})", "1: field 'traceEvents' must be an array (got 5)"},
       {"duplicate traceEvents", R"({"traceEvents":[],"traceEvents":[]})", "1: duplicate top-level key 'traceEvents'"},
-      {"event not object", "{\"traceEvents\":[\n{\"ph\":\"M\"},\n7]}", "3: traceEvents[1]: an event must be a JSON object (got 7)"},
+      {"event not object", "{\"traceEvents\":[\n{\"ph\":\"M\"},\n7]}",
+       "3: traceEvents[1]: an event must be a JSON object (got 7)"},
       {"event array", R"({"traceEvents":[[]]})", "1: traceEvents[0]: an event must be a JSON object (got an array)"},
       {"no ph", R"({"traceEvents":[{"name":"x"}]})", "1: traceEvents[0]: missing field 'ph'"},
       {"ph number", R"({"traceEvents":[{"ph":1}]})", "1: traceEvents[0]: field 'ph' must be a string (got 1)"},
       {"duplicate key", R"({"traceEvents":[{"ph":"X","ph":"i"}]})", "1: traceEvents[0]: duplicate key 'ph'"},
-      {"cat number", R"({"traceEvents":[{"ph":"X","cat":3}]})", "1: traceEvents[0]: field 'cat' must be a string (got 3)"},
+      {"cat number", R"({"traceEvents":[{"ph":"X","cat":3}]})",
+       "1: traceEvents[0]: field 'cat' must be a string (got 3)"},
       {"op without ts", "{\"traceEvents\":[\n" + op + R"("dur":1}]})", "2: traceEvents[0]: missing field 'ts'"},
       {"ts string", R"({"traceEvents":[)" + op + R"("ts":"5","dur":1}]})",
        "1: traceEvents[0]: field 'ts' must be a number (got '5')"},
@@ -459,7 +467,8 @@ TEST_CASE("kineto: malformed inputs fail with file:line: problem", "[kineto][cat
        "{\"traceEvents\":[\n" + mem + R"({"Device Type":1,"Device Id":0,"Bytes":16,"Addr":64}},)" + "\n" + mem +
            R"({"Device Type":1,"Device Id":0,"Bytes":-32,"Addr":64}}]})",
        "3: traceEvents[1]: free of 32 bytes at address 64, which holds an allocation of 16 bytes (traceEvents[0])"},
-      {"nesting too deep", R"({"traceEvents":[{"ph":"M","args":)" + std::string(300, '[') + std::string(300, ']') + "}]}",
+      {"nesting too deep",
+       R"({"traceEvents":[{"ph":"M","args":)" + std::string(300, '[') + std::string(300, ']') + "}]}",
        "1: traceEvents[0]: nesting too deep (over 256 levels)"},
   };
   const fs::path dir = test::scratch_dir("kineto-catalogue");
@@ -478,7 +487,8 @@ TEST_CASE("kineto: malformed inputs fail with file:line: problem", "[kineto][cat
 
   SECTION("cannot open") {
     const std::string missing = (dir / "missing.json").string();
-    CHECK_THROWS_WITH(import_kineto(missing, KinetoOptions{0}), missing + ":0: cannot open trace file: No such file or directory");
+    CHECK_THROWS_WITH(import_kineto(missing, KinetoOptions{0}),
+                      missing + ":0: cannot open trace file: No such file or directory");
   }
 
   SECTION("truncated and corrupt gzip streams") {
@@ -515,7 +525,7 @@ namespace {
 struct Reference {
   std::map<std::pair<std::int64_t, std::int64_t>, std::uint64_t> memory_events;  // (type, id) -> count
   std::uint64_t allocs = 0, frees = 0;
-  std::int64_t max_running_sum = 0;      // of Bytes, device 0, in ts order
+  std::int64_t max_running_sum = 0;                             // of Bytes, device 0, in ts order
   std::uint64_t unmatched_free_bytes = 0, unmatched_frees = 0;  // frees no same-size alloc can pay for
   std::uint64_t steps = 0, cpu_ops = 0, top_level_ops = 0;
   double gpu_us = 0;  // kernels, memcpy, memset on device 0
@@ -547,13 +557,16 @@ Reference reference_figures(const fs::path& file) {
     if ((op_cat || cat == "user_annotation") && name.rfind("ProfilerStep#", 0) == 0) ++r.steps;
     if (op_cat && name.find('#') == std::string::npos) {
       ++r.cpu_ops;
-      const std::string thread = e.at("pid").dump() + "/" + (e.at("tid").is_string() ? e.at("tid").get<std::string>() : e.at("tid").dump());
+      const std::string thread =
+          e.at("pid").dump() + "/" + (e.at("tid").is_string() ? e.at("tid").get<std::string>() : e.at("tid").dump());
       const double ts = e.at("ts").get<double>();
       ops_by_thread[thread].push_back({ts, ts + e.at("dur").get<double>()});
     }
-    if (cat == "Kernel" || cat == "kernel" || cat == "Memcpy" || cat == "gpu_memcpy" || cat == "Memset" || cat == "gpu_memset") {
+    if (cat == "Kernel" || cat == "kernel" || cat == "Memcpy" || cat == "gpu_memcpy" || cat == "Memset" ||
+        cat == "gpu_memset") {
       const json& a = e.at("args");
-      const std::int64_t dev = a.contains("device") ? a.at("device").get<std::int64_t>() : e.at("pid").get<std::int64_t>();
+      const std::int64_t dev =
+          a.contains("device") ? a.at("device").get<std::int64_t>() : e.at("pid").get<std::int64_t>();
       if (dev == 0) r.gpu_us += e.at("dur").get<double>();
     }
   }
@@ -599,7 +612,8 @@ TEST_CASE("kineto: public traces convert and match figures read off the JSON", "
     WARN("../shared not present: skipping the public Kineto traces");
     return;
   }
-  std::vector<fs::path> files = {test::shared_dir() / "traces" / "kineto" / "kineto_tbplugin_resnet50_v100_memory.pt.trace.json.gz"};
+  std::vector<fs::path> files = {test::shared_dir() / "traces" / "kineto" /
+                                 "kineto_tbplugin_resnet50_v100_memory.pt.trace.json.gz"};
   for (const auto& entry : fs::directory_iterator(test::shared_dir() / "traces" / "chakra_et")) {
     if (entry.path().filename().string().find("_kineto.json") != std::string::npos) files.push_back(entry.path());
   }
@@ -630,7 +644,8 @@ TEST_CASE("kineto: public traces convert and match figures read off the JSON", "
     CHECK(s.computes == ref.top_level_ops);
     CHECK(src["gpu_time_ns"] == static_cast<std::int64_t>(std::llround(ref.gpu_us * 1000)));
     // Every GPU nanosecond of the device is in exactly one op or reported as outside ops.
-    CHECK(s.compute_time.count() + src["gpu_time_outside_ops_ns"].get<std::int64_t>() == src["gpu_time_ns"].get<std::int64_t>());
+    CHECK(s.compute_time.count() + src["gpu_time_outside_ops_ns"].get<std::int64_t>() ==
+          src["gpu_time_ns"].get<std::int64_t>());
 
     if (file.filename() == "kineto_tbplugin_resnet50_v100_memory.pt.trace.json.gz") {
       // One-off cross-check with Python (json.load of the file; [memory] events counted by

@@ -67,7 +67,8 @@ Figures read_off(const pickle::Value& root) {
 
 }  // namespace
 
-TEST_CASE("torch snapshot: the six public snapshots replay exactly with the pytorch model", "[torch_snapshot][shared]") {
+TEST_CASE("torch snapshot: the six public snapshots replay exactly with the pytorch model",
+          "[torch_snapshot][shared]") {
   if (!test::have_shared()) {
     WARN("../shared not present: skipping the public PyTorch snapshots");
     return;
@@ -115,7 +116,8 @@ TEST_CASE("torch snapshot: the six public snapshots replay exactly with the pyto
     CHECK(s.initial_segments == got.segments);
     CHECK(s.initial_reserved.value == got.reserved);
 
-    PyTorchCachingAllocator alloc(Bytes{80ULL << 30}, torch_snapshot::allocator_options(t.header.extra["allocator_settings"]));
+    PyTorchCachingAllocator alloc(Bytes{80ULL << 30},
+                                  torch_snapshot::allocator_options(t.header.extra["allocator_settings"]));
     KeepPolicy keep;
     EngineOptions opt;
     opt.budget = Bytes{80ULL << 30};

@@ -1,7 +1,8 @@
 // torch-snapshot importer on hand-built snapshots: every action, each gotcha of
 // the snapshot format (torch.cuda.memory._snapshot), the reconstruction of the initial allocator state
 // and an exact replay of it with the `pytorch` model. Expected values are worked by hand from
-// PyTorch's caching-allocator rules (pytorch/pytorch @001074d2 c10/cuda/CUDACachingAllocator.cpp) in the comments next to them.
+// PyTorch's caching-allocator rules (pytorch/pytorch @001074d2 c10/cuda/CUDACachingAllocator.cpp) in the comments next
+// to them.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -23,9 +24,9 @@ using namespace snapshot_test;
 
 namespace {
 
-constexpr std::uint64_t A = 0x10000000;    // a 20 MiB large-pool segment
-constexpr std::uint64_t SA = 0x20000000;   // a 2 MiB small-pool segment
-constexpr std::uint64_t NA = 0x30000000;   // a segment the history allocates
+constexpr std::uint64_t A = 0x10000000;      // a 20 MiB large-pool segment
+constexpr std::uint64_t SA = 0x20000000;     // a 2 MiB small-pool segment
+constexpr std::uint64_t NA = 0x30000000;     // a segment the history allocates
 constexpr std::uint64_t P = 0x55d0c0ffee00;  // a non-default stream (a cudaStream_t value)
 
 Trace import(const Snap& s, int device = 0) {
@@ -55,20 +56,20 @@ Snap worked_example() {
                                frame("forward", "/home/u/model.py", 54), frame("<module>", "/home/u/train.py", 9)});
   const ValuePtr y_frames = L({frame("_call_impl", "/v/site-packages/torch/nn/modules/module.py", 1790),
                                frame("forward", "D:\\proj\\model.py", 12)});
-  s.segment(A, 0, "large", {{4 * MiB, 4 * MiB - 100, "", L({frame("at::_ops::empty_strided::call(long)")})},
-                            {16 * MiB, 0}});
+  s.segment(A, 0, "large",
+            {{4 * MiB, 4 * MiB - 100, "", L({frame("at::_ops::empty_strided::call(long)")})}, {16 * MiB, 0}});
   s.segment(SA, P, "small", {{2 * MiB, 0}});
   s.segment(NA, 0, "large", {{18 * MiB, 18 * MiB - 100}});
-  s.free(A + 4 * MiB, 3 * MiB)                                   // 0, 1
-      .entry("alloc", A + 4 * MiB, 2 * MiB + 1, 0, x_frames)     // 2
-      .entry("alloc", SA, 1000, P, y_frames)                     // 3
-      .entry("snapshot", 0, 0)                                   // 4
+  s.free(A + 4 * MiB, 3 * MiB)                                                    // 0, 1
+      .entry("alloc", A + 4 * MiB, 2 * MiB + 1, 0, x_frames)                      // 2
+      .entry("alloc", SA, 1000, P, y_frames)                                      // 3
+      .entry("snapshot", 0, 0)                                                    // 4
       .entry("annotate", 0, 0, 0, nullptr, 0, {{"user_metadata", S("phase 1")}})  // 5
-      .entry("segment_alloc", NA, 18 * MiB)                      // 6
-      .entry("alloc", NA, 18 * MiB - 100)                        // 7
-      .entry("oom", 0, GiB, 0, nullptr, 0, {{"device_free", I(123)}})  // 8
-      .free(SA, 1000, P)                                         // 9, 10
-      .free(A + 4 * MiB, 2 * MiB + 1);                           // 11, 12
+      .entry("segment_alloc", NA, 18 * MiB)                                       // 6
+      .entry("alloc", NA, 18 * MiB - 100)                                         // 7
+      .entry("oom", 0, GiB, 0, nullptr, 0, {{"device_free", I(123)}})             // 8
+      .free(SA, 1000, P)                                                          // 9, 10
+      .free(A + 4 * MiB, 2 * MiB + 1);                                            // 11, 12
   s.annotation("START", "step", s.t0 + 35).annotation("END", "step", s.t0 + 95).annotation("START", "other", 0, 1);
   return s;
 }
@@ -88,7 +89,7 @@ TEST_CASE("torch snapshot: a hand-worked history converts and replays exactly", 
   REQUIRE(t.tensors.size() == 6);
   const std::vector<std::uint64_t> sizes{4 * MiB - 100, 3 * MiB, 2 * MiB + 1, 1000, 18 * MiB - 100, GiB};
   for (std::size_t i = 0; i < sizes.size(); ++i) CHECK(t.tensors[i].size.value == sizes[i]);
-  CHECK(t.tensors[0].name == "empty_strided");                       // only a factory frame
+  CHECK(t.tensors[0].name == "empty_strided");                        // only a factory frame
   CHECK(t.tensors[2].name == "zeros_like in forward (model.py:54)");  // factory skipped, torch-free .py
   CHECK(t.tensors[3].name == "forward (model.py:12)");                // Python-only stack
   CHECK(t.tensors[4].name.empty());
@@ -119,13 +120,13 @@ TEST_CASE("torch snapshot: a hand-worked history converts and replays exactly", 
     std::uint16_t stream;
   };
   const std::vector<Ev> want{
-      {EventKind::Free, 1, 10, 0, 0},         {EventKind::Alloc, 2, 20, A + 4 * MiB, 0},
-      {EventKind::Alloc, 3, 30, SA, 1},       {EventKind::Mark, 0, 35, 0, 0},
-      {EventKind::Mark, 1, 40, 0, 0},         {EventKind::Mark, 2, 50, 0, 0},
-      {EventKind::Mark, 3, 60, 0, 0},         {EventKind::Alloc, 4, 70, NA, 0},
-      {EventKind::Mark, 4, 80, 0, 0},         {EventKind::Alloc, 5, 80, 0, 0},
-      {EventKind::Free, 5, 80, 0, 0},         {EventKind::Mark, 5, 95, 0, 0},
-      {EventKind::Free, 3, 100, 0, 1},        {EventKind::Free, 2, 120, 0, 0},
+      {EventKind::Free, 1, 10, 0, 0},   {EventKind::Alloc, 2, 20, A + 4 * MiB, 0},
+      {EventKind::Alloc, 3, 30, SA, 1}, {EventKind::Mark, 0, 35, 0, 0},
+      {EventKind::Mark, 1, 40, 0, 0},   {EventKind::Mark, 2, 50, 0, 0},
+      {EventKind::Mark, 3, 60, 0, 0},   {EventKind::Alloc, 4, 70, NA, 0},
+      {EventKind::Mark, 4, 80, 0, 0},   {EventKind::Alloc, 5, 80, 0, 0},
+      {EventKind::Free, 5, 80, 0, 0},   {EventKind::Mark, 5, 95, 0, 0},
+      {EventKind::Free, 3, 100, 0, 1},  {EventKind::Free, 2, 120, 0, 0},
   };
   REQUIRE(t.events.size() == want.size());
   for (std::size_t i = 0; i < want.size(); ++i) {
@@ -136,8 +137,8 @@ TEST_CASE("torch snapshot: a hand-worked history converts and replays exactly", 
     CHECK(t.events[i].addr == want[i].addr);
     CHECK(t.events[i].stream == want[i].stream);
   }
-  CHECK(t.labels == std::vector<std::string>{"START step", "snapshot", "annotate phase 1", "segment_alloc", "oom",
-                                             "END step"});
+  CHECK(t.labels ==
+        std::vector<std::string>{"START step", "snapshot", "annotate phase 1", "segment_alloc", "oom", "END step"});
 
   // Header.
   CHECK(t.header.model == "snap");
@@ -150,8 +151,13 @@ TEST_CASE("torch snapshot: a hand-worked history converts and replays exactly", 
   CHECK(src["initial_state"] == "exact");
   CHECK(src["preexisting_blocks_freed"] == 1);
   CHECK(src["preexisting_blocks_kept"] == 1);
-  CHECK(src["actions"] == nlohmann::json{{"alloc", 3}, {"annotate", 1}, {"free_completed", 3}, {"free_requested", 3},
-                                         {"oom", 1}, {"segment_alloc", 1}, {"snapshot", 1}});
+  CHECK(src["actions"] == nlohmann::json{{"alloc", 3},
+                                         {"annotate", 1},
+                                         {"free_completed", 3},
+                                         {"free_requested", 3},
+                                         {"oom", 1},
+                                         {"segment_alloc", 1},
+                                         {"snapshot", 1}});
   // Reserved at the oom: A + SA (22 MiB) + NA (18 MiB); capacity = reserved + device_free.
   CHECK(src["ooms"] == nlohmann::json::array({{{"device_free", 123},
                                                {"entry", 8},
@@ -259,8 +265,8 @@ TEST_CASE("torch snapshot: a ring-buffer history that lost its beginning is flag
   CHECK(t.header.source["truncated"] == true);
   CHECK(t.header.extra["truncated"] == true);
   CHECK(t.header.source["truncation_evidence"].get<std::string>().rfind("entry 0: free_completed at 0x10000000 has no "
-                                                                         "free_requested before it",
-                                                                         0) == 0);
+                                                                        "free_requested before it",
+                                                                        0) == 0);
   CHECK(replay(t).report.addresses.mismatches == 0);
   // A recording that merely started late (request and completion both present) is not truncated.
   CHECK(import(worked_example()).header.source["truncated"] == false);
@@ -319,7 +325,8 @@ TEST_CASE("torch snapshot: segments freed by the history existed at the start", 
   CHECK(t.labels == std::vector<std::string>{"segment_free"});
 }
 
-TEST_CASE("torch snapshot: expandable segments are rebuilt from the end state and the map entries", "[torch_snapshot]") {
+TEST_CASE("torch snapshot: expandable segments are rebuilt from the end state and the map entries",
+          "[torch_snapshot]") {
   // End state: the reservation at A (large pool) maps [A, A + 40 MiB): a 20 MiB block (20 MiB - 4
   // requested) live throughout, a 4 MiB block, 16 MiB free. The history maps [A + 20 MiB, +20
   // MiB) and allocates the 4 MiB block there. Undoing the map: only [A, A + 20 MiB) was mapped at
@@ -354,8 +361,9 @@ TEST_CASE("torch snapshot: malformed snapshots name the key and the problem", "[
     Snap s;
     s.segment(A, 0, "large", {{20 * MiB, 0}});
     s.entry("alloc", A, 512).entry("alloc", A, 512);
-    CHECK(import_error(s.build()) == "snap.pickle: device_traces[0][1]: alloc at 0x10000000, which is still allocated "
-                                     "(since entry 0)");
+    CHECK(import_error(s.build()) ==
+          "snap.pickle: device_traces[0][1]: alloc at 0x10000000, which is still allocated "
+          "(since entry 0)");
   }
   {
     Snap s;
@@ -413,9 +421,11 @@ TEST_CASE("torch snapshot: recorded allocator settings map onto the pytorch mode
 }
 
 TEST_CASE("torch snapshot: end-state comparison reports the first difference", "[torch_snapshot]") {
-  const SeedSegment a{A, 0, SegmentPool::Large, false, {{Bytes{MiB}, Bytes{1000}, true}, {Bytes{MiB}, Bytes{0}, false}}};
+  const SeedSegment a{
+      A, 0, SegmentPool::Large, false, {{Bytes{MiB}, Bytes{1000}, true}, {Bytes{MiB}, Bytes{0}, false}}};
   SeedSegment split_free = a;  // the same free space cut in two
-  split_free.blocks = {{Bytes{MiB}, Bytes{1000}, true}, {Bytes{MiB / 2}, Bytes{0}, false}, {Bytes{MiB / 2}, Bytes{0}, false}};
+  split_free.blocks = {
+      {Bytes{MiB}, Bytes{1000}, true}, {Bytes{MiB / 2}, Bytes{0}, false}, {Bytes{MiB / 2}, Bytes{0}, false}};
   CHECK(torch_snapshot::compare_end_state({a}, {split_free}).segments_match);
   SeedSegment other = a;
   other.blocks[0].requested = Bytes{999};
@@ -427,7 +437,8 @@ TEST_CASE("torch snapshot: end-state comparison reports the first difference", "
         "bytes allocated (999 requested)");
   const auto missing = torch_snapshot::compare_end_state({a}, {});
   CHECK_FALSE(missing.reserved_match);
-  CHECK(missing.first_difference == "segment 0: recorded has 0x10000000+2097152 (stream 0, large pool, 2 blocks), model has none");
+  CHECK(missing.first_difference ==
+        "segment 0: recorded has 0x10000000+2097152 (stream 0, large pool, 2 blocks), model has none");
 }
 
 TEST_CASE("torch snapshot: models without seeding refuse a recorded initial state", "[torch_snapshot]") {

@@ -117,10 +117,12 @@ TEST_CASE("limits: every cap of the trace loader names file, line and key", "[li
     CHECK(load_error(in, l) == in + ":6: op 9: field 'inputs': more than 2 tensors (limits.max_op_fan_in)");
     const auto out = write(dir, "out.jsonl", defs + "{\"kind\":\"op\",\"id\":9,\"inputs\":[1],\"outputs\":[2,3,4]}\n");
     CHECK(load_error(out, l) == out + ":6: op 9: field 'outputs': more than 2 tensors (limits.max_op_fan_in)");
-    const auto mut = write(dir, "mut.jsonl", defs + "{\"kind\":\"op\",\"id\":9,\"inputs\":[1,2],\"mutates\":[1,2,1]}\n");
+    const auto mut =
+        write(dir, "mut.jsonl", defs + "{\"kind\":\"op\",\"id\":9,\"inputs\":[1,2],\"mutates\":[1,2,1]}\n");
     CHECK(load_error(mut, l) == mut + ":6: op 9: field 'mutates': more than 2 tensors (limits.max_op_fan_in)");
-    const auto views = write(dir, "views.jsonl",
-                             defs + "{\"kind\":\"op\",\"id\":9,\"inputs\":[1],\"outputs\":[2],\"views\":[[2,1],[2,1],[2,1]]}\n");
+    const auto views =
+        write(dir, "views.jsonl",
+              defs + "{\"kind\":\"op\",\"id\":9,\"inputs\":[1],\"outputs\":[2],\"views\":[[2,1],[2,1],[2,1]]}\n");
     CHECK(load_error(views, l) == views + ":6: op 9: field 'views': more than 2 pairs (limits.max_op_fan_in)");
     l.max_op_fan_in = 3;
     CHECK(load_trace(in, l).ops.at(0).inputs.size() == 3);
@@ -144,12 +146,13 @@ TEST_CASE("limits: every cap of the trace loader names file, line and key", "[li
 TEST_CASE("limits: the importers apply the same caps", "[limits]") {
   const auto dir = test::scratch_dir("limits-import");
   // A DTR log: annotation, then one constant of 64 bytes (lines 2-3), then a call making r.
-  const std::string log = "{\"ANNOTATION\":\"START\",\"INSTRUCTION\":\"ANNOTATE\"}\n"    // 48 bytes
-                          "{\"INSTRUCTION\":\"CONSTANT\",\"NAME\":\"p\"}\n"                 // 38
-                          "{\"INSTRUCTION\":\"MEMORY\",\"MEMORY\":\"64\",\"NAME\":\"p\"}\n"  // 50
-                          "{\"ARGS\":[\"p\"],\"INSTRUCTION\":\"CALL\",\"NAME\":\"relu\",\"RESULT\":[\"r\"],\"TIME\":\"5\"}\n"
-                          "{\"INSTRUCTION\":\"MEMORY\",\"MEMORY\":\"32\",\"NAME\":\"r\"}\n"
-                          "{\"ALIAS\":\"-1\",\"INSTRUCTION\":\"ALIAS\",\"NAME\":\"r\"}\n";
+  const std::string log =
+      "{\"ANNOTATION\":\"START\",\"INSTRUCTION\":\"ANNOTATE\"}\n"        // 48 bytes
+      "{\"INSTRUCTION\":\"CONSTANT\",\"NAME\":\"p\"}\n"                  // 38
+      "{\"INSTRUCTION\":\"MEMORY\",\"MEMORY\":\"64\",\"NAME\":\"p\"}\n"  // 50
+      "{\"ARGS\":[\"p\"],\"INSTRUCTION\":\"CALL\",\"NAME\":\"relu\",\"RESULT\":[\"r\"],\"TIME\":\"5\"}\n"
+      "{\"INSTRUCTION\":\"MEMORY\",\"MEMORY\":\"32\",\"NAME\":\"r\"}\n"
+      "{\"ALIAS\":\"-1\",\"INSTRUCTION\":\"ALIAS\",\"NAME\":\"r\"}\n";
   const auto dtr = write(dir, "small.log", log);
   Limits l;
   REQUIRE(import_dtr_log(dtr, {}, l).tensors.size() == 2);
@@ -163,7 +166,8 @@ TEST_CASE("limits: the importers apply the same caps", "[limits]") {
   CHECK_THROWS_WITH(import_dtr_log(dtr, {}, l), Catch::EndsWith(": more than 2 events (limits.max_events)"));
 
   // Kineto: the cap cuts the JSON document; the error is the cap's, at the line it falls in.
-  const auto kineto = write(dir, "k.json", "{\"traceEvents\": [\n  {\"ph\":\"X\",\"name\":\"a\",\"ts\":1,\"dur\":1}\n]}\n");
+  const auto kineto =
+      write(dir, "k.json", "{\"traceEvents\": [\n  {\"ph\":\"X\",\"name\":\"a\",\"ts\":1,\"dur\":1}\n]}\n");
   l = Limits{};
   l.max_input_bytes = 20;  // "{\"traceEvents\": [\n" is 18 bytes: byte 21 is on line 2
   CHECK_THROWS_WITH(import_kineto(kineto, {}, l), kineto + ":2: more than 20 bytes of input (limits.max_input_bytes)");
@@ -171,7 +175,8 @@ TEST_CASE("limits: the importers apply the same caps", "[limits]") {
   // Torch snapshot pickles: the bytes read, before parsing.
   const auto pickle = write(dir, "s.pickle", std::string("\x80\x02}q\x00.", 6));
   l.max_input_bytes = 5;
-  CHECK_THROWS_WITH(import_torch_snapshot(pickle, {}, l), pickle + ": more than 5 bytes of input (limits.max_input_bytes)");
+  CHECK_THROWS_WITH(import_torch_snapshot(pickle, {}, l),
+                    pickle + ": more than 5 bytes of input (limits.max_input_bytes)");
 }
 
 TEST_CASE("limits: check_limits on a trace built in memory names the first cap exceeded", "[limits]") {

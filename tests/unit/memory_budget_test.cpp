@@ -106,8 +106,9 @@ TEST_CASE("memory: limits.max_memory defaults to half the machine's memory, and 
         static_cast<std::uint64_t>(static_cast<long double>(machine) * 25 / 100));
   CHECK(limits_from_json({{"max_memory", "1GiB"}}).max_memory == std::uint64_t{1} << 30);
   CHECK(limits_from_json({{"max_memory", 4096}}).max_memory == 4096);
-  const std::string syntax = "limits.max_memory: expected a size such as 8GiB or a share of the machine's memory such as "
-                             "25%, got ";
+  const std::string syntax =
+      "limits.max_memory: expected a size such as 8GiB or a share of the machine's memory such as "
+      "25%, got ";
   CHECK_THROWS_WITH(limits_from_json({{"max_memory", "150%"}}), syntax + "'150%'");
   CHECK_THROWS_WITH(limits_from_json({{"max_memory", "0%"}}), syntax + "'0%'");
   CHECK_THROWS_WITH(limits_from_json({{"max_memory", "lots"}}), syntax + "'lots'");
@@ -152,7 +153,9 @@ TEST_CASE("memory: a 100-level dict shared through the pickle memo is refused at
   const std::string p15 = write(dir, "15.pickle", shared_settings_snapshot(15));
   CHECK_THROWS_WITH(import_torch_snapshot(p15, {}), Catch::StartsWith(p15 + ": allocator_settings: more than 65536"));
   // The copies count in the budget: 65533 values twice (source and extra) at 128 bytes.
-  CHECK(error_of([&] { (void)import_torch_snapshot(write(dir, "14b.pickle", shared_settings_snapshot(14)), {}, budget(16 * kMiB)); }) ==
+  CHECK(error_of([&] {
+          (void)import_torch_snapshot(write(dir, "14b.pickle", shared_settings_snapshot(14)), {}, budget(16 * kMiB));
+        }) ==
         (dir / "14b.pickle").string() + ": allocator_settings: more than 16777216 bytes of memory (limits.max_memory)");
 }
 
@@ -231,7 +234,8 @@ TEST_CASE("memory: a trace of 10^6 tensors and a long header line stop at the bu
   std::string big = "{\"format\":\"coopsim-trace\",\"version\":1,\"x\":[0";
   for (int i = 0; i < 1'000'000; ++i) big += ",0";
   const std::string h = write(dir, "header.jsonl", big + "]}\n");
-  CHECK(error_of([&] { (void)load_trace(h, budget(64 * kMiB)); }) == h + ":1: more than 67108864 bytes of memory (limits.max_memory)");
+  CHECK(error_of([&] { (void)load_trace(h, budget(64 * kMiB)); }) ==
+        h + ":1: more than 67108864 bytes of memory (limits.max_memory)");
   CHECK(load_trace(h, budget(256 * kMiB)).header.extra["x"].size() == 1'000'001);
 }
 
@@ -239,10 +243,12 @@ TEST_CASE("memory: importers count what they derive, not only what they read", "
   const auto dir = test::scratch_dir("memory-import");
   SECTION("DTR copy-on-write: each MUTATE of p names its new version p$...$, one '$' longer") {
     // 20000 MUTATEs (1.6 MB of log) would make 2*10^8 bytes of names.
-    std::string log = "{\"ANNOTATION\":\"START\",\"INSTRUCTION\":\"ANNOTATE\"}\n"
-                      "{\"INSTRUCTION\":\"CONSTANT\",\"NAME\":\"p\"}\n"
-                      "{\"INSTRUCTION\":\"MEMORY\",\"MEMORY\":\"64\",\"NAME\":\"p\"}\n";
-    for (int i = 0; i < 20000; ++i) log += "{\"ARGS\":[\"p\"],\"INSTRUCTION\":\"MUTATE\",\"MUTATE\":[0],\"NAME\":\"add_\",\"TIME\":\"1\"}\n";
+    std::string log =
+        "{\"ANNOTATION\":\"START\",\"INSTRUCTION\":\"ANNOTATE\"}\n"
+        "{\"INSTRUCTION\":\"CONSTANT\",\"NAME\":\"p\"}\n"
+        "{\"INSTRUCTION\":\"MEMORY\",\"MEMORY\":\"64\",\"NAME\":\"p\"}\n";
+    for (int i = 0; i < 20000; ++i)
+      log += "{\"ARGS\":[\"p\"],\"INSTRUCTION\":\"MUTATE\",\"MUTATE\":[0],\"NAME\":\"add_\",\"TIME\":\"1\"}\n";
     const std::string p = write(dir, "cow.log", log);
     REQUIRE(import_dtr_log(p, {}, budget(64 * kMiB)).tensors.size() == 1);  // in place: one tensor
     // The k-th MUTATE holds about 584 bytes (tensor 224, op 168, three events 192) and a name of
@@ -254,7 +260,9 @@ TEST_CASE("memory: importers count what they derive, not only what they read", "
   SECTION("Kineto: one event's args array, and a top-level field, are counted as their DOM is built") {
     std::string zeros = "0";
     for (int i = 0; i < 1'000'000; ++i) zeros += ",0";
-    const std::string k = write(dir, "k.json", "{\"traceEvents\":[{\"ph\":\"X\",\"name\":\"a\",\"ts\":1,\"dur\":1,\"args\":{\"x\":[" + zeros + "]}}]}\n");
+    const std::string k = write(
+        dir, "k.json",
+        "{\"traceEvents\":[{\"ph\":\"X\",\"name\":\"a\",\"ts\":1,\"dur\":1,\"args\":{\"x\":[" + zeros + "]}}]}\n");
     CHECK(error_of([&] { (void)import_kineto(k, {}, budget(16 * kMiB)); }) ==
           k + ":1: traceEvents[0]: more than 16777216 bytes of memory (limits.max_memory)");
     const std::string t = write(dir, "t.json", "{\"meta\":[" + zeros + "],\"traceEvents\":[]}\n");

@@ -38,7 +38,8 @@ std::uint64_t brute_force(const SimConfig& cfg, const Trace& trace, std::optiona
     SimConfig c = cfg;
     c.doc["budget"] = std::to_string(k * kMiB);
     const Report r = run_simulation(c, trace);
-    if (r.status == RunStatus::Completed && (!max_overhead || r.time.compute_overhead <= *max_overhead)) return k * kMiB;
+    if (r.status == RunStatus::Completed && (!max_overhead || r.time.compute_overhead <= *max_overhead))
+      return k * kMiB;
   }
   return 0;
 }

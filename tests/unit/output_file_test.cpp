@@ -220,9 +220,9 @@ TEST_CASE("sweep directory lock: one holder at a time; released with its holder"
     const sweep::DirLock first(dir);
     CHECK(slurp(lock) == std::to_string(::getpid()) + "\n");
     // flock locks belong to open files, so a second open in this very process is refused too.
-    CHECK(error_of([&] { sweep::DirLock second(dir); }) ==
-          dir.string() + ": another sweep is writing here (lock " + lock + " held by pid " +
-              std::to_string(::getpid()) + ")");
+    CHECK(error_of([&] { sweep::DirLock second(dir); }) == dir.string() + ": another sweep is writing here (lock " +
+                                                               lock + " held by pid " + std::to_string(::getpid()) +
+                                                               ")");
   }
   put(lock, "999999\n");  // a stale file from a dead sweep holds no lock
   CHECK(error_of([&] { sweep::DirLock again(dir); }) == "(no error)");

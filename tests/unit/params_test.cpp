@@ -7,12 +7,9 @@ using namespace coopsim;
 
 namespace {
 std::vector<ParamDoc> docs() {
-  return {{"size", ParamType::Bytes, "2MiB", "a size", {}},
-          {"count", ParamType::Int, "3", "a count", {}},
-          {"ratio", ParamType::Float, "0.5", "a ratio", {}},
-          {"on", ParamType::Bool, "false", "a flag", {}},
-          {"mode", ParamType::String, "a", "a mode", {"a", "b"}},
-          {"delay", ParamType::Time, "10us", "a delay", {}}};
+  return {{"size", ParamType::Bytes, "2MiB", "a size", {}},       {"count", ParamType::Int, "3", "a count", {}},
+          {"ratio", ParamType::Float, "0.5", "a ratio", {}},      {"on", ParamType::Bool, "false", "a flag", {}},
+          {"mode", ParamType::String, "a", "a mode", {"a", "b"}}, {"delay", ParamType::Time, "10us", "a delay", {}}};
 }
 }  // namespace
 
@@ -42,8 +39,9 @@ TEST_CASE("given values are converted and reported as resolved", "[params]") {
 
 TEST_CASE("unknown keys and bad values name the key", "[params]") {
   const auto d = docs();
-  CHECK_THROWS_WITH(Params("comp", nlohmann::json{{"sise", 1}}, d),
-                    "comp.sise: unknown parameter (valid for comp: size, count, ratio, on, mode, delay); did you mean 'size'?");
+  CHECK_THROWS_WITH(
+      Params("comp", nlohmann::json{{"sise", 1}}, d),
+      "comp.sise: unknown parameter (valid for comp: size, count, ratio, on, mode, delay); did you mean 'size'?");
   CHECK_THROWS_WITH(Params("comp", nlohmann::json{{"size", "lots"}}, d),
                     "comp.size: expected a size such as 512MiB, 8GiB or plain bytes, got \"lots\"");
   CHECK_THROWS_WITH(Params("comp", nlohmann::json{{"mode", "c"}}, d), "comp.mode: invalid value 'c' (valid: a, b)");
@@ -69,13 +67,15 @@ TEST_CASE("numbers out of range name the key and never wrap", "[params]") {
   CHECK(error({{"ratio", "1e400"}}) == "comp.ratio: expected a number within the range of a double, got \"1e400\"");
   CHECK(error({{"ratio", "inf"}}) == "comp.ratio: expected a number, got \"inf\"");
   CHECK(error({{"size", -1}}) == "comp.size: expected a non-negative size, got -1");
-  CHECK(error({{"size", 1e30}}) == "comp.size: expected a size of at most 18446744073709551615 bytes (16 EiB), got 1e+30");
+  CHECK(error({{"size", 1e30}}) ==
+        "comp.size: expected a size of at most 18446744073709551615 bytes (16 EiB), got 1e+30");
   CHECK(error({{"delay", 9223372036854775808ULL}}) ==
         "comp.delay: expected a duration of at most 9223372036854775807 ns (about 292 years), got 9223372036854775808");
   CHECK(error({{"delay", -5}}) == "comp.delay: expected a non-negative duration, got -5");
   // A value quoted in full would be a 10 MB line: the message shows 80 bytes and the length.
   CHECK(error({{"mode", std::string(1 << 20, 'z')}}) ==
         "comp.mode: invalid value '" + std::string(80, 'z') + "...' (1048576 bytes) (valid: a, b)");
-  CHECK_THAT(error({{std::string(1 << 20, 'k'), 1}}),
-             Catch::StartsWith("comp." + std::string(80, 'k') + "... (1048576 bytes): unknown parameter (valid for comp: "));
+  CHECK_THAT(
+      error({{std::string(1 << 20, 'k'), 1}}),
+      Catch::StartsWith("comp." + std::string(80, 'k') + "... (1048576 bytes): unknown parameter (valid for comp: "));
 }

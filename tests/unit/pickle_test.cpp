@@ -72,7 +72,7 @@ std::string gzip_stored(const std::string& data) {
   const auto len = static_cast<std::uint16_t>(data.size());
   const auto nlen = static_cast<std::uint16_t>(~len);
   std::string out = "\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"s;  // magic, deflate, no flags, mtime 0
-  out += "\x01"s;                                                   // BFINAL, stored
+  out += "\x01"s;                                                 // BFINAL, stored
   out += std::string{static_cast<char>(len & 0xFF), static_cast<char>(len >> 8)};
   out += std::string{static_cast<char>(nlen & 0xFF), static_cast<char>(nlen >> 8)};
   out += data;
@@ -141,28 +141,43 @@ TEST_CASE("pickle: strings and bytes", "[pickle]") {
   CHECK(error_of("S'\\xe9'\n."s) ==
         "t.pkl: byte 0: STRING: byte 0xe9 at position 0 is not ASCII (a Python 2 str; Python 3 decodes these as "
         "ASCII)");
-  CHECK(text_of("T\x03\x00\x00\x00" "abc."s, Kind::String) == "abc");
+  CHECK(text_of("T\x03\x00\x00\x00"
+                "abc."s,
+                Kind::String) == "abc");
   CHECK(text_of("U\x02hi."s, Kind::String) == "hi");
   CHECK(error_of("\x80\x02T\xfe\xff\xff\xff."s) == "t.pkl: byte 2: BINSTRING: negative byte count -2");
   // UNICODE: raw-unicode-escape; latin-1 bytes become UTF-8; "\\\\u0041" is not an escape.
   CHECK(text_of("Vcaf\xe9\\u20ac\n."s, Kind::String) == "caf\xc3\xa9\xe2\x82\xac");
   CHECK(text_of("Va\\\\u0041\n."s, Kind::String) == "a\\\\u0041");
   CHECK(text_of("V\\U0001F600\n."s, Kind::String) == "\xf0\x9f\x98\x80");
-  CHECK(error_of("V\\u12\n."s) == "t.pkl: byte 0: UNICODE: truncated \\uXXXX escape at position 0 of the UNICODE argument");
+  CHECK(error_of("V\\u12\n."s) ==
+        "t.pkl: byte 0: UNICODE: truncated \\uXXXX escape at position 0 of the UNICODE argument");
   // BINUNICODE family: UTF-8 checked like Python's decoder with surrogatepass.
   CHECK(text_of("X\x02\x00\x00\x00hi."s, Kind::String) == "hi");
-  CHECK(text_of("\x8c\x03" "caf."s, Kind::String) == "caf");
-  CHECK(text_of("\x8d\x01\x00\x00\x00\x00\x00\x00\x00" "a."s, Kind::String) == "a");
+  CHECK(text_of("\x8c\x03"
+                "caf."s,
+                Kind::String) == "caf");
+  CHECK(text_of("\x8d\x01\x00\x00\x00\x00\x00\x00\x00"
+                "a."s,
+                Kind::String) == "a");
   CHECK(text_of("\x8c\x04\xf0\x9f\x98\x80."s, Kind::String) == "\xf0\x9f\x98\x80");
   CHECK(text_of("\x8c\x03\xed\xa0\x80."s, Kind::String) == "\xed\xa0\x80");  // lone surrogate
-  CHECK(error_of("\x8c\x02\xc0\x80."s) == "t.pkl: byte 0: SHORT_BINUNICODE: invalid UTF-8 at position 0 of the text (byte 0xc0)");
-  CHECK(error_of("\x8c\x04\xf4\x90\x80\x80."s) == "t.pkl: byte 0: SHORT_BINUNICODE: invalid UTF-8 at position 0 of the text (byte 0xf4)");
-  CHECK(error_of("\x8c\x03" "a\xe2\x82."s) == "t.pkl: byte 0: SHORT_BINUNICODE: invalid UTF-8 at position 1 of the text (byte 0xe2)");
+  CHECK(error_of("\x8c\x02\xc0\x80."s) ==
+        "t.pkl: byte 0: SHORT_BINUNICODE: invalid UTF-8 at position 0 of the text (byte 0xc0)");
+  CHECK(error_of("\x8c\x04\xf4\x90\x80\x80."s) ==
+        "t.pkl: byte 0: SHORT_BINUNICODE: invalid UTF-8 at position 0 of the text (byte 0xf4)");
+  CHECK(error_of("\x8c\x03"
+                 "a\xe2\x82."s) ==
+        "t.pkl: byte 0: SHORT_BINUNICODE: invalid UTF-8 at position 1 of the text (byte 0xe2)");
   // Bytes, with NULs kept.
   CHECK(text_of("B\x01\x00\x00\x00\x00."s, Kind::Bytes) == "\x00"s);
   CHECK(text_of("C\x02\xff\x00."s, Kind::Bytes) == "\xff\x00"s);
-  CHECK(text_of("\x8e\x01\x00\x00\x00\x00\x00\x00\x00" "z."s, Kind::Bytes) == "z");
-  CHECK(text_of("\x80\x05\x96\x01\x00\x00\x00\x00\x00\x00\x00" "z."s, Kind::Bytes) == "z");  // bytearray
+  CHECK(text_of("\x8e\x01\x00\x00\x00\x00\x00\x00\x00"
+                "z."s,
+                Kind::Bytes) == "z");
+  CHECK(text_of("\x80\x05\x96\x01\x00\x00\x00\x00\x00\x00\x00"
+                "z."s,
+                Kind::Bytes) == "z");  // bytearray
 }
 
 TEST_CASE("pickle: a protocol-2 dict of a list and a tuple", "[pickle]") {
@@ -212,16 +227,20 @@ TEST_CASE("pickle: marks, pop, dup and the tuple, list and dict opcodes", "[pick
   const ValuePtr l = P("(K\x01K\x02l."s);
   REQUIRE(l->is(Kind::List));
   CHECK(l->items.size() == 2);
-  const ValuePtr d = P("(K\x01K\x02" "d."s);
+  const ValuePtr d =
+      P("(K\x01K\x02"
+        "d."s);
   REQUIRE(d->is(Kind::Dict));
   REQUIRE(d->entries.size() == 1);
   CHECK(d->entries[0].first->integer == 1);
   CHECK(d->entries[0].second->integer == 2);
   CHECK(P("}K\x01K\x02s."s)->entries.size() == 1);
-  CHECK(int_of("K\x01K\x02" "0."s) == 1);           // POP
-  CHECK(int_of("K\x01(0."s) == 1);                  // POP with nothing above the MARK pops the MARK
-  CHECK(int_of("K\x07(K\x01K\x02" "1."s) == 7);     // POP_MARK
-  const ValuePtr dup = P("]2\x86."s);               // DUP: the same list twice
+  CHECK(int_of("K\x01K\x02"
+               "0."s) == 1);        // POP
+  CHECK(int_of("K\x01(0."s) == 1);  // POP with nothing above the MARK pops the MARK
+  CHECK(int_of("K\x07(K\x01K\x02"
+               "1."s) == 7);           // POP_MARK
+  const ValuePtr dup = P("]2\x86."s);  // DUP: the same list twice
   REQUIRE(dup->items.size() == 2);
   CHECK(dup->items[0].get() == dup->items[1].get());
 }
@@ -229,7 +248,9 @@ TEST_CASE("pickle: marks, pop, dup and the tuple, list and dict opcodes", "[pick
 TEST_CASE("pickle: memo entries are shared objects", "[pickle]") {
   // EMPTY_LIST, MEMOIZE (0), BINGET 0, BINGET 0, MARK, 1, 2, APPENDS (into the top one), TUPLE3:
   // all three items are the one list, which shows the appended values.
-  const ValuePtr t = P("\x80\x04]\x94h\x00h\x00(K\x01K\x02" "e\x87."s);
+  const ValuePtr t =
+      P("\x80\x04]\x94h\x00h\x00(K\x01K\x02"
+        "e\x87."s);
   REQUIRE(t->items.size() == 3);
   for (const auto& item : t->items) {
     CHECK(item.get() == t->items[0].get());
@@ -237,15 +258,20 @@ TEST_CASE("pickle: memo entries are shared objects", "[pickle]") {
     CHECK(item->items[1]->integer == 2);
   }
   // A list memoized, appended to, popped, then fetched twice from the memo: [[5], [5]].
-  const ValuePtr l = P("\x80\x04]\x94K\x05" "a0(h\x00h\x00l."s);
+  const ValuePtr l =
+      P("\x80\x04]\x94K\x05"
+        "a0(h\x00h\x00l."s);
   REQUIRE(l->items.size() == 2);
   CHECK(l->items[0].get() == l->items[1].get());
   REQUIRE(l->items[0]->items.size() == 1);
   CHECK(l->items[0]->items[0]->integer == 5);
   // PUT / GET (text), BINPUT / LONG_BINPUT / LONG_BINGET, sparse and overwritten indices.
   CHECK(int_of("K\x09p12\n0g12\n."s) == 9);
-  CHECK(int_of("K\x09r\x00\x01\x00\x00" "0j\x00\x01\x00\x00."s) == 9);
-  CHECK(int_of("K\x01q\x00" "0K\x02q\x00" "0h\x00."s) == 2);
+  CHECK(int_of("K\x09r\x00\x01\x00\x00"
+               "0j\x00\x01\x00\x00."s) == 9);
+  CHECK(int_of("K\x01q\x00"
+               "0K\x02q\x00"
+               "0h\x00."s) == 2);
   CHECK(error_of("\x80\x02h\x05."s) == "t.pkl: byte 2: BINGET: memo index 5 is not set (0 entries)");
   CHECK(error_of("Ng7\n."s) == "t.pkl: byte 1: GET: memo index 7 is not set (0 entries)");
   CHECK(error_of("Np-1\n."s) == "t.pkl: byte 1: PUT: argument '-1' is not a plain decimal integer (non-negative)");
@@ -262,11 +288,22 @@ TEST_CASE("pickle: dict keys follow Python's equality", "[pickle]") {
   REQUIRE(n->entries.size() == 1);
   CHECK(n->entries[0].first->is(Kind::Int));
   CHECK(n->entries[0].second->integer == 4);
-  CHECK(P("(\x8c\x01" "aK\x01\x8c\x01" "aK\x02" "d."s)->get("a")->integer == 2);
+  CHECK(P("(\x8c\x01"
+          "aK\x01\x8c\x01"
+          "aK\x02"
+          "d."s)
+            ->get("a")
+            ->integer == 2);
   // str 'a' and bytes b'a' differ; equal tuples are one key; two NaNs are two keys.
-  CHECK(P("}(\x8c\x01" "aK\x01" "C\x01" "aK\x02u."s)->entries.size() == 2);
+  CHECK(P("}(\x8c\x01"
+          "aK\x01"
+          "C\x01"
+          "aK\x02u."s)
+            ->entries.size() == 2);
   CHECK(P("}(K\x01\x8c\x01x\x86K\x01K\x01\x8c\x01x\x86K\x02u."s)->entries.size() == 1);
-  CHECK(P("}(Fnan\nK\x01" "Fnan\nK\x02u."s)->entries.size() == 2);
+  CHECK(P("}(Fnan\nK\x01"
+          "Fnan\nK\x02u."s)
+            ->entries.size() == 2);
   // Past the size where a hash index takes over: 100 keys, then key 50 again.
   std::string many = "}(";
   for (int k = 0; k < 100; ++k) many += "K"s + static_cast<char>(k) + "N";
@@ -322,12 +359,12 @@ TEST_CASE("pickle: the real PyTorch memory snapshots", "[pickle][shared]") {
     std::size_t first_frames;
   };
   const Expected expected[] = {
-      {"cs336_MAGMA27_memory_snapshot.pickle.gz", 216, 455, 5163, 1721, 1721, 14180941824, 58890300607,
-       47294971904, 25165824, 1776479641085368, 7},
-      {"cs336_bcrafton_memory_snapshot.pickle.gz", 96, 550, 6486, 2162, 2162, 4238344192, 11680970248,
-       126972587876352, 512, 1773270053858957, 47},
-      {"medium_128_inference_memory_snapshot.pickle.gz", 98, 230, 3840, 1280, 1280, 1763704832, 2851305568,
-       32046710784, 2097152, 1783874041854969, 55},
+      {"cs336_MAGMA27_memory_snapshot.pickle.gz", 216, 455, 5163, 1721, 1721, 14180941824, 58890300607, 47294971904,
+       25165824, 1776479641085368, 7},
+      {"cs336_bcrafton_memory_snapshot.pickle.gz", 96, 550, 6486, 2162, 2162, 4238344192, 11680970248, 126972587876352,
+       512, 1773270053858957, 47},
+      {"medium_128_inference_memory_snapshot.pickle.gz", 98, 230, 3840, 1280, 1280, 1763704832, 2851305568, 32046710784,
+       2097152, 1783874041854969, 55},
       {"medium_128_training_memory_snapshot.pickle.gz", 377, 918, 19136, 6526, 6305, 7235174400, 34448091337,
        34135343104, 2097152, 1783874495854988, 58},
       {"medium_256_inference_memory_snapshot.pickle.gz", 101, 232, 3840, 1280, 1280, 1864368128, 6911357024,

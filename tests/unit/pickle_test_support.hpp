@@ -30,14 +30,19 @@ inline std::string error_of(const std::string& bytes) {
 // BININT1 1, BININT1 2, APPENDS, BINUNICODE 'b', BINPUT 3, NONE, NEWTRUE, TUPLE2, BINPUT 4,
 // SETITEMS, STOP (38 bytes).
 inline const std::string kProto2Sample =
-    "\x80\x02}q\x00(X\x01\x00\x00\x00" "aq\x01]q\x02(K\x01K\x02" "eX\x01\x00\x00\x00" "bq\x03N\x88\x86q\x04u."s;
+    "\x80\x02}q\x00(X\x01\x00\x00\x00"
+    "aq\x01]q\x02(K\x01K\x02"
+    "eX\x01\x00\x00\x00"
+    "bq\x03N\x88\x86q\x04u."s;
 
 // pickle.dumps({'segments': [], 'device_traces': [[]]}, protocol=4): PROTO 4, FRAME 39 (the 39
 // bytes after it, STOP included), EMPTY_DICT, MEMOIZE, MARK, SHORT_BINUNICODE 'segments',
 // MEMOIZE, EMPTY_LIST, MEMOIZE, SHORT_BINUNICODE 'device_traces', MEMOIZE, EMPTY_LIST, MEMOIZE,
 // EMPTY_LIST, MEMOIZE, APPEND, SETITEMS, STOP.
 inline const std::string kProto4Sample =
-    "\x80\x04\x95\x27\x00\x00\x00\x00\x00\x00\x00}\x94(\x8c\x08segments\x94]\x94\x8c\x0d" "device_traces"
-    "\x94]\x94]\x94" "au."s;
+    "\x80\x04\x95\x27\x00\x00\x00\x00\x00\x00\x00}\x94(\x8c\x08segments\x94]\x94\x8c\x0d"
+    "device_traces"
+    "\x94]\x94]\x94"
+    "au."s;
 
 }  // namespace pickle_test

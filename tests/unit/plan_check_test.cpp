@@ -46,8 +46,9 @@ TEST_CASE("plan checker: a read after a swap-out without its swap-in is rejected
   const auto dir = test::scratch_dir("plan-corrupt");
   const std::string path = (dir / "corrupt.plan.json").string();
   std::ofstream(path) << plan_to_text(p);
-  CHECK_THROWS_WITH(load_plan(path), path + ": steps[10] (op 2 'h'): reads tensor 0 'w' at offset 0, but no block is "
-                                            "allocated there: it was swapped out at steps[7] and not swapped in since");
+  CHECK_THROWS_WITH(load_plan(path), path +
+                                         ": steps[10] (op 2 'h'): reads tensor 0 'w' at offset 0, but no block is "
+                                         "allocated there: it was swapped out at steps[7] and not swapped in since");
   CHECK_NOTHROW(load_plan(path, /*check=*/false));
   // Without the swap-in only, the block is there but holds nothing.
   CHECK(check_error(test::plan_of(test::swap_scenario({test::kSwapIn}))) ==
@@ -83,36 +84,44 @@ TEST_CASE("plan checker: arena, budget, overlap, frees and versions") {
   const Plan good = test::plan_of(test::swap_scenario());
   Plan p = good;
   p.steps[5].block.offset = 0;  // z on top of w
-  CHECK(check_error(p) == "t.plan.json: steps[5] (alloc of tensor 3 'z'): block [0, 1024) of tensor 3 'z' overlaps "
-                          "the live block [0, 1024) of tensor 0 'w' (allocated at steps[0])");
+  CHECK(check_error(p) ==
+        "t.plan.json: steps[5] (alloc of tensor 3 'z'): block [0, 1024) of tensor 3 'z' overlaps "
+        "the live block [0, 1024) of tensor 0 'w' (allocated at steps[0])");
   p = good;
   p.header.budget = Bytes{2048};
-  CHECK(check_error(p) == "t.plan.json: steps[2] (alloc of tensor 2 'y'): live blocks would hold 3072 bytes, over the "
-                          "budget of 2048");
+  CHECK(check_error(p) ==
+        "t.plan.json: steps[2] (alloc of tensor 2 'y'): live blocks would hold 3072 bytes, over the "
+        "budget of 2048");
   p = good;
   p.header.arena_size = Bytes{2048};
-  CHECK(check_error(p) == "t.plan.json: steps[2] (alloc of tensor 2 'y'): block [2048, 3072) is outside the arena of "
-                          "2048 bytes");
+  CHECK(check_error(p) ==
+        "t.plan.json: steps[2] (alloc of tensor 2 'y'): block [2048, 3072) is outside the arena of "
+        "2048 bytes");
   p = good;
   p.steps[4].block.size = Bytes{512};
-  CHECK(check_error(p) == "t.plan.json: steps[4] (free of tensor 1 'x'): frees tensor 1 'x' at offset 1024 as 512 "
-                          "bytes, but its block has 1024 bytes");
+  CHECK(check_error(p) ==
+        "t.plan.json: steps[4] (free of tensor 1 'x'): frees tensor 1 'x' at offset 1024 as 512 "
+        "bytes, but its block has 1024 bytes");
   p = good;
   p.steps[9].block.tensor = 3;
-  CHECK(check_error(p) == "t.plan.json: steps[9] (free of tensor 3 'z'): frees tensor 3 'z' at offset 2048, but the "
-                          "block there belongs to tensor 2 'y' (allocated at steps[2])");
+  CHECK(check_error(p) ==
+        "t.plan.json: steps[9] (free of tensor 3 'z'): frees tensor 3 'z' at offset 2048, but the "
+        "block there belongs to tensor 2 'y' (allocated at steps[2])");
   p = good;
   p.steps[11].block.version = 1;
-  CHECK(check_error(p) == "t.plan.json: steps[11] (swap_in of tensor 0 'w'): swaps in tensor 0 'w' version 1, but the "
-                          "host copy holds version 0");
+  CHECK(check_error(p) ==
+        "t.plan.json: steps[11] (swap_in of tensor 0 'w'): swaps in tensor 0 'w' version 1, but the "
+        "host copy holds version 0");
   p = good;
   p.steps[6].reads[0].version = 2;
-  CHECK(check_error(p) == "t.plan.json: steps[6] (op 1 'g'): reads tensor 2 'y' version 2 at offset 2048, but the "
-                          "block holds version 1");
+  CHECK(check_error(p) ==
+        "t.plan.json: steps[6] (op 1 'g'): reads tensor 2 'y' version 2 at offset 2048, but the "
+        "block holds version 1");
   p = good;
   p.steps[0].fill = false;  // f would read w's version 0 that nobody wrote
-  CHECK(check_error(p) == "t.plan.json: steps[3] (op 0 'f'): reads tensor 0 'w' version 0 at offset 0, but the block "
-                          "holds nothing yet (allocated at steps[0] and not written since)");
+  CHECK(check_error(p) ==
+        "t.plan.json: steps[3] (op 0 'f'): reads tensor 0 'w' version 0 at offset 0, but the block "
+        "holds nothing yet (allocated at steps[0] and not written since)");
 }
 
 TEST_CASE("plan checker: a recompute restores an evicted value; without it the access is rejected") {
@@ -123,8 +132,9 @@ TEST_CASE("plan checker: a recompute restores an evicted value; without it the a
   Plan p = test::plan_of(test::remat_scenario());
   p.steps[4] = p.steps[3];  // read y after its eviction instead of freeing it
   p.steps[4].kind = StepKind::Access;
-  CHECK(check_error(p) == "t.plan.json: steps[4] (access of tensor 1 'y'): accesses tensor 1 'y' version 1 at offset "
-                          "2048, but it was evicted at steps[3]");
+  CHECK(check_error(p) ==
+        "t.plan.json: steps[4] (access of tensor 1 'y'): accesses tensor 1 'y' version 1 at offset "
+        "2048, but it was evicted at steps[3]");
 }
 
 TEST_CASE("plan export: runs that cannot be replayed on one arena are refused") {
@@ -134,8 +144,9 @@ TEST_CASE("plan export: runs that cannot be replayed on one arena are refused") 
   s = test::swap_scenario();
   s.log.address_aware = false;
   s.report.allocator = "fungible";
-  CHECK(export_error(s) == "--plan: allocator fungible does not place blocks at addresses; a plan needs an "
-                           "address-aware allocator such as bestfit");
+  CHECK(export_error(s) ==
+        "--plan: allocator fungible does not place blocks at addresses; a plan needs an "
+        "address-aware allocator such as bestfit");
   // Device addresses of a caching allocator: offsets count from the lowest address.
   s = test::swap_scenario();
   constexpr std::uint64_t kBase = 0x7f0000000000ULL;
@@ -147,7 +158,8 @@ TEST_CASE("plan export: runs that cannot be replayed on one arena are refused") 
   CHECK(check_error(p) == "no error");
   // A block beyond one budget's arena from the lowest address.
   s.log.refs[s.log.records[5].first].addr = kBase + 4096;
-  CHECK(export_error(s) == "--plan: allocator cnmem placed tensor 3 at addresses [0x7f0000001000, 0x7f0000001400), "
-                           "beyond one arena of the budget (3072 bytes) from 0x7f0000000000; a plan needs blocks that "
-                           "fit one arena (e.g. --allocator bestfit)");
+  CHECK(export_error(s) ==
+        "--plan: allocator cnmem placed tensor 3 at addresses [0x7f0000001000, 0x7f0000001400), "
+        "beyond one arena of the budget (3072 bytes) from 0x7f0000000000; a plan needs blocks that "
+        "fit one arena (e.g. --allocator bestfit)");
 }

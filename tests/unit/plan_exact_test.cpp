@@ -50,8 +50,7 @@ const char* kGreedyMisses = "id,lower,upper,size\na,0,2,2\nb,1,3,2\nc,2,3,3\nd,1
 // at t=2 d must avoid h [0,2) and g [4,6): d = 2. Then at t=3 c (3) would need three free
 // bytes in [0,6) minus d [2,3) and g [4,6): only [0,2) and [3,4) remain. So 6 is infeasible;
 // 7 works: e 0, g 0, a 2, c 2, f 0, h 4, d 6.
-const char* kAboveMaxLive =
-    "id,lower,upper,size\na,4,5,4\nc,3,4,3\nd,1,4,1\ne,1,2,3\nf,0,1,4\ng,2,5,2\nh,0,3,2\n";
+const char* kAboveMaxLive = "id,lower,upper,size\na,4,5,4\nc,3,4,3\nd,1,4,1\ne,1,2,3\nf,0,1,4\ng,2,5,2\nh,0,3,2\n";
 
 }  // namespace
 

@@ -36,9 +36,9 @@ std::string error_after(F&& edit) {
 TEST_CASE("plan export: the swap log becomes steps with hand-worked dependencies") {
   const Plan p = swap_plan();
   REQUIRE(p.steps.size() == 14);  // 15 records + 1 Memory: the Stall and Memory records carry no step
-  const std::vector<StepKind> kinds = {StepKind::Alloc, StepKind::Alloc,   StepKind::Alloc, StepKind::Op,
-                                       StepKind::Free,  StepKind::Alloc,   StepKind::Op,    StepKind::SwapOut,
-                                       StepKind::Free,  StepKind::Free,    StepKind::Alloc, StepKind::SwapIn,
+  const std::vector<StepKind> kinds = {StepKind::Alloc, StepKind::Alloc, StepKind::Alloc, StepKind::Op,
+                                       StepKind::Free,  StepKind::Alloc, StepKind::Op,    StepKind::SwapOut,
+                                       StepKind::Free,  StepKind::Free,  StepKind::Alloc, StepKind::SwapIn,
                                        StepKind::Op,    StepKind::Free};
   for (std::size_t i = 0; i < kinds.size(); ++i) {
     INFO("step " << i);
@@ -73,8 +73,9 @@ TEST_CASE("plan export: the swap log becomes steps with hand-worked dependencies
 TEST_CASE("plan text: header and steps as documented") {
   const std::string text = plan_to_text(swap_plan());
   CHECK(text.rfind("{\n  \"format\": \"coopsim-plan\",\n  \"version\": 1,\n", 0) == 0);
-  CHECK(text.find("  \"trace\": {\"path\":\"traces/handmade.jsonl\",\"model\":\"handmade\",\"hash\":\"0123456789abcdef\","
-                  "\"iterations\":1},\n") != std::string::npos);
+  CHECK(
+      text.find("  \"trace\": {\"path\":\"traces/handmade.jsonl\",\"model\":\"handmade\",\"hash\":\"0123456789abcdef\","
+                "\"iterations\":1},\n") != std::string::npos);
   CHECK(text.find("\n    {\"id\":3,\"kind\":\"op\",\"stream\":\"compute\",\"after\":[],\"start_ns\":0,\"end_ns\":1000,"
                   "\"op\":0,\"reads\":[{\"tensor\":1,\"version\":0,\"offset\":1024,\"size\":1024},"
                   "{\"tensor\":0,\"version\":0,\"offset\":0,\"size\":1024}],"
@@ -115,11 +116,14 @@ TEST_CASE("plan loader: malformed plans give exact one-line errors") {
   CHECK(error_after([](J& d) { d["bugdet"] = 1; }) ==
         "t.plan.json: unknown key 'bugdet' (expected: format, version, coopsim_version, trace, allocator, policy, "
         "budget, arena_size, address_base, link, simulated, tensors, ops, steps)");
-  CHECK(error_after([](J& d) { d["budget"] = "3KiB"; }) == "t.plan.json: budget: expected an unsigned integer, got a string");
+  CHECK(error_after([](J& d) { d["budget"] = "3KiB"; }) ==
+        "t.plan.json: budget: expected an unsigned integer, got a string");
   CHECK(error_after([](J& d) { d["trace"]["hash"] = "xyz"; }) ==
         "t.plan.json: trace.hash: expected 16 lowercase hexadecimal digits, got 'xyz'");
-  CHECK(error_after([](J& d) { d["link"]["serial"] = 1; }) == "t.plan.json: link.serial: expected true or false, got 1");
-  CHECK(error_after([](J& d) { d["tensors"][1]["id"] = 0; }) == "t.plan.json: tensors[1].id: ids must increase: 0 follows 0");
+  CHECK(error_after([](J& d) { d["link"]["serial"] = 1; }) ==
+        "t.plan.json: link.serial: expected true or false, got 1");
+  CHECK(error_after([](J& d) { d["tensors"][1]["id"] = 0; }) ==
+        "t.plan.json: tensors[1].id: ids must increase: 0 follows 0");
   CHECK(error_after([](J& d) { d["steps"][3]["reads"][0]["offset"] = -5; }) ==
         "t.plan.json: steps[3].reads[0].offset: expected an unsigned integer, got -5");
   CHECK(error_after([](J& d) { d["steps"][4]["kind"] = "malloc"; }) ==
@@ -129,7 +133,8 @@ TEST_CASE("plan loader: malformed plans give exact one-line errors") {
         "t.plan.json: steps[7].stream: a swap_out step runs on stream 'd2h', got 'compute'");
   CHECK(error_after([](J& d) { d["steps"][7]["after"] = J::array({9}); }) ==
         "t.plan.json: steps[7].after[0]: step 9 is not an earlier step");
-  CHECK(error_after([](J& d) { d["steps"][2]["id"] = 5; }) == "t.plan.json: steps[2].id: expected 2 (steps are numbered in order)");
+  CHECK(error_after([](J& d) { d["steps"][2]["id"] = 5; }) ==
+        "t.plan.json: steps[2].id: expected 2 (steps are numbered in order)");
   CHECK(error_after([](J& d) { d["steps"][0]["tensor"] = 99; }) ==
         "t.plan.json: steps[0].tensor: tensor 99 is not in the tensors list");
   CHECK(error_after([](J& d) { d["steps"][5].erase("size"); }) == "t.plan.json: steps[5]: missing key 'size'");
@@ -138,12 +143,16 @@ TEST_CASE("plan loader: malformed plans give exact one-line errors") {
         "offset, size)");
   CHECK(error_after([](J& d) { d["steps"][10]["fill"] = true; }) ==
         "t.plan.json: steps[10].fill: only a fresh allocation starts with version 0");
-  CHECK(error_after([](J& d) { d["steps"][6]["end_ns"] = 10; }) == "t.plan.json: steps[6].end_ns: ends (10) before it starts (1000)");
+  CHECK(error_after([](J& d) { d["steps"][6]["end_ns"] = 10; }) ==
+        "t.plan.json: steps[6].end_ns: ends (10) before it starts (1000)");
   CHECK(error_after([](J& d) { d["steps"][7]["bytes"] = 4096; }) ==
         "t.plan.json: steps[7].bytes: 4096 bytes do not fit the block of 1024");
-  CHECK(error_after([](J& d) { d["steps"][12]["op"] = 7; }) == "t.plan.json: steps[12].op: op 7 is not in the ops list");
+  CHECK(error_after([](J& d) { d["steps"][12]["op"] = 7; }) ==
+        "t.plan.json: steps[12].op: op 7 is not in the ops list");
   CHECK(error_after([](J& d) { d = J::array(); }) == "t.plan.json: expected an object, got an array");
-  CHECK(error_after([](J& d) { d["steps"][3] = J::object({{"id", 3}}); }) == "t.plan.json: steps[3]: missing key 'kind'");
+  CHECK(error_after([](J& d) {
+          d["steps"][3] = J::object({{"id", 3}});
+        }) == "t.plan.json: steps[3]: missing key 'kind'");
 }
 
 TEST_CASE("plan loader: JSON syntax errors name the line") {

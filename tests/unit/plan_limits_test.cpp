@@ -73,8 +73,10 @@ std::vector<std::int64_t> reference_placement(const Problem& p, const std::vecto
     std::sort(r.begin(), r.end());
     std::vector<std::pair<std::int64_t, std::int64_t>> m;
     for (const auto& x : r) {
-      if (!m.empty() && x.first <= m.back().second) m.back().second = std::max(m.back().second, x.second);
-      else m.push_back(x);
+      if (!m.empty() && x.first <= m.back().second)
+        m.back().second = std::max(m.back().second, x.second);
+      else
+        m.push_back(x);
     }
     const std::int64_t size = p.buffers[i].size;
     std::int64_t at = m.empty() ? 0 : m.back().second;
@@ -125,8 +127,9 @@ TEST_CASE("plan limits: sizes whose sum passes 2^63 - 1 are refused at the row t
   CHECK(verdict.ok());
   CHECK(verdict.height == kMax);
   // Both at offset 0: one overlap, not a valid placement of height 2^62.
-  const auto path = write("same", "id,lower,upper,size,offset\na,0,10,4611686018427387903,0\n"
-                                  "b,0,10,4611686018427387904,0\n");
+  const auto path = write("same",
+                          "id,lower,upper,size,offset\na,0,10,4611686018427387903,0\n"
+                          "b,0,10,4611686018427387904,0\n");
   CHECK(check_solution(p, path, std::nullopt).violations ==
         std::vector<std::string>{path + ":3: id 'b' overlaps id 'a' (line 2) in time and address"});
 }
@@ -142,8 +145,11 @@ TEST_CASE("plan limits: --check refuses an end past 2^63 - 1 instead of wrapping
                                  path + ":3: offset 9223372036854775806 + size 2 is past the largest address "
                                         "9223372036854775807"});
   // The last byte below 2^63 - 1 is a valid place.
-  const auto top = check_solution(p, write("top", "id,lower,upper,size,offset\na,0,10,1,9223372036854775806\n"
-                                                  "b,5,20,2,0\n"), std::nullopt);
+  const auto top = check_solution(p,
+                                  write("top",
+                                        "id,lower,upper,size,offset\na,0,10,1,9223372036854775806\n"
+                                        "b,5,20,2,0\n"),
+                                  std::nullopt);
   CHECK(top.ok());
   CHECK(top.height == kMax);
 }
@@ -151,8 +157,8 @@ TEST_CASE("plan limits: --check refuses an end past 2^63 - 1 instead of wrapping
 TEST_CASE("plan limits: the caps on buffers, lines and limit values", "[plan][limits]") {
   PlanLimits three;
   three.max_buffers = 3;
-  const std::string four = "id,lower,upper,size\n" + row("a", 0, 1, 1) + row("b", 0, 1, 1) + "\n" + row("c", 0, 1, 1) +
-                           row("d", 0, 1, 1);
+  const std::string four =
+      "id,lower,upper,size\n" + row("a", 0, 1, 1) + row("b", 0, 1, 1) + "\n" + row("c", 0, 1, 1) + row("d", 0, 1, 1);
   CHECK(parse_error(four, three) == "p.csv:6: more than 3 buffers (limits.max_buffers)");
   CHECK(problem_of(four).buffers.size() == 4);
   // A solution with more rows than the cap, checked against a problem within it.
@@ -162,8 +168,9 @@ TEST_CASE("plan limits: the caps on buffers, lines and limit values", "[plan][li
   // One line of more than 1 MiB (an id with no end) is refused before it is held whole.
   CHECK(parse_error("id,lower,upper,size\n" + std::string(PlanLimits::kMaxLineBytes + 1, 'x')) ==
         "p.csv:2: line longer than 1048576 bytes");
-  CHECK(problem_of("id,lower,upper,size\n" + std::string(PlanLimits::kMaxLineBytes - 8, 'x') + ",0,1,1").buffers.size() ==
-        1);
+  CHECK(
+      problem_of("id,lower,upper,size\n" + std::string(PlanLimits::kMaxLineBytes - 8, 'x') + ",0,1,1").buffers.size() ==
+      1);
   CHECK_THROWS_WITH(plan_limits_from_json({{"max_buffers", 0}}),
                     "limits.max_buffers: must be between 1 and 4294967295, got 0");
   CHECK_THROWS_WITH(plan_limits_from_json({{"max_buffers", 4294967296LL}}),
@@ -191,14 +198,13 @@ TEST_CASE("plan limits: counted conflicts, conflict lists and the list-free deco
     for (std::size_t k = 0; k < order.size(); ++k) order[k] = (k * 7919 + seed) % order.size();  // a permutation
     for (const Fit fit : {Fit::Best, Fit::BestQuirk, Fit::First}) {
       const auto expected = reference_placement(p, order, fit);
-      CHECK(place_in_order(p, order, fit) == expected);                   // conflict lists
+      CHECK(place_in_order(p, order, fit) == expected);                       // conflict lists
       CHECK(place_in_order(p, order, fit, /*max_conflicts=*/1) == expected);  // no lists
     }
   }
 }
 
-TEST_CASE("plan limits: above max_conflicts the planner builds no lists and its placement is valid",
-          "[plan][limits]") {
+TEST_CASE("plan limits: above max_conflicts the planner builds no lists and its placement is valid", "[plan][limits]") {
   const Problem p = random_problem(400, 400, 99);
   PlanOptions o;
   o.time_limit_s = 1;

@@ -142,14 +142,18 @@ TEST_CASE("plan: MiniMalloc challenging set A-K", "[plan][shared]") {
   }
   // Greedy heights computed independently of coopsim (docs/models/static-planners.md):
   // SmartPool BF, SmartPool FF, greedy-by-size.
-  struct Row { const char* name; std::int64_t bf, ff, gbs; };
+  struct Row {
+    const char* name;
+    std::int64_t bf, ff, gbs;
+  };
   const Row rows[] = {
       {"A", 1374208, 1352704, 1374208}, {"B", 1412096, 1412096, 1432576}, {"C", 1417216, 1417216, 1417216},
       {"D", 1315840, 1291264, 1339392}, {"E", 1466368, 1435648, 1513472}, {"F", 1441792, 1441792, 1433600},
       {"G", 1396736, 1396736, 1459200}, {"H", 1421312, 1421312, 1355776}, {"I", 1478656, 1478656, 1478656},
       {"J", 1341440, 1303552, 1350656}, {"K", 1394688, 1352704, 1391616}};
   for (const auto& row : rows) {
-    const auto file = (coopsim::test::shared_dir() / "minimalloc_challenging" / (std::string(row.name) + ".1048576.csv")).string();
+    const auto file =
+        (coopsim::test::shared_dir() / "minimalloc_challenging" / (std::string(row.name) + ".1048576.csv")).string();
     const auto p = load_problem(file);
     INFO(file);
     CHECK(placement_height(p, run(p, Method::SmartPoolBF)) == row.bf);

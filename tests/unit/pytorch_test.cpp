@@ -603,7 +603,10 @@ TEST_CASE("pytorch: seeded expandable ranges and recorded reservations", "[pytor
   a.plan_segment_addresses(plan);
   std::vector<SeedSegment> seeds(2);
   seeds[0] = {X + 40 * MiB, 0, SegmentPool::Large, true, {{Bytes{20 * MiB}, Bytes{20 * MiB}, true}}};
-  seeds[1] = {X, 0, SegmentPool::Large, true,
+  seeds[1] = {X,
+              0,
+              SegmentPool::Large,
+              true,
               {{Bytes{8 * MiB}, Bytes{8 * MiB - 10}, true}, {Bytes{12 * MiB}, Bytes{0}, false}}};
   const auto live = a.seed(seeds);
   a.check_invariants();
@@ -634,9 +637,8 @@ TEST_CASE("pytorch: parameters", "[pytorch]") {
   const auto docs = PT::param_docs();
   std::vector<std::string> keys;
   for (const auto& d : docs) keys.push_back(d.key);
-  CHECK(keys == std::vector<std::string>{"max_split_size", "max_non_split_rounding_size",
-                                         "roundup_power2_divisions", "garbage_collection_threshold",
-                                         "expandable_segments"});
+  CHECK(keys == std::vector<std::string>{"max_split_size", "max_non_split_rounding_size", "roundup_power2_divisions",
+                                         "garbage_collection_threshold", "expandable_segments"});
   {
     const Params p("pytorch", docs);
     auto a = PT::create(p, Bytes{1 * GiB});

@@ -50,7 +50,7 @@ TEST_CASE("remat graph: eq-class, neighbourhood and ancestor costs", "[remat][gr
   // Rematerializing b: its class (root c) loses 20; b becomes a singleton again.
   g.place(b, block_at(1000));
   g.computed(b);
-  CHECK(g.eq_class_cost(d) == 70.0);  // b resident; c: max(40, 30)
+  CHECK(g.eq_class_cost(d) == 70.0);       // b resident; c: max(40, 30)
   CHECK(g.needed_by_evicted(x0) == true);  // a is evicted and not released
   g.set_released(a);
   g.set_released(c);
@@ -69,8 +69,8 @@ TEST_CASE("every DTR heuristic runs the chain to completion, deterministically",
   for (const char* h : {"dtr", "dtr-eq", "dtr-local", "lru", "largest", "msps", "random"}) {
     INFO(h);
     auto run = [&](int seed) {
-      auto p = DtrPolicy::create(
-          Params("dtr", nlohmann::json{{"heuristic", h}, {"seed", seed}, {"thrash_limit", 0}}, DtrPolicy::param_docs()));
+      auto p = DtrPolicy::create(Params("dtr", nlohmann::json{{"heuristic", h}, {"seed", seed}, {"thrash_limit", 0}},
+                                        DtrPolicy::param_docs()));
       FungibleAllocator a(Bytes{800});
       EngineOptions o;
       o.budget = Bytes{800};

@@ -78,7 +78,7 @@ TEST_CASE("replay report: measured against simulated, per op class and per trans
   settings.iterations = 2;
   ReplayMeasurement m;
   m.calibration = {1.98, 2500.0};
-  m.iteration_ns = {2100.0, 2300.0};     // simulated 2000: mean 2200, +10 %
+  m.iteration_ns = {2100.0, 2300.0};  // simulated 2000: mean 2200, +10 %
   m.all_streams_ns = {2150.0, 2350.0};
   m.step_ns.assign(plan.steps.size(), 0.0);
   m.step_ns[3] = 1100.0;  // f: simulated 1000

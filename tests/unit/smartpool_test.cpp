@@ -52,7 +52,7 @@ TEST_CASE("smartpool: device allocation before the switch, the pool from the pla
   CHECK(s.device_mallocs == 5);
   CHECK(s.device_frees == 3);  // a (iteration 0), g, h (freed in iteration 1)
   CHECK(s.segments == 2);
-  CHECK(s.free_ranges == 1);   // [96, 342) of the pool
+  CHECK(s.free_ranges == 1);  // [96, 342) of the pool
   const auto r = a.ranges();
   REQUIRE(r.size() == 4);
   CHECK((r[0].addr == kDeviceBase && !r[0].free && r[0].size.value == 1000));
@@ -203,7 +203,7 @@ TEST_CASE("smartpool: an extra allocation shifts index matching but not tensor m
     bool extra_done = false;
     for (const TraceEvent& e : t.events) {
       if (e.kind == EventKind::Iteration && e.target == 2) {
-        a.deallocate(live.at(0));  // swap-out of W ...
+        a.deallocate(live.at(0));                                          // swap-out of W ...
         live[0] = *a.allocate(AllocRequest{Bytes{1000}, 0, TensorId{0}});  // ... and back in
         extra_done = true;
       } else if (e.kind == EventKind::Alloc) {

@@ -55,8 +55,8 @@ inline std::vector<Block> replay(Allocator& a, const Trace& t) {
 // D(90) [8,10), E(50) [0,3), F(60) [1,11). Slots in allocation order: E F B C A D.
 inline Trace quirk_instance() {
   TraceBuilder b;
-  const auto A = b.tensor(100), Bt = b.tensor(80), C = b.tensor(10), D = b.tensor(90),
-             E = b.tensor(50), F = b.tensor(60);
+  const auto A = b.tensor(100), Bt = b.tensor(80), C = b.tensor(10), D = b.tensor(90), E = b.tensor(50),
+             F = b.tensor(60);
   b.alloc(E).alloc(F).alloc(Bt).free(E).alloc(C).free(C).alloc(A).free(Bt).alloc(D).free(A).free(D).free(F);
   return b.trace();
 }

@@ -24,7 +24,7 @@ using namespace coopsim;
 using namespace snapshot_test;
 
 inline constexpr std::uint64_t KiB = 1ULL << 10;
-inline constexpr std::uint64_t A = 0x10000000;  // a cudaMalloc'd large-pool segment
+inline constexpr std::uint64_t A = 0x10000000;      // a cudaMalloc'd large-pool segment
 inline constexpr std::uint64_t R = 0x7e0000000000;  // an expandable large-pool reservation
 inline constexpr std::uint64_t Q = 0x7c0000000000;  // an expandable small-pool reservation
 
@@ -48,21 +48,14 @@ inline void write(pickle::Writer& w, const Value& v) {
       REQUIRE(v.items.size() == 2);
       w.int_pair(v.items[0]->integer, v.items[1]->integer);
       break;
-    case Kind::Int:
-      w.integer(v.integer);
-      break;
-    case Kind::Bool:
-      w.boolean(v.boolean);
-      break;
-    case Kind::String:
-      w.text(v.text);
-      break;
+    case Kind::Int: w.integer(v.integer); break;
+    case Kind::Bool: w.boolean(v.boolean); break;
+    case Kind::String: w.text(v.text); break;
     case Kind::Float:
       REQUIRE(std::floor(v.real) == v.real);
       w.integer(static_cast<std::int64_t>(v.real));
       break;
-    default:
-      FAIL("value kind the pickle writer does not write");
+    default: FAIL("value kind the pickle writer does not write");
   }
 }
 
@@ -70,7 +63,8 @@ inline Trace import(const Snap& s, int device = 0) {
   pickle::Writer w;
   write(w, *s.build());
   const std::string bytes = w.finish();
-  return torch_snapshot::import_value(*pickle::parse(bytes, "snap.pickle"), "snap.pickle", TorchSnapshotOptions{device});
+  return torch_snapshot::import_value(*pickle::parse(bytes, "snap.pickle"), "snap.pickle",
+                                      TorchSnapshotOptions{device});
 }
 
 inline std::string end_difference(const Trace& t, const Replay& r) {

@@ -25,10 +25,10 @@ TEST_CASE("snapshot cases: a gap of at most 1 MiB behind a live large block is i
   Snap s;
   s.segment(A, 0, "large", {{20 * MiB, 0}});
   const std::uint64_t b_req = 3 * MiB + 700 * KiB;
-  s.free(A + 4 * MiB, 16 * MiB)       // 0, 1: N, live at the start, freed first
+  s.free(A + 4 * MiB, 16 * MiB)               // 0, 1: N, live at the start, freed first
       .entry("alloc", A + 4 * MiB, 16 * MiB)  // 2: Y
-      .free(A, b_req)                  // 3, 4: B
-      .free(A + 4 * MiB, 16 * MiB);    // 5, 6: Y
+      .free(A, b_req)                         // 3, 4: B
+      .free(A + 4 * MiB, 16 * MiB);           // 5, 6: Y
   const Trace t = import(s);
   REQUIRE(t.initial_segments.size() == 1);
   CHECK(layout(t.initial_segments[0]) == Layout{{4 * MiB, 0}, {16 * MiB, 1}});
@@ -281,6 +281,7 @@ TEST_CASE("snapshot cases: each device of a multi-device snapshot replays on its
     CHECK(torch_snapshot::replay_hints(t, "OUT").back() ==
           fmt::format("the snapshot records 2 devices; this is device {} (--device N imports another)", device));
   }
-  CHECK_THROWS_WITH(import(s, 2), "snap.pickle: device_traces: the snapshot records 2 device(s) (0: 3 entries, "
-                                  "1: 1 entries); device 2 is not one of them (--device N picks one)");
+  CHECK_THROWS_WITH(import(s, 2),
+                    "snap.pickle: device_traces: the snapshot records 2 device(s) (0: 3 entries, "
+                    "1: 1 entries); device 2 is not one of them (--device N picks one)");
 }

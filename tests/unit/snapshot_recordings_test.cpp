@@ -54,8 +54,12 @@ Recording record(const PyTorchOptions& o, ValuePtr settings, std::uint64_t seed,
   std::vector<ValuePtr> entries;
   Recording rec;
   auto entry = [&](const std::string& action, std::uint64_t addr, std::uint64_t size, std::uint64_t stream) {
-    entries.push_back(D({{"action", S(action)}, {"addr", U(addr)}, {"size", U(size)}, {"stream", U(stream)},
-                         {"time_us", I(static_cast<std::int64_t>(entries.size()))}, {"frames", L({})}}));
+    entries.push_back(D({{"action", S(action)},
+                         {"addr", U(addr)},
+                         {"size", U(size)},
+                         {"stream", U(stream)},
+                         {"time_us", I(static_cast<std::int64_t>(entries.size()))},
+                         {"frames", L({})}}));
   };
   Intervals mapped;
   std::uint64_t live_bytes = 0;
@@ -100,9 +104,12 @@ Recording record(const PyTorchOptions& o, ValuePtr settings, std::uint64_t seed,
       }
       if (!b) {
         const std::uint64_t rounded = PyTorchCachingAllocator::round_size(size, o);
-        entries.push_back(D({{"action", S("oom")}, {"device_free", U(capacity - m.stats().reserved.value)},
-                             {"size", U(rounded)}, {"stream", U(kStreamValue[stream])},
-                             {"time_us", I(static_cast<std::int64_t>(entries.size()))}, {"frames", L({})}}));
+        entries.push_back(D({{"action", S("oom")},
+                             {"device_free", U(capacity - m.stats().reserved.value)},
+                             {"size", U(rounded)},
+                             {"stream", U(kStreamValue[stream])},
+                             {"time_us", I(static_cast<std::int64_t>(entries.size()))},
+                             {"frames", L({})}}));
         rec.oom = true;
         break;
       }
@@ -178,7 +185,8 @@ TEST_CASE("snapshot cases: recordings made by the model replay exactly after a l
   }
 }
 
-TEST_CASE("snapshot cases: recordings near the capacity replay exactly at it, releases and OOM included", "[snapshot]") {
+TEST_CASE("snapshot cases: recordings near the capacity replay exactly at it, releases and OOM included",
+          "[snapshot]") {
   // 1 GiB device, up to 900 MiB live: cudaMalloc failures make the model release its cached
   // segments and retry (segment_free entries), and a recording ends at its first OOM. At the
   // recorded capacity the replay releases the same segments and fails at the same request.
@@ -188,7 +196,8 @@ TEST_CASE("snapshot cases: recordings near the capacity replay exactly at it, re
   mss.max_split_size = Bytes{20 * MiB};
   const std::vector<std::pair<PyTorchOptions, ValuePtr>> configs{
       {PyTorchOptions{}, Snap::default_settings()},
-      {mss, D({{"max_split_size", U(20 * MiB)}, {"expandable_segments", B(false)}, {"roundup_power2_divisions", D(div)}})},
+      {mss,
+       D({{"max_split_size", U(20 * MiB)}, {"expandable_segments", B(false)}, {"roundup_power2_divisions", D(div)}})},
   };
   std::size_t ooms = 0, releases = 0;
   for (std::size_t c = 0; c < configs.size(); ++c) {
@@ -212,6 +221,6 @@ TEST_CASE("snapshot cases: recordings near the capacity replay exactly at it, re
       }
     }
   }
-  CHECK(ooms > 0);      // the cases are exercised
+  CHECK(ooms > 0);  // the cases are exercised
   CHECK(releases > 0);
 }

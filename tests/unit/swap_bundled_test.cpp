@@ -70,5 +70,5 @@ TEST_CASE("keep, swap and hybrid policies pass the plan checks on every bundled 
   CHECK(runs == traces.size() * policies.size() * c.allocators.entries().size() * percents.size());
   CHECK(completed > swap_runs / 2);
   CHECK(swapped > swap_runs / 2);  // the policies do swap
-  CHECK(recomputed > 0);      // and the hybrids recompute
+  CHECK(recomputed > 0);           // and the hybrids recompute
 }

@@ -48,13 +48,15 @@ TEST_CASE("sweep config errors name the file and key", "[sweep]") {
   CHECK_THROWS_WITH(parse(with("trace", "[\"x\"]")),
                     "dir/s.json: trace: unknown key (valid: description, traces, allocators, policies, budgets, "
                     "variants, base, minbudget)");
-  CHECK_THROWS_WITH(parse(with("traces", "")), "dir/s.json: traces: missing (a list of trace files, relative to this file)");
+  CHECK_THROWS_WITH(parse(with("traces", "")),
+                    "dir/s.json: traces: missing (a list of trace files, relative to this file)");
   CHECK_THROWS_WITH(parse(with("traces", "[]")), "dir/s.json: traces: expected a non-empty list of trace files");
   CHECK_THROWS_WITH(parse(with("traces", "[\"a\", 3]")), "dir/s.json: traces[1]: expected a file path, got 3");
   CHECK_THROWS_WITH(parse(with("traces", "[\"a\", \"a\"]")), "dir/s.json: traces[1]: 'a' is listed twice");
   CHECK_THROWS_WITH(parse(with("traces", "[\"a,b\"]")),
                     "dir/s.json: traces[0]: a sweep's trace paths may not hold commas, quotes or control characters");
-  CHECK_THROWS_WITH(parse(with("allocators", "")), "dir/s.json: allocators: missing (a list of allocator names or \"all\")");
+  CHECK_THROWS_WITH(parse(with("allocators", "")),
+                    "dir/s.json: allocators: missing (a list of allocator names or \"all\")");
   CHECK_THROWS_WITH(parse(with("allocators", "[\"bestfit\", \"tlsf\"]")),
                     "dir/s.json: allocators[1]: unknown allocator 'tlsf' (valid: " + allocators + ")");
   CHECK_THROWS_WITH(parse(with("policies", "[\"keep\", \"swap-all\"]")),
@@ -62,8 +64,9 @@ TEST_CASE("sweep config errors name the file and key", "[sweep]") {
   CHECK_THROWS_WITH(parse(with("policies", "\"some\"")),
                     "dir/s.json: policies: expected a non-empty list of policy names or \"all\"");
   CHECK_THROWS_WITH(parse(with("policies", "[\"keep\", \"keep\"]")), "dir/s.json: policies[1]: 'keep' is listed twice");
-  CHECK_THROWS_WITH(parse(with("budgets", "")),
-                    "dir/s.json: budgets: missing (a list of sizes, {\"from\", \"to\", \"step\"} or {\"ratios\": ...})");
+  CHECK_THROWS_WITH(
+      parse(with("budgets", "")),
+      "dir/s.json: budgets: missing (a list of sizes, {\"from\", \"to\", \"step\"} or {\"ratios\": ...})");
   CHECK_THROWS_WITH(parse(with("budgets", "[\"1GiB\", \"lots\"]")),
                     "dir/s.json: budgets[1]: 'lots' is not a size (e.g. 8GiB, 512MB, 1048576)");
   // Plain numbers below 1024 are refused as the command line's -b refuses them (a ratio or a unit
@@ -78,7 +81,8 @@ TEST_CASE("sweep config errors name the file and key", "[sweep]") {
                     "dir/s.json: budgets[0]: '0.5' has no unit; did you mean {\"ratios\": [0.5]}? (plain numbers below "
                     "1024 are not taken as bytes)");
   CHECK(parse(with("budgets", "[\"12B\", 4096]")).budgets[0].size == Bytes{12});
-  CHECK_THROWS_WITH(parse(with("budgets", "[-5]")), "dir/s.json: budgets[0]: '-5' is not a size (e.g. 8GiB, 512MB, 1048576)");
+  CHECK_THROWS_WITH(parse(with("budgets", "[-5]")),
+                    "dir/s.json: budgets[0]: '-5' is not a size (e.g. 8GiB, 512MB, 1048576)");
   CHECK_THROWS_WITH(parse(with("budgets", "[18446744073709551616]")),
                     "dir/s.json: budgets[0]: '1.8446744073709552e+19' is not a size (e.g. 8GiB, 512MB, 1048576)");
   CHECK_THROWS_WITH(parse("{\"traces\": [\"t.jsonl\"], \"allocators\": [\"bestfit\"], \"policies\": [\"keep\"],\n"
@@ -98,12 +102,14 @@ TEST_CASE("sweep config errors name the file and key", "[sweep]") {
                     "dir/s.json: budgets: the range gives 200000 budgets (at most 100000)");
   CHECK_THROWS_WITH(parse(with("budgets", "{\"from\": 1, \"to\": 2, \"step\": 1, \"by\": 2}")),
                     "dir/s.json: budgets.by: unknown key (valid: from, to, step)");
-  CHECK_THROWS_WITH(parse(with("budgets", "{\"ratios\": [0.5, -1]}")),
-                    "dir/s.json: budgets.ratios[1]: expected a ratio of the trace's peak greater than 0 and at most 1000 "
-                    "(e.g. 0.5), got -1");
+  CHECK_THROWS_WITH(
+      parse(with("budgets", "{\"ratios\": [0.5, -1]}")),
+      "dir/s.json: budgets.ratios[1]: expected a ratio of the trace's peak greater than 0 and at most 1000 "
+      "(e.g. 0.5), got -1");
   CHECK_THROWS_WITH(parse(with("budgets", "{\"ratios\": {\"from\": 0.5, \"to\": 1}}")),
                     "dir/s.json: budgets.ratios: a range needs \"from\", \"to\" and \"step\" (missing \"step\")");
-  CHECK_THROWS_WITH(parse(with("base", "{\"budget\": \"1GiB\"}")), "dir/s.json: base.budget: the sweep's budgets list sets it");
+  CHECK_THROWS_WITH(parse(with("base", "{\"budget\": \"1GiB\"}")),
+                    "dir/s.json: base.budget: the sweep's budgets list sets it");
   CHECK_THROWS_WITH(parse(with("base", "{\"link\": {\"preset\": \"pcie9\"}}")),
                     "dir/s.json: base.link.preset: invalid value 'pcie9' (valid: pcie3-x16, pcie4-x16, pcie5-x16, "
                     "nvlink-c2c)");
@@ -122,7 +128,8 @@ TEST_CASE("sweep config errors name the file and key", "[sweep]") {
                     "dir/s.json: variants.v.set.dtr.heuristic: expected a string, number or boolean, got [1]");
   CHECK_THROWS_WITH(parse(with("variants", "{\"v\": {\"policies\": [\"dtr\"]}}")),
                     "dir/s.json: variants.v.policies[0]: unknown policy of this sweep 'dtr' (valid: keep)");
-  CHECK_THROWS_WITH(parse(with("minbudget", "\"yes\"")), "dir/s.json: minbudget: expected true, false or {\"max_overhead\": X}");
+  CHECK_THROWS_WITH(parse(with("minbudget", "\"yes\"")),
+                    "dir/s.json: minbudget: expected true, false or {\"max_overhead\": X}");
   CHECK_THROWS_WITH(parse(with("minbudget", "{\"max_overhead\": 0.5}")),
                     "dir/s.json: minbudget.max_overhead: expected a compute overhead of at least 1, got 0.5");
 }
@@ -198,8 +205,7 @@ TEST_CASE("shards are disjoint slices that cover the run list", "[sweep]") {
   CHECK(parse_shard("2/3").index == 2);
   CHECK(parse_shard("2/3").count == 3);
   for (const char* bad : {"0/3", "4/3", "3", "a/b", "/3", "1/", "1/0", "-1/3", "1/3/4"}) {
-    CHECK_THROWS_WITH(parse_shard(bad),
-                      std::string("--shard: '") + bad + "' is not K/N with 1 <= K <= N (e.g. 2/8)");
+    CHECK_THROWS_WITH(parse_shard(bad), std::string("--shard: '") + bad + "' is not K/N with 1 <= K <= N (e.g. 2/8)");
   }
   std::multiset<std::size_t> seen;
   std::size_t sizes = 0;
@@ -217,7 +223,6 @@ TEST_CASE("shards are disjoint slices that cover the run list", "[sweep]") {
 }
 
 TEST_CASE("CSV lines split with RFC 4180 quoting", "[sweep]") {
-  CHECK(split_csv_line("a,,\"b,c\",\"say \"\"hi\"\"\",") ==
-        std::vector<std::string>{"a", "", "b,c", "say \"hi\"", ""});
+  CHECK(split_csv_line("a,,\"b,c\",\"say \"\"hi\"\"\",") == std::vector<std::string>{"a", "", "b,c", "say \"hi\"", ""});
   CHECK(split_csv_line("").size() == 1);
 }

@@ -10,7 +10,9 @@ using namespace coopsim;
 
 TEST_CASE("one_line escapes control characters only", "[text]") {
   CHECK(one_line("plain text, caf\xc3\xa9") == "plain text, caf\xc3\xa9");
-  CHECK(one_line(std::string("a\nb\rc\td\x7f" "e\0f", 11)) == "a\\x0ab\\x0dc\\x09d\\x7fe\\x00f");
+  CHECK(one_line(std::string("a\nb\rc\td\x7f"
+                             "e\0f",
+                             11)) == "a\\x0ab\\x0dc\\x09d\\x7fe\\x00f");
 }
 
 TEST_CASE("is_utf8 and to_utf8 follow RFC 3629", "[text]") {
@@ -32,12 +34,14 @@ TEST_CASE("config errors stay on one line whatever the command line holds", "[te
   CHECK_THROWS_WITH(check_config(c), Catch::StartsWith("pytorch.x\\x0ay: unknown parameter (valid for pytorch: "));
   SimConfig d;
   apply_override(d, "link.preset=a\nb");
-  CHECK_THROWS_WITH(check_config(d), "link.preset: invalid value 'a\\x0ab' (valid: pcie3-x16, pcie4-x16, pcie5-x16, "
-                                     "nvlink-c2c)");
+  CHECK_THROWS_WITH(check_config(d),
+                    "link.preset: invalid value 'a\\x0ab' (valid: pcie3-x16, pcie4-x16, pcie5-x16, "
+                    "nvlink-c2c)");
   // Command-line text need not be UTF-8: the message shows U+FFFD instead of failing.
   SimConfig e;
   apply_override(e, "budget=\xff");
-  CHECK_THROWS_WITH(check_config(e), "budget: expected a size such as 512MiB, 8GiB or plain bytes, got \"\xef\xbf\xbd\"");
+  CHECK_THROWS_WITH(check_config(e),
+                    "budget: expected a size such as 512MiB, 8GiB or plain bytes, got \"\xef\xbf\xbd\"");
   CHECK(TraceError("a\nb.jsonl", 3, "bad\tthing").what() == std::string("a\\x0ab.jsonl:3: bad\\x09thing"));
 }
 
@@ -74,7 +78,7 @@ TEST_CASE("edit_distance counts edits and adjacent swaps, ignoring case", "[text
 }
 
 TEST_CASE("closest_name suggests only close names", "[text]") {
-  const std::vector<std::string> commands{"run",  "validate", "list", "generate", "import",    "bench",
+  const std::vector<std::string> commands{"run",  "validate", "list",  "generate",  "import",    "bench",
                                           "plan", "sweep",    "merge", "minbudget", "replay-gpu"};
   CHECK(closest_name("swep", commands) == "sweep");
   CHECK(closest_name("valdiate", commands) == "validate");
@@ -88,7 +92,7 @@ TEST_CASE("closest_name suggests only close names", "[text]") {
   CHECK(closest_name("--out", options) == "--output");
   CHECK(closest_name("--JSON", options) == "--json");
   CHECK(closest_name("--jo", options).empty());  // two edits from --json and from --jobs: no guess
-  CHECK(closest_name("-x", options).empty());   // one edit is half of "-b": not close
+  CHECK(closest_name("-x", options).empty());    // one edit is half of "-b": not close
 }
 
 TEST_CASE("a JSON reader's last-read token is cut like any quoted input", "[text]") {

@@ -108,8 +108,7 @@ struct Snap {
     std::uint64_t at = addr, total = 0;
     for (const Blk& b : blocks) {
       const std::string state = !b.state.empty() ? b.state : b.requested > 0 ? "active_allocated" : "inactive";
-      Fields f{{"address", U(at)}, {"size", U(b.size)}, {"state", S(state)},
-               {"frames", b.frames ? b.frames : L({})}};
+      Fields f{{"address", U(at)}, {"size", U(b.size)}, {"state", S(state)}, {"frames", b.frames ? b.frames : L({})}};
       if (with_requested) f.emplace_back("requested_size", U(b.requested));
       bl.push_back(D(f));
       at += b.size;
@@ -169,8 +168,8 @@ struct Replay {
 
 inline Replay replay(const coopsim::Trace& t, coopsim::Bytes budget = coopsim::Bytes{80 * GiB}) {
   using namespace coopsim;
-  PyTorchCachingAllocator alloc(budget, torch_snapshot::allocator_options(
-                                            t.header.extra.value("allocator_settings", nlohmann::json())));
+  PyTorchCachingAllocator alloc(
+      budget, torch_snapshot::allocator_options(t.header.extra.value("allocator_settings", nlohmann::json())));
   KeepPolicy keep;
   EngineOptions opt;
   opt.budget = budget;

@@ -245,7 +245,7 @@ TEST_CASE("trace v1: round trip through write_trace, plain and gzip", "[trace]")
 TEST_CASE("trace v1: writer keeps exact times in the header unit", "[trace]") {
   const fs::path dir = test::scratch_dir("trace-units");
   Trace t = load_trace(kSmall);
-  t.ops[0].duration = SimTime{1234567};  // 1.234567 ms
+  t.ops[0].duration = SimTime{1234567};              // 1.234567 ms
   for (int i = 0; i < 4; ++i) t.events[i].time = 1;  // 0.000001 ms
   for (const char* unit : {"ns", "us", "ms", "s"}) {
     t.header.time_unit = unit;
@@ -325,8 +325,9 @@ TEST_CASE("trace v1: parse rate on 2M event lines", "[.perf]") {
     buf += "{\"format\":\"coopsim-trace\",\"version\":1,\"model\":\"perf\",\"time_unit\":\"ns\"}\n";
     constexpr int kTensors = 1000;
     for (int i = 0; i < kTensors; ++i) {
-      buf += "{\"kind\":\"tensor\",\"id\":" + std::to_string(1000 + i) + ",\"bytes\":" + std::to_string(4096 * (i + 1)) +
-             ",\"role\":\"activation\",\"name\":\"t" + std::to_string(i) + "\"}\n";
+      buf += "{\"kind\":\"tensor\",\"id\":" + std::to_string(1000 + i) +
+             ",\"bytes\":" + std::to_string(4096 * (i + 1)) + ",\"role\":\"activation\",\"name\":\"t" +
+             std::to_string(i) + "\"}\n";
     }
     for (int i = 0; i < 100; ++i) {
       buf += "{\"kind\":\"op\",\"id\":" + std::to_string(i) + ",\"name\":\"op\",\"duration\":1000,\"inputs\":[" +
@@ -340,10 +341,10 @@ TEST_CASE("trace v1: parse rate on 2M event lines", "[.perf]") {
         buf += "{\"kind\":\"alloc\",\"tensor\":" + in + ",\"t\":" + std::to_string(t++) + ",\"stream\":0}\n";
         buf += "{\"kind\":\"alloc\",\"tensor\":" + outid + ",\"t\":" + std::to_string(t++) + "}\n";
         buf += "{\"kind\":\"compute\",\"op\":" + op + ",\"t\":" + std::to_string(t++) + "}\n";
-        buf += "{\"kind\":\"access\",\"tensor\":" + in + ",\"mode\":\"read\",\"op\":" + op + ",\"t\":" +
-               std::to_string(t++) + "}\n";
-        buf += "{\"kind\":\"access\",\"tensor\":" + outid + ",\"mode\":\"write\",\"op\":" + op + ",\"t\":" +
-               std::to_string(t++) + "}\n";
+        buf += "{\"kind\":\"access\",\"tensor\":" + in + ",\"mode\":\"read\",\"op\":" + op +
+               ",\"t\":" + std::to_string(t++) + "}\n";
+        buf += "{\"kind\":\"access\",\"tensor\":" + outid + ",\"mode\":\"write\",\"op\":" + op +
+               ",\"t\":" + std::to_string(t++) + "}\n";
         buf += "{\"kind\":\"free\",\"tensor\":" + in + ",\"t\":" + std::to_string(t++) + "}\n";
         buf += "{\"kind\":\"free\",\"tensor\":" + outid + ",\"t\":" + std::to_string(t++) + "}\n";
         lines += 7;

@@ -60,10 +60,12 @@ TEST_CASE("budgets: plain numbers below 1024 are refused with a hint", "[units][
     return parse_budget(text, hint).problem;
   };
   CHECK(problem("0.5") == "'0.5' has no unit; did you mean 50%? (plain numbers below 1024 are not taken as bytes)");
-  CHECK(problem("1") == "'1' has no unit; did you mean 100%? (plain numbers below 1024 are not taken as bytes; "
-                        "write 1B for 1 byte)");
-  CHECK(problem("12") == "'12' has no unit; did you mean 12GiB or 12%? (plain numbers below 1024 are not taken as "
-                         "bytes; write 12B for 12 bytes)");
+  CHECK(problem("1") ==
+        "'1' has no unit; did you mean 100%? (plain numbers below 1024 are not taken as bytes; "
+        "write 1B for 1 byte)");
+  CHECK(problem("12") ==
+        "'12' has no unit; did you mean 12GiB or 12%? (plain numbers below 1024 are not taken as "
+        "bytes; write 12B for 12 bytes)");
   CHECK(problem("1.5") ==
         "'1.5' has no unit; did you mean 1.5GiB or 1.5%? (plain numbers below 1024 are not taken as bytes)");
   CHECK(problem("0.5", BudgetHint::Ratio) ==
@@ -98,7 +100,8 @@ TEST_CASE("a percentage of the peak that gives no byte names the peak", "[units]
   CHECK_THROWS_WITH(percent_of_peak(200, Bytes{~0ULL}, "--budget"),
                     "--budget: 200% of the trace's peak live bytes (18446744073709551615 B) is more than 2^64 - 1 "
                     "bytes; give a smaller percentage or a size");
-  CHECK_THROWS_WITH(percent_of_peak(50, Bytes{0}, "--budget"), "--budget: the trace's peak live bytes are 0: give a size");
+  CHECK_THROWS_WITH(percent_of_peak(50, Bytes{0}, "--budget"),
+                    "--budget: the trace's peak live bytes are 0: give a size");
   CHECK_FALSE(scale_bytes(0.5, Bytes{1}));
   CHECK(scale_bytes(0.5, Bytes{3})->value == 1);
   CHECK_FALSE(scale_bytes(1000, Bytes{~0ULL}));

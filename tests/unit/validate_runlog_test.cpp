@@ -20,29 +20,29 @@ using Lines = std::vector<std::string>;
 namespace {
 
 using Log = coopsim::test::LogBuilder;
-using coopsim::test::ref;
 using coopsim::test::chain_trace;
+using coopsim::test::ref;
 
 // The chain with b swapped out after g and back in for h (records numbered in comments).
 // `drop` leaves out the records whose numbers it lists.
 Log swapped_chain(std::vector<int> drop = {}) {
   Log l;
   auto keep = [&](int n) { return std::find(drop.begin(), drop.end(), n) == drop.end(); };
-  l.alloc(0, ref(0, 0, 0x0));                                    // 0
-  l.memory(0, 512, 1024);                                         // 1
-  l.compute(1, 0, 0, 10, {}, {ref(0, 1, 0x0)});                   // 2
-  l.alloc(2, ref(1, 0, 0x200));                                   // 3
-  l.compute(3, 1, 10, 30, {ref(0, 1, 0x0)}, {ref(1, 1, 0x200)});  // 4
-  if (keep(5)) l.swap_out(4, 30, 430, ref(1, 1, 0x200));          // 5
-  l.free(4, ref(1, 0, 0x200));                                    // 6
-  l.free(4, ref(0, 0, 0x0));                                      // 7
-  l.alloc(5, ref(2, 0, 0x0));                                     // 8
-  if (keep(9)) l.alloc(6, ref(1, 0, 0x200), /*fresh=*/false);     // 9
-  if (keep(10)) l.swap_in(6, 430, 830, ref(1, 1, 0x200));         // 10
-  l.stall(6, 30, 830);                                            // 11
+  l.alloc(0, ref(0, 0, 0x0));                                       // 0
+  l.memory(0, 512, 1024);                                           // 1
+  l.compute(1, 0, 0, 10, {}, {ref(0, 1, 0x0)});                     // 2
+  l.alloc(2, ref(1, 0, 0x200));                                     // 3
+  l.compute(3, 1, 10, 30, {ref(0, 1, 0x0)}, {ref(1, 1, 0x200)});    // 4
+  if (keep(5)) l.swap_out(4, 30, 430, ref(1, 1, 0x200));            // 5
+  l.free(4, ref(1, 0, 0x200));                                      // 6
+  l.free(4, ref(0, 0, 0x0));                                        // 7
+  l.alloc(5, ref(2, 0, 0x0));                                       // 8
+  if (keep(9)) l.alloc(6, ref(1, 0, 0x200), /*fresh=*/false);       // 9
+  if (keep(10)) l.swap_in(6, 430, 830, ref(1, 1, 0x200));           // 10
+  l.stall(6, 30, 830);                                              // 11
   l.compute(6, 2, 830, 860, {ref(1, 1, 0x200)}, {ref(2, 1, 0x0)});  // 12
-  l.free(7, ref(1, 0, 0x200));                                    // 13
-  l.free(8, ref(2, 0, 0x0));                                      // 14
+  l.free(7, ref(1, 0, 0x200));                                      // 13
+  l.free(8, ref(2, 0, 0x0));                                        // 14
   return l;
 }
 
@@ -61,9 +61,10 @@ TEST_CASE("validator: reading after a swap-out without the swap-in", "[validate]
   const Trace t = chain_trace();
   SECTION("the block was freed and nothing was placed again") {
     const auto r = validate_runlog(t, swapped_chain({9, 10}).log());
-    CHECK(r.violations == Lines{"record 10, event 6, tensor 1: compute of op 'h' reads version 1 at 0x200: the block was "
-                                "freed by record 6",
-                                "record 11, event 7, tensor 1: frees the block at 0x200 twice (first freed by record 6)"});
+    CHECK(r.violations ==
+          Lines{"record 10, event 6, tensor 1: compute of op 'h' reads version 1 at 0x200: the block was "
+                "freed by record 6",
+                "record 11, event 7, tensor 1: frees the block at 0x200 twice (first freed by record 6)"});
   }
   SECTION("a block was placed but the swap-in never came") {
     const auto r = validate_runlog(t, swapped_chain({10}).log());
@@ -75,9 +76,10 @@ TEST_CASE("validator: reading after a swap-out without the swap-in", "[validate]
 
 TEST_CASE("validator: a swap-in without a swap-out", "[validate]") {
   const auto r = validate_runlog(chain_trace(), swapped_chain({5}).log());
-  CHECK(r.violations == Lines{"record 9, event 6, tensor 1: swap-in of version 1: no swap-out of the tensor came before it",
-                              "record 11, event 6, tensor 1: compute of op 'h' reads version 1 at 0x200: the block "
-                              "(placed by record 8) holds nothing yet"});
+  CHECK(r.violations ==
+        Lines{"record 9, event 6, tensor 1: swap-in of version 1: no swap-out of the tensor came before it",
+              "record 11, event 6, tensor 1: compute of op 'h' reads version 1 at 0x200: the block "
+              "(placed by record 8) holds nothing yet"});
 }
 
 TEST_CASE("validator: reading a stale version", "[validate]") {
@@ -103,32 +105,36 @@ TEST_CASE("validator: recomputes repeat their origin", "[validate]") {
   // a is evicted after g and recomputed (by f) into a new block, then read by an access.
   auto base = [&](std::uint32_t recompute_version, std::uint32_t read_version) {
     Log l;
-    l.alloc(0, ref(0, 0, 0x0)).compute(1, 0, 0, 10, {}, {ref(0, 1, 0x0)});                 // 0, 1
+    l.alloc(0, ref(0, 0, 0x0)).compute(1, 0, 0, 10, {}, {ref(0, 1, 0x0)});                     // 0, 1
     l.alloc(2, ref(1, 0, 0x200)).compute(3, 1, 10, 30, {ref(0, 1, 0x0)}, {ref(1, 1, 0x200)});  // 2, 3
-    l.evict(3, ref(0, 1, 0x0)).free(3, ref(0, 0, 0x0));                                     // 4, 5
-    l.alloc(3, ref(0, 0, 0x0), false);                                                      // 6
-    l.recompute(3, 0, 1, 30, 40, {}, {ref(0, recompute_version, 0x0)});                      // 7
-    l.recompute(3, 1, 3, 40, 60, {ref(0, read_version, 0x0)}, {ref(1, 1, 0x200)});           // 8
+    l.evict(3, ref(0, 1, 0x0)).free(3, ref(0, 0, 0x0));                                        // 4, 5
+    l.alloc(3, ref(0, 0, 0x0), false);                                                         // 6
+    l.recompute(3, 0, 1, 30, 40, {}, {ref(0, recompute_version, 0x0)});                        // 7
+    l.recompute(3, 1, 3, 40, 60, {ref(0, read_version, 0x0)}, {ref(1, 1, 0x200)});             // 8
     return l;
   };
   CHECK(validate_runlog(t, base(1, 1).log()).ok());
   CHECK(validate_runlog(t, base(1, 2).log()).violations ==
-        Lines{"record 8, event 3, tensor 0: recompute of op 'g' reads version 2, but its origin (record 3) read version 1"});
+        Lines{"record 8, event 3, tensor 0: recompute of op 'g' reads version 2, but its origin (record 3) read "
+              "version 1"});
   CHECK(validate_runlog(t, base(2, 1).log()).violations ==
-        Lines{"record 7, event 3, tensor 0: recompute of op 'f' writes version 2, but its origin (record 1) wrote version 1"});
+        Lines{"record 7, event 3, tensor 0: recompute of op 'f' writes version 2, but its origin (record 1) wrote "
+              "version 1"});
   SECTION("reading the evicted value before its recompute") {
     Log l;
     l.alloc(0, ref(0, 0, 0x0)).compute(1, 0, 0, 10, {}, {ref(0, 1, 0x0)});
     l.alloc(2, ref(1, 0, 0x200)).evict(2, ref(0, 1, 0x0));
     l.compute(3, 1, 10, 30, {ref(0, 1, 0x0)}, {ref(1, 1, 0x200)});
-    CHECK(validate_runlog(t, l.log()).violations ==
-          Lines{"record 4, event 3, tensor 0: compute of op 'g' reads version 1 at 0x0: the block was evicted by record 3"});
+    CHECK(validate_runlog(t, l.log()).violations == Lines{"record 4, event 3, tensor 0: compute of op 'g' reads "
+                                                          "version 1 at 0x0: the block was evicted by record 3"});
   }
   SECTION("an origin that is not a compute of the op") {
     Log l = base(1, 1);
     l.recompute(3, 2, 3, 60, 70, {}, {});
-    CHECK(validate_runlog(t, l.log()).violations ==
-          Lines{"record 9, event 3: recompute of op 'h' names origin record 3, which is not an earlier compute of the op"});
+    CHECK(
+        validate_runlog(t, l.log()).violations ==
+        Lines{
+            "record 9, event 3: recompute of op 'h' names origin record 3, which is not an earlier compute of the op"});
   }
 }
 
@@ -136,8 +142,8 @@ TEST_CASE("validator: overlapping blocks", "[validate]") {
   const Trace t = chain_trace();
   Log l;
   l.alloc(0, ref(0, 0, 0x0)).compute(1, 0, 0, 10, {}, {ref(0, 1, 0x0)}).alloc(2, ref(1, 0, 0x100));
-  CHECK(validate_runlog(t, l.log()).violations ==
-        Lines{"record 2, event 2, tensor 1: block [0x100, 0x300) overlaps the live block [0x0, 0x200) of tensor 0 (record 0)"});
+  CHECK(validate_runlog(t, l.log()).violations == Lines{"record 2, event 2, tensor 1: block [0x100, 0x300) overlaps "
+                                                        "the live block [0x0, 0x200) of tensor 0 (record 0)"});
   SECTION("addresses of an address-blind allocator are not a layout") {
     Log blind(1024, /*address_aware=*/false);
     blind.alloc(0, ref(0, 0, 0x0)).compute(1, 0, 0, 10, {}, {ref(0, 1, 0x0)}).alloc(2, ref(1, 0, 0x100));
@@ -149,13 +155,15 @@ TEST_CASE("validator: the budget", "[validate]") {
   Log l(800);
   l.alloc(0, ref(0, 0, 0x0)).memory(0, 512, 800).alloc(2, ref(1, 0, 0x200)).memory(2, 1024, 2048);
   l.alloc(5, ref(2, 0, 0x400)).free(4, ref(0, 0, 0x0)).free(5, ref(2, 0, 0x400)).alloc(5, ref(2, 0, 0x0));
-  CHECK(validate_runlog(chain_trace(), l.log()).violations ==
-        Lines{"record 2, event 2, tensor 1: live blocks hold 1024 bytes after this allocation, over the budget of 800",
-              "record 3, event 2: reserved 2048 bytes exceed the budget of 800",
-              "record 7, event 5, tensor 2: live blocks hold 1024 bytes after this allocation, over the budget of 800"});
+  CHECK(
+      validate_runlog(chain_trace(), l.log()).violations ==
+      Lines{"record 2, event 2, tensor 1: live blocks hold 1024 bytes after this allocation, over the budget of 800",
+            "record 3, event 2: reserved 2048 bytes exceed the budget of 800",
+            "record 7, event 5, tensor 2: live blocks hold 1024 bytes after this allocation, over the budget of 800"});
   Log m(4096);
   m.memory(0, 1024, 512);
-  CHECK(validate_runlog(chain_trace(), m.log()).violations == Lines{"record 0, event 0: allocated 1024 bytes exceed reserved 512"});
+  CHECK(validate_runlog(chain_trace(), m.log()).violations ==
+        Lines{"record 0, event 0: allocated 1024 bytes exceed reserved 512"});
 }
 
 TEST_CASE("validator: frees match allocations", "[validate]") {
@@ -170,13 +178,14 @@ TEST_CASE("validator: ops read and write exactly their tensors, in trace order",
   const Trace t = chain_trace();
   Log l;
   l.alloc(0, ref(0, 0, 0x0)).alloc(2, ref(1, 0, 0x200));
-  l.compute(3, 1, 0, 20, {}, {ref(1, 1, 0x200)});      // g without its input; f skipped
-  l.compute(3, 1, 10, 40, {ref(0, 0, 0x0)}, {});       // g again, overlapping, writing nothing
+  l.compute(3, 1, 0, 20, {}, {ref(1, 1, 0x200)});  // g without its input; f skipped
+  l.compute(3, 1, 10, 40, {ref(0, 0, 0x0)}, {});   // g again, overlapping, writing nothing
   CHECK(validate_runlog(t, l.log()).violations ==
         Lines{"record 2, event 3: trace event 1 (compute of op 'f') never ran",
               "record 2, event 3: compute of op 'g' reads tensors [], but its inputs are [0]",
               "record 3, event 3: compute of op 'g' runs trace event 3 a second time",
-              "record 3, event 3: compute of op 'g' starts at 10 ns, before the compute stream's previous step ends at 20 ns",
+              "record 3, event 3: compute of op 'g' starts at 10 ns, before the compute stream's previous step ends at "
+              "20 ns",
               "record 3, event 3: compute of op 'g' writes tensors [], but it writes [1]"});
 }
 
@@ -204,9 +213,10 @@ TEST_CASE("validator: in-place updates and re-allocations make new contents", "[
   CHECK(run(0x200, 1).ok());
   CHECK(run(0x100, 1).violations == Lines{"record 6, event 7, tensor 1: compute of op 'step' reads version 1 at 0x100: "
                                           "the block holds an earlier allocation of the tensor"});
-  CHECK(run(0x200, 0).violations == Lines{"record 6, event 7, tensor 0: compute of op 'step' reads version 0, but the "
-                                          "current version is 1",
-                                          "record 6, event 7, tensor 0: compute of op 'step' writes version 1, expected version 2"});
+  CHECK(run(0x200, 0).violations ==
+        Lines{"record 6, event 7, tensor 0: compute of op 'step' reads version 0, but the "
+              "current version is 1",
+              "record 6, event 7, tensor 0: compute of op 'step' writes version 1, expected version 2"});
 }
 
 TEST_CASE("validator: an input updated in place by an op with outputs is state from that op on", "[validate]") {
@@ -222,14 +232,14 @@ TEST_CASE("validator: an input updated in place by an op with outputs is state f
   b.alloc(g).compute(mk).alloc(y).compute(upd).free(y).free(g);
   const Trace& t = b.trace();
   Log l;
-  l.alloc(0, ref(0, 0, 0x0, 256)).compute(1, mk, 0, 10, {}, {ref(0, 1, 0x0, 256)});         // 0, 1
-  l.evict(2, ref(0, 1, 0x0, 256)).free(2, ref(0, 0, 0x0, 256));                           // 2, 3
-  l.alloc(2, ref(1, 0, 0x100, 256));                                                       // 4
-  l.alloc(3, ref(0, 0, 0x0, 256), false).recompute(3, mk, 1, 10, 20, {}, {ref(0, 1, 0x0, 256)});  // 5, 6
+  l.alloc(0, ref(0, 0, 0x0, 256)).compute(1, mk, 0, 10, {}, {ref(0, 1, 0x0, 256)});                // 0, 1
+  l.evict(2, ref(0, 1, 0x0, 256)).free(2, ref(0, 0, 0x0, 256));                                    // 2, 3
+  l.alloc(2, ref(1, 0, 0x100, 256));                                                               // 4
+  l.alloc(3, ref(0, 0, 0x0, 256), false).recompute(3, mk, 1, 10, 20, {}, {ref(0, 1, 0x0, 256)});   // 5, 6
   l.compute(3, upd, 20, 25, {ref(0, 1, 0x0, 256)}, {ref(0, 2, 0x0, 256), ref(1, 1, 0x100, 256)});  // 7
   CHECK(validate_runlog(t, l.log()).ok());
   // The same recompute after upd would restore version 1 over the update: refused.
-  l.evict(4, ref(0, 2, 0x0, 256)).free(4, ref(0, 0, 0x0, 256));                           // 8, 9
+  l.evict(4, ref(0, 2, 0x0, 256)).free(4, ref(0, 0, 0x0, 256));                                   // 8, 9
   l.alloc(4, ref(0, 0, 0x0, 256), false).recompute(4, mk, 1, 25, 35, {}, {ref(0, 1, 0x0, 256)});  // 10, 11
   const auto v = validate_runlog(t, l.log()).violations;
   REQUIRE(!v.empty());
@@ -262,7 +272,8 @@ EngineRun engine_run(const Trace& t, const std::string& policy, const std::strin
   SimConfig cfg;
   cfg.doc["policy"] = policy;
   cfg.doc["allocator"] = allocator;
-  cfg.doc["budget"] = std::to_string(static_cast<std::uint64_t>(budget_ratio * static_cast<double>(summarize(t).peak_live.value)));
+  cfg.doc["budget"] =
+      std::to_string(static_cast<std::uint64_t>(budget_ratio * static_cast<double>(summarize(t).peak_live.value)));
   EngineRun r;
   r.report = run_simulation(cfg, t, builtin_components(), &r.log);
   return r;
@@ -290,15 +301,16 @@ TEST_CASE("validator: damaged engine logs are caught", "[validate][engine]") {
   SECTION("a swap-in left out") {
     EngineRun r = engine_run(t, "autoswap", "pytorch", 0.6);
     REQUIRE(r.report.time.swap_ins > 0);
-    const auto it = std::find_if(r.log.records.begin(), r.log.records.end(), [](const LogRecord& x) { return x.kind == LogKind::SwapIn; });
+    const auto it = std::find_if(r.log.records.begin(), r.log.records.end(),
+                                 [](const LogRecord& x) { return x.kind == LogKind::SwapIn; });
     const std::uint64_t addr = r.log.ref(*it).addr;
     auto placed = static_cast<std::uint32_t>(it - r.log.records.begin());
     while (r.log.records[placed].kind != LogKind::Alloc || r.log.ref(r.log.records[placed]).addr != addr) --placed;
     r.log.records.erase(it);  // no content arrives
     const ValidationResult v = validate_runlog(t, r.log);
     REQUIRE(!v.ok());
-    CHECK(v.violations[0].find(fmt::format("at {:#x}: the block (placed by record {}) holds nothing yet", addr, placed)) !=
-          std::string::npos);
+    CHECK(v.violations[0].find(fmt::format("at {:#x}: the block (placed by record {}) holds nothing yet", addr,
+                                           placed)) != std::string::npos);
   }
   SECTION("a recompute reading another version") {
     EngineRun r = engine_run(t, "coop", "bestfit", 0.6);

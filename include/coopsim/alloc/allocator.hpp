@@ -32,34 +32,34 @@ namespace coopsim {
 struct Trace;
 
 struct AllocRequest {
-  Bytes size;               // requested bytes, > 0
-  std::uint32_t stream = 0; // CUDA stream the allocation is made on
-  TensorId tensor{};        // the trace tensor (storage root) the block is for: diagnostics,
-                            // offline plans (smartpool) and placement hints
-  bool high_end = false;    // policy hint: take the high end of the chosen hole (Coop's
-                            // op-guided allocation); models without the rule ignore it
+  Bytes size;                // requested bytes, > 0
+  std::uint32_t stream = 0;  // CUDA stream the allocation is made on
+  TensorId tensor{};         // the trace tensor (storage root) the block is for: diagnostics,
+                             // offline plans (smartpool) and placement hints
+  bool high_end = false;     // policy hint: take the high end of the chosen hole (Coop's
+                             // op-guided allocation); models without the rule ignore it
 };
 
 struct Block {
-  std::uint64_t addr = 0;   // device address (arena offset for fixed-arena models)
-  Bytes size;               // block size as the model rounds it
-  Bytes requested;          // what was asked for
+  std::uint64_t addr = 0;  // device address (arena offset for fixed-arena models)
+  Bytes size;              // block size as the model rounds it
+  Bytes requested;         // what was asked for
   std::uint32_t stream = 0;
   friend bool operator==(const Block&, const Block&) = default;
 };
 
 // PyTorch DeviceStats vocabulary (c10/core/CachingDeviceAllocator.h).
 struct AllocatorStats {
-  Bytes capacity;               // device memory the model may take (the budget)
-  Bytes reserved;               // taken from the device: segments, reservations, the arena
-  Bytes allocated;              // sum of live block sizes (rounded)
-  Bytes requested;              // sum of live requested sizes
-  Bytes active;                 // allocated + blocks not yet reusable (equal here)
-  Bytes largest_free;           // largest single range allocate() could hand out without growing
-  Bytes footprint;              // fixed arenas: highest used end offset (what a tight arena
-                                // would need); other models: equal to reserved
-  std::uint64_t free_ranges = 0;   // number of free (cached) ranges inside reserved memory
-  std::uint64_t segments = 0;      // device allocations (cudaMalloc) currently held
+  Bytes capacity;                    // device memory the model may take (the budget)
+  Bytes reserved;                    // taken from the device: segments, reservations, the arena
+  Bytes allocated;                   // sum of live block sizes (rounded)
+  Bytes requested;                   // sum of live requested sizes
+  Bytes active;                      // allocated + blocks not yet reusable (equal here)
+  Bytes largest_free;                // largest single range allocate() could hand out without growing
+  Bytes footprint;                   // fixed arenas: highest used end offset (what a tight arena
+                                     // would need); other models: equal to reserved
+  std::uint64_t free_ranges = 0;     // number of free (cached) ranges inside reserved memory
+  std::uint64_t segments = 0;        // device allocations (cudaMalloc) currently held
   std::uint64_t device_mallocs = 0;  // cumulative cudaMalloc calls
   std::uint64_t device_frees = 0;    // cumulative cudaFree calls
   std::uint64_t alloc_retries = 0;   // allocations that needed a cache flush to succeed
@@ -127,8 +127,7 @@ class Allocator {
 class DeviceMemory {
  public:
   static constexpr std::uint64_t kBaseAddress = 0x7f0000000000ULL;
-  explicit DeviceMemory(Bytes capacity, std::uint64_t alignment = 512)
-      : capacity_(capacity), alignment_(alignment) {}
+  explicit DeviceMemory(Bytes capacity, std::uint64_t alignment = 512) : capacity_(capacity), alignment_(alignment) {}
 
   // nullopt when used + size would exceed the capacity (cudaErrorMemoryAllocation).
   [[nodiscard]] std::optional<std::uint64_t> malloc(Bytes size);

@@ -87,7 +87,7 @@ class PyTorchCachingAllocator final : public Allocator {
   [[nodiscard]] Bytes placement_size(const AllocRequest& r) const override {
     return Bytes{round_size(r.size.value, options())};
   }
-  void release_cached() override;                // torch.cuda.empty_cache()
+  void release_cached() override;  // torch.cuda.empty_cache()
   [[nodiscard]] AllocatorStats stats() const override;
   [[nodiscard]] std::vector<Range> ranges() const override;  // mapped memory only
   void check_invariants() const override;
@@ -123,8 +123,7 @@ class PyTorchCachingAllocator final : public Allocator {
   [[nodiscard]] static std::uint64_t allocation_size(std::uint64_t rounded_size);
   // Next multiple of (power-of-two floor of size) / divisions; a power of two stays (1200, 4 ->
   // 1280). round_size applies it only when divisions > 1 and size > 512 x divisions.
-  [[nodiscard]] static std::uint64_t roundup_power2_next_division(std::uint64_t size,
-                                                                  std::uint64_t divisions);
+  [[nodiscard]] static std::uint64_t roundup_power2_next_division(std::uint64_t size, std::uint64_t divisions);
 
   struct Impl;  // opaque; defined in src/alloc/pytorch_impl.hpp
 

@@ -18,7 +18,6 @@
 
 namespace coopsim {
 
-
 struct Limits {
   static constexpr std::uint64_t kDefaultMaxInputBytes = std::uint64_t{16} << 30;  // 16 GiB
   static constexpr std::uint64_t kDefaultMaxTensors = 50'000'000;
@@ -30,15 +29,15 @@ struct Limits {
   // the process may use (machine_memory()), leaving the rest to the simulation itself.
   static constexpr unsigned kDefaultMaxMemoryPercent = 50;
 
-  std::uint64_t max_input_bytes = kDefaultMaxInputBytes;  // decompressed bytes of one input file
-  std::uint64_t max_tensors = kDefaultMaxTensors;         // tensor definitions in one trace
-  std::uint64_t max_events = kDefaultMaxEvents;           // events in one trace
-  std::uint64_t max_op_fan_in = kDefaultMaxOpFanIn;       // entries of one op's inputs (likewise
-                                                          // outputs, mutates, views)
+  std::uint64_t max_input_bytes = kDefaultMaxInputBytes;          // decompressed bytes of one input file
+  std::uint64_t max_tensors = kDefaultMaxTensors;                 // tensor definitions in one trace
+  std::uint64_t max_events = kDefaultMaxEvents;                   // events in one trace
+  std::uint64_t max_op_fan_in = kDefaultMaxOpFanIn;               // entries of one op's inputs (likewise
+                                                                  // outputs, mutates, views)
   std::uint64_t max_recompute_depth = kDefaultMaxRecomputeDepth;  // recomputations one
                                                                   // rematerialization may nest
-  std::uint64_t max_memory = default_max_memory();  // bytes one input may make a reader hold
-                                                    // (estimated, docs/limits.md)
+  std::uint64_t max_memory = default_max_memory();                // bytes one input may make a reader hold
+                                                                  // (estimated, docs/limits.md)
 
   // kDefaultMaxMemoryPercent of machine_memory(), computed once per process.
   static std::uint64_t default_max_memory();

@@ -23,7 +23,7 @@ class LineSink {
 // truncated gzip stream (at the line being read).
 class LineReader {
  public:
-  static constexpr std::size_t kChunk = 1 << 18;                 // bytes per gzread
+  static constexpr std::size_t kChunk = 1 << 18;                  // bytes per gzread
   static constexpr std::size_t kMaxLine = std::size_t{64} << 20;  // longest accepted line
 
   LineReader(std::string path, std::uint64_t max_bytes) : path_(std::move(path)), max_bytes_(max_bytes) {}

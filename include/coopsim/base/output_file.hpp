@@ -59,7 +59,7 @@ class OutputFile {
   std::string target_;  // what rename() replaces: path_ with symbolic links resolved
   std::string temp_;    // empty for a direct target and after commit()/publish()
   int fd_ = -1;
-  int slot_ = -1;       // registry slot of temp_
+  int slot_ = -1;  // registry slot of temp_
   bool published_ = false;
 };
 

@@ -42,15 +42,13 @@ class Registry {
   }
 
   [[nodiscard]] const Entry* find(std::string_view name) const {
-    auto it = std::find_if(entries_.begin(), entries_.end(),
-                           [&](const Entry& e) { return e.name == name; });
+    auto it = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.name == name; });
     return it == entries_.end() ? nullptr : &*it;
   }
 
   // Throws ConfigError(key, "unknown <what> 'x' (valid: a, b, c)"), with "; did you mean 'b'?"
   // when one name is close (closest_name, text.hpp).
-  [[nodiscard]] const Entry& get(std::string_view name, const std::string& key,
-                                 std::string_view what) const {
+  [[nodiscard]] const Entry& get(std::string_view name, const std::string& key, std::string_view what) const {
     if (const Entry* e = find(name)) return *e;
     std::vector<std::string> all;
     for (const auto& e : entries_) all.push_back(e.name);

@@ -36,8 +36,9 @@ struct Bytes {
 
   friend constexpr auto operator<=>(Bytes, Bytes) = default;
   friend constexpr Bytes operator+(Bytes a, Bytes b) {
-    return Bytes{a.value > std::numeric_limits<std::uint64_t>::max() - b.value ? std::numeric_limits<std::uint64_t>::max()
-                                                                                : a.value + b.value};
+    return Bytes{a.value > std::numeric_limits<std::uint64_t>::max() - b.value
+                     ? std::numeric_limits<std::uint64_t>::max()
+                     : a.value + b.value};
   }
   friend constexpr Bytes operator-(Bytes a, Bytes b) { return Bytes{a.value - b.value}; }  // pre: a >= b
   constexpr Bytes& operator+=(Bytes o) {
@@ -60,8 +61,7 @@ constexpr std::uint64_t round_up(std::uint64_t v, std::uint64_t unit) {
   const std::uint64_t rem = v % unit;
   if (rem == 0) return v;
   const std::uint64_t add = unit - rem;
-  return v > std::numeric_limits<std::uint64_t>::max() - add ? std::numeric_limits<std::uint64_t>::max()
-                                                              : v + add;
+  return v > std::numeric_limits<std::uint64_t>::max() - add ? std::numeric_limits<std::uint64_t>::max() : v + add;
 }
 
 // "8GiB", "512MB", "1.5GiB", "4096", "64 KiB" (SI: kB MB GB TB; binary: KiB MiB GiB TiB; B).

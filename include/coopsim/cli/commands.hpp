@@ -15,24 +15,24 @@ namespace coopsim {
 
 struct RunArgs {
   std::string trace;
-  std::string config;                  // optional config file
-  std::vector<std::string> allocators; // each runs (cartesian product policy x allocator x budget)
-  std::vector<std::string> policies;   // likewise; "all" = every registered one
-  std::vector<std::string> budgets;    // sizes, or "N%" of the trace's no-eviction peak
-  std::vector<std::string> sets;       // key=value overrides, applied in order
+  std::string config;                   // optional config file
+  std::vector<std::string> allocators;  // each runs (cartesian product policy x allocator x budget)
+  std::vector<std::string> policies;    // likewise; "all" = every registered one
+  std::vector<std::string> budgets;     // sizes, or "N%" of the trace's no-eviction peak
+  std::vector<std::string> sets;        // key=value overrides, applied in order
   std::string json_out, csv_out;
   bool json_stdout = false;
   bool quiet = false;
   bool paranoid = false;
   bool fail_on_oom = false;
-  bool check_addresses = false;        // exit 4 when a recorded address differs from the model's
+  bool check_addresses = false;  // exit 4 when a recorded address differs from the model's
   // Single-run exports from the run's event log (RunLog); each needs exactly one run.
-  std::string timeline_out;            // Chrome trace / Perfetto JSON
-  std::string memory_map_out;          // SVG address-space picture
+  std::string timeline_out;                // Chrome trace / Perfetto JSON
+  std::string memory_map_out;              // SVG address-space picture
   std::string memory_map_colour = "role";  // memory map colours: role | cost
-  std::string torch_snapshot_out;      // PyTorch memory snapshot pickle
-  std::string plan_out;                // the plan for the CUDA backend (docs/plan-format.md)
-  bool validate = false;               // run the independent plan validator on the event log
+  std::string torch_snapshot_out;          // PyTorch memory snapshot pickle
+  std::string plan_out;                    // the plan for the CUDA backend (docs/plan-format.md)
+  bool validate = false;                   // run the independent plan validator on the event log
   [[nodiscard]] bool wants_log() const {
     return validate || !timeline_out.empty() || !memory_map_out.empty() || !torch_snapshot_out.empty() ||
            !plan_out.empty();
@@ -46,17 +46,17 @@ int command_list(bool json, std::ostream& out);
 
 struct GenerateArgs {
   std::string output;
-  std::vector<std::string> sets;       // generator option overrides key=value
+  std::vector<std::string> sets;  // generator option overrides key=value
 };
 int command_generate(const GenerateArgs& args, std::ostream& out);
 
 struct ImportArgs {
-  std::string kind;    // dtr | torch-snapshot | kineto
+  std::string kind;  // dtr | torch-snapshot | kineto
   std::string input, output;
   int device = 0;
-  bool copy_on_write = false;  // dtr: MUTATE as copy-on-write (simrd) instead of in place
-  std::string compat = "coopsim";  // dtr: rule profile, coopsim or simrd (docs/import-dtr.md)
-  std::string et;              // kineto: Execution Trace of the same run (dataflow)
+  bool copy_on_write = false;       // dtr: MUTATE as copy-on-write (simrd) instead of in place
+  std::string compat = "coopsim";   // dtr: rule profile, coopsim or simrd (docs/import-dtr.md)
+  std::string et;                   // kineto: Execution Trace of the same run (dataflow)
   std::vector<std::string> limits;  // KEY=VALUE of the "limits" config section (docs/limits.md)
 };
 int command_import(const ImportArgs& args, std::ostream& out);
@@ -71,15 +71,15 @@ struct BenchArgs {
 int command_bench(const BenchArgs& args, std::ostream& out);
 
 struct PlanArgs {
-  std::string problem;                  // MiniMalloc CSV id,lower,upper,size
-  std::string solution;                 // with check: the solution CSV to validate
-  std::string output;                   // solution CSV to write (plan mode)
-  std::string method = "planner";      // smartpool-bf | smartpool-ff | greedy-by-size | planner
+  std::string problem;             // MiniMalloc CSV id,lower,upper,size
+  std::string solution;            // with check: the solution CSV to validate
+  std::string output;              // solution CSV to write (plan mode)
+  std::string method = "planner";  // smartpool-bf | smartpool-ff | greedy-by-size | planner
   std::optional<std::int64_t> capacity;
   double time_limit_s = 10.0;
   bool check = false;
-  bool no_bf_quirk = false;             // smartpool-bf: textbook best fit instead of SINGA's
-  std::vector<std::string> limits;      // KEY=VALUE: max_buffers, max_conflicts (docs/limits.md)
+  bool no_bf_quirk = false;         // smartpool-bf: textbook best fit instead of SINGA's
+  std::vector<std::string> limits;  // KEY=VALUE: max_buffers, max_conflicts (docs/limits.md)
 };
 // Exit 0 on success; with check, exit 1 and one line per violation when the solution is invalid.
 int command_plan(const PlanArgs& args, std::ostream& out);
@@ -89,15 +89,15 @@ int command_plan(const PlanArgs& args, std::ostream& out);
 // without CUDA throw Error saying so.
 struct ReplayGpuArgs {
   std::string plan;
-  std::string output;                   // gpu-report.json
-  std::string calibrate_link;           // write the measured link as a config file here
+  std::string output;          // gpu-report.json
+  std::string calibrate_link;  // write the measured link as a config file here
   int iterations = 5;
   int warmup = 1;
   int device = 0;
-  int sample_stride = 1;                // check and write every Nth 4-byte word
-  bool skip_check = false;              // load the plan without the plan checker
-  bool poison = false;                  // fill blocks allocated without content with a poison pattern
-  bool no_graph = false;                // issue from the host instead of launching a captured CUDA graph
+  int sample_stride = 1;    // check and write every Nth 4-byte word
+  bool skip_check = false;  // load the plan without the plan checker
+  bool poison = false;      // fill blocks allocated without content with a poison pattern
+  bool no_graph = false;    // issue from the host instead of launching a captured CUDA graph
 };
 int command_replay_gpu(const ReplayGpuArgs& args, std::ostream& out);
 

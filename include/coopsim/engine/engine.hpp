@@ -31,7 +31,6 @@ struct EngineOptions {
 };
 
 // Replays `trace` and fills the memory/time/counter parts of `report` and its status/oom.
-void run_engine(const Trace& trace, Allocator& allocator, Policy& policy,
-                const EngineOptions& options, Report& report);
+void run_engine(const Trace& trace, Allocator& allocator, Policy& policy, const EngineOptions& options, Report& report);
 
 }  // namespace coopsim

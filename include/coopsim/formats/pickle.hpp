@@ -68,11 +68,12 @@ struct Value {
   enum class Kind : std::uint8_t { None, Bool, Int, Float, String, Bytes, List, Tuple, Dict };
   Kind kind = Kind::None;
   bool boolean = false;
-  std::int64_t integer = 0;       // Int (values outside int64 are an error)
-  double real = 0.0;              // Float
-  std::string text;               // String (UTF-8) and Bytes
-  std::vector<std::shared_ptr<const Value>> items;   // List, Tuple
-  std::vector<std::pair<std::shared_ptr<const Value>, std::shared_ptr<const Value>>> entries;  // Dict, in insertion order
+  std::int64_t integer = 0;                         // Int (values outside int64 are an error)
+  double real = 0.0;                                // Float
+  std::string text;                                 // String (UTF-8) and Bytes
+  std::vector<std::shared_ptr<const Value>> items;  // List, Tuple
+  std::vector<std::pair<std::shared_ptr<const Value>, std::shared_ptr<const Value>>>
+      entries;  // Dict, in insertion order
   // Dict lookup by string key (nullptr when absent or not a Dict).
   [[nodiscard]] const Value* get(std::string_view key) const;
   [[nodiscard]] bool is(Kind k) const { return kind == k; }

@@ -66,24 +66,24 @@ namespace coopsim {
 inline constexpr const char* kGeneratorComponent = "generate";
 
 struct GeneratorOptions {
-  std::string model = "cnn";           // "mlp" | "cnn"
-  std::int64_t layers = 8;             // hidden layers (>= 1)
-  std::int64_t batch = 32;             // samples per micro-batch
-  std::int64_t width = 64;             // mlp: features (input and hidden); cnn: channels
-  std::int64_t spatial = 32;           // cnn: height = width of every feature map (mlp: unused)
-  std::int64_t classes = 10;           // classifier outputs
-  std::int64_t iterations = 3;         // training iterations (optimizer steps), >= 1
-  std::int64_t micro_batches = 1;      // forward/backward passes per iteration (grad accumulation)
-  std::string optimizer = "adam";      // "sgd" | "momentum" | "adam" (0 / 1 / 2 states per param)
-  std::int64_t residual_every = 2;     // k: in-place skip add_ every k layers; 0 = none
-  bool workspace = true;               // conv/linear ops allocate a transient workspace
-  bool dropout = false;                // random dropout op (2 outputs) after each ReLU
-  std::int64_t dtype_bytes = 4;        // bytes per element of float tensors: 1, 2, 4 or 8
-  std::uint64_t seed = 1;              // jitter seed, 0 .. 2^63-1
-  double peak_flops = 19.5e12;         // FLOP/s (A100 fp32)
-  double mem_bandwidth = 1.5e12;       // bytes/s (A100 HBM2e, roughly)
-  SimTime launch_overhead{5000};       // added to every non-view op (5 us)
-  double jitter = 0.05;                // relative duration jitter, 0 <= jitter < 1
+  std::string model = "cnn";        // "mlp" | "cnn"
+  std::int64_t layers = 8;          // hidden layers (>= 1)
+  std::int64_t batch = 32;          // samples per micro-batch
+  std::int64_t width = 64;          // mlp: features (input and hidden); cnn: channels
+  std::int64_t spatial = 32;        // cnn: height = width of every feature map (mlp: unused)
+  std::int64_t classes = 10;        // classifier outputs
+  std::int64_t iterations = 3;      // training iterations (optimizer steps), >= 1
+  std::int64_t micro_batches = 1;   // forward/backward passes per iteration (grad accumulation)
+  std::string optimizer = "adam";   // "sgd" | "momentum" | "adam" (0 / 1 / 2 states per param)
+  std::int64_t residual_every = 2;  // k: in-place skip add_ every k layers; 0 = none
+  bool workspace = true;            // conv/linear ops allocate a transient workspace
+  bool dropout = false;             // random dropout op (2 outputs) after each ReLU
+  std::int64_t dtype_bytes = 4;     // bytes per element of float tensors: 1, 2, 4 or 8
+  std::uint64_t seed = 1;           // jitter seed, 0 .. 2^63-1
+  double peak_flops = 19.5e12;      // FLOP/s (A100 fp32)
+  double mem_bandwidth = 1.5e12;    // bytes/s (A100 HBM2e, roughly)
+  SimTime launch_overhead{5000};    // added to every non-view op (5 us)
+  double jitter = 0.05;             // relative duration jitter, 0 <= jitter < 1
 
   bool operator==(const GeneratorOptions&) const = default;
 };

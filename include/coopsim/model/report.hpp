@@ -21,11 +21,11 @@ std::string_view to_string(RunStatus s);
 
 // Where a keep replay (or any policy that gave up) ran out of memory.
 struct OomPoint {
-  std::uint64_t event_index = 0;       // 0-based index into the event stream
+  std::uint64_t event_index = 0;  // 0-based index into the event stream
   std::uint32_t iteration = 0;
   std::uint64_t tensor_file_id = 0;
   std::string tensor_name;
-  std::string op_name;                 // op that the allocation is for (next compute), if any
+  std::string op_name;  // op that the allocation is for (next compute), if any
   std::uint64_t op_file_id = 0;
   bool has_op = false;
   Bytes requested;
@@ -43,7 +43,7 @@ struct ThrashPoint {
 // Offline pools (smartpool): the planned pool and what fell back to the device.
 struct PoolFigures {
   Bytes pool_size;
-  bool pool_created = false;         // false: it did not fit the budget; everything fell back
+  bool pool_created = false;  // false: it did not fit the budget; everything fell back
   std::uint32_t planned_iteration = 0;
   std::uint64_t pool_allocs = 0, fallback_allocs = 0, mismatched_allocs = 0;
   Bytes fallback_bytes, mismatched_bytes, peak_fallback_live;
@@ -52,18 +52,18 @@ struct PoolFigures {
 struct MemoryFigures {
   Bytes peak_allocated, peak_reserved, peak_requested, peak_footprint;
   Bytes final_allocated, final_reserved;
-  double reserved_fragmentation = 0.0;   // 1 - allocated/reserved at the reserved peak
+  double reserved_fragmentation = 0.0;  // 1 - allocated/reserved at the reserved peak
   Bytes allocated_at_reserved_peak;
-  double coop_fragmentation = 0.0;       // mean free/arena at allocations that needed eviction
+  double coop_fragmentation = 0.0;               // mean free/arena at allocations that needed eviction
   std::uint64_t coop_fragmentation_samples = 0;  // 0 => not defined for this run
-  Bytes peak_internal_waste;             // max of allocated - requested
+  Bytes peak_internal_waste;                     // max of allocated - requested
 };
 
 struct TimeFigures {
-  SimTime simulated{0};      // compute stream end, stalls included
-  SimTime trace_compute{0};  // the trace's own time: the same replay with no stalls
-  double compute_overhead = 1.0;  // simulated / trace_compute (1 when both are 0)
-  SimTime op_time{0};             // executed trace ops, no recomputation (Coop's baseline clock)
+  SimTime simulated{0};             // compute stream end, stalls included
+  SimTime trace_compute{0};         // the trace's own time: the same replay with no stalls
+  double compute_overhead = 1.0;    // simulated / trace_compute (1 when both are 0)
+  SimTime op_time{0};               // executed trace ops, no recomputation (Coop's baseline clock)
   double recompute_overhead = 1.0;  // Coop's compute overhead: (op_time + recompute) / op_time
   SimTime stall{0};
   std::uint64_t recomputes = 0;
@@ -75,25 +75,25 @@ struct TimeFigures {
 struct CounterFigures {
   std::uint64_t events = 0, allocs = 0, frees = 0, accesses = 0, computes = 0;
   std::uint64_t forced_evictions = 0, eager_evictions = 0;
-  std::uint64_t alloc_failures = 0;     // allocations that needed the policy
+  std::uint64_t alloc_failures = 0;  // allocations that needed the policy
   std::uint64_t alloc_retries = 0, device_mallocs = 0, device_frees = 0;
   std::uint64_t policy_decisions = 0;
-  std::uint64_t search_scanned = 0;     // pieces/tensors examined by eviction searches
+  std::uint64_t search_scanned = 0;  // pieces/tensors examined by eviction searches
 };
 
 // Recorded device addresses (alloc events with "addr") compared with the model's placements.
 struct AddressCheck {
   std::uint64_t checked = 0;
   std::uint64_t mismatches = 0;
-  std::uint64_t first_mismatch_event = 0;   // valid when mismatches > 0
+  std::uint64_t first_mismatch_event = 0;  // valid when mismatches > 0
   std::uint64_t first_expected = 0, first_got = 0;
 };
 
 // A recorded end state (e.g. a PyTorch snapshot's final segments) compared with the model's.
 // Adjacent free blocks are merged on both sides before comparing.
 struct EndStateCheck {
-  bool segments_match = false;   // addresses, sizes, streams, pools and block layouts
-  bool reserved_match = false;   // total segment bytes
+  bool segments_match = false;  // addresses, sizes, streams, pools and block layouts
+  bool reserved_match = false;  // total segment bytes
   std::uint64_t recorded_segments = 0, model_segments = 0;
   Bytes recorded_reserved, model_reserved;
   std::string first_difference;  // empty when everything matches
@@ -106,7 +106,7 @@ struct Report {
   std::uint32_t iterations = 0;
   std::string allocator, policy;
   Bytes budget;
-  nlohmann::ordered_json config;   // resolved configuration, defaults filled in
+  nlohmann::ordered_json config;  // resolved configuration, defaults filled in
   RunStatus status = RunStatus::Completed;
   std::optional<OomPoint> oom;
   std::optional<ThrashPoint> thrash;
@@ -121,9 +121,8 @@ struct Report {
   CounterFigures counters;
   AddressCheck addresses;
   std::optional<EndStateCheck> end_state;  // when the trace records an end state and the model can report one
-  std::optional<PoolFigures> pool;  // offline pool allocators only
-  std::optional<SimTime> search_latency;  // wall time inside policy calls (opt-in: not reproducible)
+  std::optional<PoolFigures> pool;         // offline pool allocators only
+  std::optional<SimTime> search_latency;   // wall time inside policy calls (opt-in: not reproducible)
 };
-
 
 }  // namespace coopsim

@@ -54,8 +54,8 @@ enum class LogKind : std::uint8_t {
 
 struct LogRecord {
   LogKind kind = LogKind::Alloc;
-  bool fresh = false;   // Alloc: the trace's allocation (content version 0)
-  bool forced = false;  // Evict: chosen by the policy
+  bool fresh = false;        // Alloc: the trace's allocation (content version 0)
+  bool forced = false;       // Evict: chosen by the policy
   std::uint16_t stream = 0;  // Alloc: the allocation stream of the trace
   SimTime start{0}, end{0};
   std::uint32_t op = kNoRecord;      // Compute / Recompute: trace op index
@@ -63,7 +63,7 @@ struct LogRecord {
   std::uint32_t origin = kNoRecord;  // Recompute: index of the Compute record it repeats
   std::uint32_t first = 0;           // index of the first ref
   std::uint32_t reads = 0, writes = 0;
-  std::uint64_t a = 0, b = 0;        // Memory: allocated, reserved
+  std::uint64_t a = 0, b = 0;  // Memory: allocated, reserved
 };
 
 struct RunLog {

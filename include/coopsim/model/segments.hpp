@@ -16,8 +16,8 @@ constexpr std::string_view to_string(SegmentPool p) { return p == SegmentPool::S
 
 // One block of a recorded segment, in address order.
 struct SeedBlock {
-  Bytes size;               // block size as the allocator rounded it
-  Bytes requested;          // allocated blocks: the request it serves; free blocks: 0
+  Bytes size;       // block size as the allocator rounded it
+  Bytes requested;  // allocated blocks: the request it serves; free blocks: 0
   bool allocated = false;
   friend bool operator==(const SeedBlock&, const SeedBlock&) = default;
 };

@@ -37,7 +37,7 @@ struct TensorInfo {
   std::uint64_t file_id = 0;  // id as written in the file
   Bytes size;                 // bytes of its own storage (0 for views)
   TensorRole role = TensorRole::Other;
-  std::string name;           // optional
+  std::string name;  // optional
   // Views share their base's storage: no alloc/free of their own; accesses resolve to base.
   std::uint32_t view_of = kNoIndex;  // TensorId index of the base, or kNoIndex
   [[nodiscard]] bool is_view() const { return view_of != kNoIndex; }
@@ -56,7 +56,7 @@ struct OpInfo {
   // resulting storage root is in TensorInfo::view_of of the output; kept so that writers
   // reproduce the declaration exactly.
   std::vector<std::pair<TensorId, TensorId>> views;
-  bool random = false;            // outputs cannot be recomputed identically
+  bool random = false;  // outputs cannot be recomputed identically
   friend bool operator==(const OpInfo&, const OpInfo&) = default;
 };
 
@@ -72,13 +72,13 @@ std::string_view to_string(EventKind k);
 
 struct TraceEvent {
   EventKind kind = EventKind::Mark;
-  bool write = false;            // Access: write (true) or read
-  std::uint16_t stream = 0;      // CUDA stream (0 = default)
-  std::uint32_t target = 0;      // Alloc/Free/Access: tensor index; Compute: op index;
-                                 // Iteration: iteration index; Mark: label index
-  std::uint32_t op = kNoIndex;   // Access: op that made the access, or kNoIndex
-  std::int64_t time = -1;        // ns since trace start, or -1 when not recorded
-  std::uint64_t addr = 0;        // Alloc: recorded device address (0 = not recorded)
+  bool write = false;           // Access: write (true) or read
+  std::uint16_t stream = 0;     // CUDA stream (0 = default)
+  std::uint32_t target = 0;     // Alloc/Free/Access: tensor index; Compute: op index;
+                                // Iteration: iteration index; Mark: label index
+  std::uint32_t op = kNoIndex;  // Access: op that made the access, or kNoIndex
+  std::int64_t time = -1;       // ns since trace start, or -1 when not recorded
+  std::uint64_t addr = 0;       // Alloc: recorded device address (0 = not recorded)
   friend bool operator==(const TraceEvent&, const TraceEvent&) = default;
 };
 
@@ -86,8 +86,8 @@ struct TraceEvent {
 // device segments with their block layout. A block either belongs to a tensor, which is live
 // from the start with that block (requested bytes = the tensor's size), or is free.
 struct InitialBlock {
-  Bytes size;                         // block size as the recording's allocator rounded it
-  std::uint32_t tensor = kNoIndex;    // TensorId index, or kNoIndex for a free block
+  Bytes size;                       // block size as the recording's allocator rounded it
+  std::uint32_t tensor = kNoIndex;  // TensorId index, or kNoIndex for a free block
   [[nodiscard]] bool is_free() const { return tensor == kNoIndex; }
   friend bool operator==(const InitialBlock&, const InitialBlock&) = default;
 };
@@ -96,8 +96,8 @@ struct InitialSegment {
   std::uint64_t addr = 0;
   std::uint16_t stream = 0;
   SegmentPool pool = SegmentPool::Large;
-  bool expandable = false;            // a mapped range of an expandable segment's reservation
-  std::vector<InitialBlock> blocks;   // tile [addr, addr + size()) in address order
+  bool expandable = false;           // a mapped range of an expandable segment's reservation
+  std::vector<InitialBlock> blocks;  // tile [addr, addr + size()) in address order
   [[nodiscard]] Bytes size() const {
     Bytes total;
     for (const auto& b : blocks) total += b.size;
@@ -110,15 +110,15 @@ struct TraceHeader {
   std::string format = "coopsim-trace";
   int version = 1;
   std::string model;
-  nlohmann::json source;          // provenance: tool, original file, notes (free-form object)
-  std::string time_unit = "ns";   // of durations and timestamps in the file
+  nlohmann::json source;         // provenance: tool, original file, notes (free-form object)
+  std::string time_unit = "ns";  // of durations and timestamps in the file
   std::uint32_t iterations = 1;
-  nlohmann::json extra;           // any other header keys, kept verbatim (loader: always an object)
+  nlohmann::json extra;  // any other header keys, kept verbatim (loader: always an object)
   friend bool operator==(const TraceHeader&, const TraceHeader&) = default;
 };
 
 struct Trace {
-  std::string path;               // as given to the loader
+  std::string path;  // as given to the loader
   TraceHeader header;
   std::vector<TensorInfo> tensors;
   std::vector<OpInfo> ops;
@@ -129,7 +129,7 @@ struct Trace {
   // for traces that start from an empty device.
   std::vector<InitialSegment> initial_segments;
   std::vector<SegmentAddress> segment_addresses;
-  std::uint64_t content_hash = 0;   // FNV-1a 64 over the decompressed bytes
+  std::uint64_t content_hash = 0;  // FNV-1a 64 over the decompressed bytes
 
   [[nodiscard]] const TensorInfo& tensor(TensorId id) const { return tensors[index_of(id)]; }
   [[nodiscard]] const OpInfo& op(OpId id) const { return ops[index_of(id)]; }
@@ -148,8 +148,8 @@ struct TraceSummary {
                           // live from the initial state included)
   Bytes total_allocated;  // sum of requested bytes over all allocs
   std::uint64_t initial_segments = 0, initial_tensors = 0;  // initial state
-  Bytes initial_reserved, initial_live;  // its segment bytes and live requested bytes
-  SimTime compute_time{0};  // sum of executed op durations
+  Bytes initial_reserved, initial_live;                     // its segment bytes and live requested bytes
+  SimTime compute_time{0};                                  // sum of executed op durations
 };
 TraceSummary summarize(const Trace& trace);
 

@@ -30,25 +30,25 @@ std::string method_name(Method method);
 
 struct PlanOptions {
   Method method = Method::Planner;
-  bool bf_quirk = true;                     // smartpool-bf: reproduce SINGA's gap-below quirk
-  std::optional<std::int64_t> capacity;     // height must not exceed it
-  double time_limit_s = 10.0;               // planner: sets the work budget; also a safety cut
+  bool bf_quirk = true;                                            // smartpool-bf: reproduce SINGA's gap-below quirk
+  std::optional<std::int64_t> capacity;                            // height must not exceed it
+  double time_limit_s = 10.0;                                      // planner: sets the work budget; also a safety cut
   std::uint64_t max_conflicts = PlanLimits::kDefaultMaxConflicts;  // conflict pairs stored at most
 };
 
 struct PlanResult {
   std::vector<std::int64_t> offsets;  // by buffer index
   std::int64_t height = 0;
-  std::int64_t lower_bound = 0;       // max live bytes
-  std::int64_t proven_bound = 0;      // no placement is lower: lower_bound, or above a capacity
-                                      // the exact search proved infeasible (planner)
-  std::uint64_t iterations = 0;       // planner: local-search iterations run
-  std::uint64_t exact_work = 0;       // planner: exact-search work units spent
-  bool time_cut = false;              // planner: stopped by the wall clock, not the budget
-  bool proven_optimal = false;        // height == proven_bound
-  std::uint64_t conflicts = 0;        // planner: lifetime-overlapping pairs
-  bool without_lists = false;         // planner: conflicts > max_conflicts, so no conflict lists
-                                      // were built and only the construction ran
+  std::int64_t lower_bound = 0;   // max live bytes
+  std::int64_t proven_bound = 0;  // no placement is lower: lower_bound, or above a capacity
+                                  // the exact search proved infeasible (planner)
+  std::uint64_t iterations = 0;   // planner: local-search iterations run
+  std::uint64_t exact_work = 0;   // planner: exact-search work units spent
+  bool time_cut = false;          // planner: stopped by the wall clock, not the budget
+  bool proven_optimal = false;    // height == proven_bound
+  std::uint64_t conflicts = 0;    // planner: lifetime-overlapping pairs
+  bool without_lists = false;     // planner: conflicts > max_conflicts, so no conflict lists
+                                  // were built and only the construction ran
 };
 
 // Greedy placement of buffers in `order` (indices into problem.buffers). With more than

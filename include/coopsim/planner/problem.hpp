@@ -19,7 +19,7 @@ namespace coopsim::plan {
 struct PlanLimits {
   static constexpr std::uint64_t kDefaultMaxBuffers = 1'000'000;
   static constexpr std::uint64_t kDefaultMaxConflicts = 16'000'000;
-  static constexpr std::uint64_t kMostBuffers = 0xffffffffULL;  // the largest max_buffers
+  static constexpr std::uint64_t kMostBuffers = 0xffffffffULL;        // the largest max_buffers
   static constexpr std::size_t kMaxLineBytes = std::size_t{1} << 20;  // one CSV line (fixed)
 
   std::uint64_t max_buffers = kDefaultMaxBuffers;      // rows of a problem (and of a solution)
@@ -60,9 +60,7 @@ inline std::int64_t lifetime_area(const Buffer& b) {
 }
 
 // Two buffers conflict when their half-open lifetimes intersect.
-inline bool lifetimes_overlap(const Buffer& a, const Buffer& b) {
-  return a.lower < b.upper && b.lower < a.upper;
-}
+inline bool lifetimes_overlap(const Buffer& a, const Buffer& b) { return a.lower < b.upper && b.lower < a.upper; }
 
 // Parses a problem. Throws TraceError ("file:line: problem") on a bad header, a wrong column
 // count, a non-integer, lower >= upper, lower < 0, size <= 0, a duplicate id, a line longer

@@ -23,10 +23,10 @@ namespace coopsim {
 enum class Residency : std::uint8_t {
   NotAllocated,  // before its first alloc, or after its free
   Resident,
-  SwappingOut,   // D2H copy in flight; device memory still held
-  SwappedOut,    // only the host copy exists
-  SwappingIn,    // H2D copy in flight; device memory held
-  Evicted,       // recompute policies: no memory; the producer can recompute it
+  SwappingOut,  // D2H copy in flight; device memory still held
+  SwappedOut,   // only the host copy exists
+  SwappingIn,   // H2D copy in flight; device memory held
+  Evicted,      // recompute policies: no memory; the producer can recompute it
 };
 std::string_view to_string(Residency r);
 
@@ -102,8 +102,7 @@ class Policy {
   // Once, before the replay: offline policies plan here.
   virtual void prepare(const MemoryView&) {}
   // An allocation of `request` failed. Return what to do to make room (may be empty).
-  [[nodiscard]] virtual std::vector<Action> on_alloc_failure(const AllocRequest& request,
-                                                             const MemoryView& view) = 0;
+  [[nodiscard]] virtual std::vector<Action> on_alloc_failure(const AllocRequest& request, const MemoryView& view) = 0;
   // After every trace event: proactive transfers (prefetch, early swap-out).
   [[nodiscard]] virtual std::vector<Action> after_event(const MemoryView&) { return {}; }
   // Recompute policies return their runtime options: the engine then keeps a RematGraph and

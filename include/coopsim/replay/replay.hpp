@@ -23,32 +23,32 @@ struct DeviceInfo {
   std::string name;
   int compute_major = 0, compute_minor = 0;
   int sm_count = 0;
-  int clock_khz = 0;                 // cudaDevAttrClockRate (peak)
+  int clock_khz = 0;  // cudaDevAttrClockRate (peak)
   std::uint64_t memory_bytes = 0;
-  int driver_version = 0;            // cudaDriverGetVersion, e.g. 13000
-  int runtime_version = 0;           // cudaRuntimeGetVersion
+  int driver_version = 0;   // cudaDriverGetVersion, e.g. 13000
+  int runtime_version = 0;  // cudaRuntimeGetVersion
 };
 
 struct ReplaySettings {
-  int iterations = 5;                // timed replays of the whole plan
-  int warmup = 1;                    // untimed replays before them
-  bool graph = true;                 // capture one replay as a CUDA graph and launch it (else issue from the host)
-  bool poison = false;               // fill blocks allocated without content with a pattern no version has
-  std::uint32_t sample_stride = 1;   // check and write every Nth 4-byte word of a tensor
+  int iterations = 5;               // timed replays of the whole plan
+  int warmup = 1;                   // untimed replays before them
+  bool graph = true;                // capture one replay as a CUDA graph and launch it (else issue from the host)
+  bool poison = false;              // fill blocks allocated without content with a pattern no version has
+  std::uint32_t sample_stride = 1;  // check and write every Nth 4-byte word of a tensor
 };
 
 struct Calibration {
-  double cycles_per_ns = 0.0;        // measured SM clock (clock64 cycles per ns of CUDA-event time)
-  double kernel_overhead_ns = 0.0;   // launch-to-launch time of an empty op kernel, taken off every spin
+  double cycles_per_ns = 0.0;       // measured SM clock (clock64 cycles per ns of CUDA-event time)
+  double kernel_overhead_ns = 0.0;  // launch-to-launch time of an empty op kernel, taken off every spin
 };
 
 // What one replay measured. Times are CUDA-event times in ns.
 struct ReplayMeasurement {
   Calibration calibration;
-  std::vector<double> iteration_ns;   // per timed iteration: start to the compute stream's last step
-  std::vector<double> all_streams_ns; // per timed iteration: start until every stream finished
-  std::vector<double> step_ns;        // per step: mean duration over timed iterations (0 for markers)
-  double host_issue_ns = 0.0;         // host wall time to issue one iteration (graph: one launch)
+  std::vector<double> iteration_ns;            // per timed iteration: start to the compute stream's last step
+  std::vector<double> all_streams_ns;          // per timed iteration: start until every stream finished
+  std::vector<double> step_ns;                 // per step: mean duration over timed iterations (0 for markers)
+  double host_issue_ns = 0.0;                  // host wall time to issue one iteration (graph: one launch)
   std::uint32_t first_failing_step = kNoStep;  // integrity: the first step that found a wrong pattern
   std::uint64_t fills = 0, poisons = 0;        // pattern writes at allocations, per iteration
 };
@@ -64,7 +64,7 @@ struct LinkSample {
 struct LinkFit {
   double ns_per_byte = 0.0;
   double latency_ns = 0.0;
-  double r2 = 0.0;   // coefficient of determination
+  double r2 = 0.0;  // coefficient of determination
   std::size_t samples = 0;
 };
 // Throws Error when the samples hold fewer than two distinct sizes or time does not grow with size.

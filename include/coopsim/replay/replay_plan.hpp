@@ -59,13 +59,13 @@ struct PlanStep {
   SimTime start{0}, end{0};          // simulated; markers have start == end
   // alloc, free, evict, access, swap_out, swap_in: the block (version unused by alloc/free)
   PlanRef block;
-  bool fresh = false;  // alloc: the trace's own allocation (else the engine's: swap-in target, ...)
-  bool fill = false;   // alloc: the block starts holding version 0 (the replay writes its pattern)
-  bool forced = false;                // evict: chosen by the policy (else eager)
-  Bytes bytes;                        // swap_out, swap_in: bytes copied (the tensor's size)
-  std::uint32_t op = kNoStep;         // op, recompute: PlanOp::id
-  std::uint32_t origin = kNoStep;     // recompute: the op step it repeats
-  std::vector<PlanRef> reads, writes; // op, recompute
+  bool fresh = false;                  // alloc: the trace's own allocation (else the engine's: swap-in target, ...)
+  bool fill = false;                   // alloc: the block starts holding version 0 (the replay writes its pattern)
+  bool forced = false;                 // evict: chosen by the policy (else eager)
+  Bytes bytes;                         // swap_out, swap_in: bytes copied (the tensor's size)
+  std::uint32_t op = kNoStep;          // op, recompute: PlanOp::id
+  std::uint32_t origin = kNoStep;      // recompute: the op step it repeats
+  std::vector<PlanRef> reads, writes;  // op, recompute
   friend bool operator==(const PlanStep&, const PlanStep&) = default;
 };
 

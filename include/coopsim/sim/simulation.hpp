@@ -22,7 +22,7 @@
 namespace coopsim {
 
 struct SimConfig {
-  std::string source;  // file the config came from (prefixes error keys); empty = none
+  std::string source;                             // file the config came from (prefixes error keys); empty = none
   nlohmann::json doc = nlohmann::json::object();  // the raw document, overrides applied
 };
 

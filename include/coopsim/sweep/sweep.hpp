@@ -27,7 +27,7 @@ namespace coopsim::sweep {
 
 // One budget: a size, or a ratio of each trace's no-eviction peak of live bytes.
 struct BudgetSpec {
-  Bytes size;                   // used when ratio is empty
+  Bytes size;  // used when ratio is empty
   std::optional<double> ratio;
 };
 
@@ -46,15 +46,15 @@ struct MinBudgetSpec {
 };
 
 struct SweepConfig {
-  std::string source;                   // the config file as named (prefixes error keys)
-  std::filesystem::path dir;            // trace paths are relative to it
-  std::string canonical;                // compact dump of the document (part of the sweep hash)
-  std::vector<std::string> traces;      // as written in the file
+  std::string source;               // the config file as named (prefixes error keys)
+  std::filesystem::path dir;        // trace paths are relative to it
+  std::string canonical;            // compact dump of the document (part of the sweep hash)
+  std::vector<std::string> traces;  // as written in the file
   std::vector<std::string> allocators, policies;
   std::vector<BudgetSpec> budgets;
-  std::vector<Variant> variants;        // at least one ("base" when the file names none)
+  std::vector<Variant> variants;  // at least one ("base" when the file names none)
   MinBudgetSpec minbudget;
-  Limits limits;                        // base.limits: what loading the traces may take
+  Limits limits;  // base.limits: what loading the traces may take
 };
 
 // Parses and checks every key (names, sizes, ratios, override keys and values) before anything
@@ -68,15 +68,15 @@ std::string resolve_trace_path(const SweepConfig& cfg, std::size_t trace);
 // ---- plan -----------------------------------------------------------------------------------
 
 struct PlannedRun {
-  std::size_t index = 0;                // position in the full run list (the "run" column)
+  std::size_t index = 0;  // position in the full run list (the "run" column)
   std::size_t trace = 0, variant = 0;
   std::string allocator, policy;
   Bytes budget;
-  std::optional<double> ratio;          // the configured ratio, for ratio budgets
-  double ratio_of_sweep_max = 1.0;      // budget / the largest budget of its trace
+  std::optional<double> ratio;      // the configured ratio, for ratio budgets
+  double ratio_of_sweep_max = 1.0;  // budget / the largest budget of its trace
 };
 
-struct PlannedSearch {                  // one minimum-budget search (the "search" column)
+struct PlannedSearch {  // one minimum-budget search (the "search" column)
   std::size_t index = 0;
   std::size_t trace = 0, variant = 0;
   std::string allocator, policy;
@@ -115,8 +115,8 @@ std::size_t shard_size(std::size_t total, Shard s);
 struct Manifest {
   std::string coopsim_version;
   std::uint64_t config_hash = 0;
-  std::size_t runs = 0, searches = 0;   // of the whole sweep
-  std::optional<Shard> shard;           // absent: the whole sweep
+  std::size_t runs = 0, searches = 0;  // of the whole sweep
+  std::optional<Shard> shard;          // absent: the whole sweep
 };
 nlohmann::ordered_json manifest_json(const Manifest& m);
 Manifest read_manifest(const std::filesystem::path& dir);  // Error naming DIR/sweep.json
@@ -129,11 +129,11 @@ nlohmann::ordered_json results_json_entry(const SweepConfig& cfg, const PlannedR
 
 // Finished work of a directory, keyed by run / search index. Rows are kept as written.
 struct Finished {
-  std::map<std::size_t, std::string> rows;                  // results.csv
-  std::map<std::size_t, nlohmann::ordered_json> entries;    // results.json / journal
-  std::map<std::size_t, std::string> search_rows;           // minbudget.csv
+  std::map<std::size_t, std::string> rows;                // results.csv
+  std::map<std::size_t, nlohmann::ordered_json> entries;  // results.json / journal
+  std::map<std::size_t, std::string> search_rows;         // minbudget.csv
 };
-inline constexpr const char* kJournal = "journal.jsonl";   // results.json entries of an unfinished sweep
+inline constexpr const char* kJournal = "journal.jsonl";  // results.json entries of an unfinished sweep
 
 // Reads results.csv, results.json or the journal, and minbudget.csv of DIR, whichever exist.
 // A last line without its newline (an interrupted write) is dropped; anything else malformed is
@@ -169,18 +169,18 @@ std::vector<std::string> split_csv_line(const std::string& line);
 // ---- minimum budget ---------------------------------------------------------------------------
 
 struct MinBudgetOptions {
-  std::optional<double> max_overhead;   // compute overhead limit (>= 1)
-  double margin = 1.25;                 // first upper bound = peak live bytes x margin
+  std::optional<double> max_overhead;  // compute overhead limit (>= 1)
+  double margin = 1.25;                // first upper bound = peak live bytes x margin
 };
 
 struct MinBudgetResult {
   bool found = false;
-  Bytes peak;                  // the trace's no-eviction peak of live bytes
-  Bytes unit;                  // precision: max(1 MiB, 0.1 % of the peak) in whole MiB
-  Bytes budget;                // the smallest multiple of unit that passed
-  Bytes failing;               // the largest multiple of unit seen failing (0: none tried)
-  std::string failing_status;  // "oom", "thrash" or "overhead" (over --max-overhead)
-  Bytes searched_up_to;        // the largest budget tried
+  Bytes peak;                                               // the trace's no-eviction peak of live bytes
+  Bytes unit;                                               // precision: max(1 MiB, 0.1 % of the peak) in whole MiB
+  Bytes budget;                                             // the smallest multiple of unit that passed
+  Bytes failing;                                            // the largest multiple of unit seen failing (0: none tried)
+  std::string failing_status;                               // "oom", "thrash" or "overhead" (over --max-overhead)
+  Bytes searched_up_to;                                     // the largest budget tried
   double compute_overhead = 0.0, recompute_overhead = 0.0;  // at `budget`
   std::uint32_t runs = 0;
 };
@@ -201,11 +201,11 @@ namespace coopsim {
 // `coopsim sweep` (docs/sweep.md): every run of a sweep config, in parallel, into DIR.
 struct SweepArgs {
   std::string config;
-  unsigned jobs = 0;                    // 0: std::thread::hardware_concurrency()
+  unsigned jobs = 0;  // 0: std::thread::hardware_concurrency()
   std::string output = "sweep-out";
-  bool resume = false;                  // skip the runs DIR already holds
-  std::string shard;                    // "K/N": only runs with index mod N == K-1
-  std::size_t stop_after = 0;           // test hook: stop after this many results, as a kill would
+  bool resume = false;         // skip the runs DIR already holds
+  std::string shard;           // "K/N": only runs with index mod N == K-1
+  std::size_t stop_after = 0;  // test hook: stop after this many results, as a kill would
 };
 int command_sweep(const SweepArgs& args, std::ostream& out);
 
@@ -220,8 +220,8 @@ int command_merge(const MergeArgs& args, std::ostream& out);
 struct MinBudgetArgs {
   std::string trace;
   std::string config;
-  std::string policy, allocator;        // empty: the config's (or the defaults)
-  std::optional<double> max_overhead;   // also require compute overhead <= this
+  std::string policy, allocator;       // empty: the config's (or the defaults)
+  std::optional<double> max_overhead;  // also require compute overhead <= this
   std::vector<std::string> sets;
   bool json = false;
 };

@@ -36,16 +36,20 @@ std::uint32_t PieceList::add_region(std::uint64_t addr, std::uint64_t size, std:
   p.free = true;
   p.next = before;
   p.prev = before == kNoPiece ? last_ : pieces_[before].prev;
-  if (p.prev == kNoPiece) first_ = i;
-  else pieces_[p.prev].next = i;
-  if (before == kNoPiece) last_ = i;
-  else pieces_[before].prev = i;
+  if (p.prev == kNoPiece)
+    first_ = i;
+  else
+    pieces_[p.prev].next = i;
+  if (before == kNoPiece)
+    last_ = i;
+  else
+    pieces_[before].prev = i;
   index_free(i);
   return i;
 }
 
-std::uint32_t PieceList::place(std::uint32_t index, std::uint64_t size, std::uint64_t requested,
-                               std::uint32_t stream, bool align_right) {
+std::uint32_t PieceList::place(std::uint32_t index, std::uint64_t size, std::uint64_t requested, std::uint32_t stream,
+                               bool align_right) {
   std::uint32_t used = index;
   if (pieces_[index].size == size) {
     unindex_free(index);
@@ -57,8 +61,10 @@ std::uint32_t PieceList::place(std::uint32_t index, std::uint64_t size, std::uin
     // q goes right after p; p keeps its start (and head flag), q never is a head.
     q.prev = index;
     q.next = p.next;
-    if (p.next == kNoPiece) last_ = rest;
-    else pieces_[p.next].prev = rest;
+    if (p.next == kNoPiece)
+      last_ = rest;
+    else
+      pieces_[p.next].prev = rest;
     p.next = rest;
     q.segment = p.segment;
     q.head = false;
@@ -91,8 +97,10 @@ void PieceList::absorb(std::uint32_t left, std::uint32_t right) {
   const Piece& r = pieces_[right];
   l.size += r.size;
   l.next = r.next;
-  if (r.next == kNoPiece) last_ = left;
-  else pieces_[r.next].prev = left;
+  if (r.next == kNoPiece)
+    last_ = left;
+  else
+    pieces_[r.next].prev = left;
   recycle(right);
 }
 
@@ -100,17 +108,16 @@ std::uint32_t PieceList::release(std::uint64_t addr, std::uint64_t size, std::ui
                                  std::string_view who) {
   const std::uint32_t* found = used_.find(addr);
   if (found == nullptr) {
-    throw InvariantError(fmt::format("{}: deallocate of unknown block at {:#x} ({} bytes)", who,
-                                     addr, size));
+    throw InvariantError(fmt::format("{}: deallocate of unknown block at {:#x} ({} bytes)", who, addr, size));
   }
   std::uint32_t i = *found;
   {
     const Piece& p = pieces_[i];
     if (p.size != size || p.requested != requested) {
-      throw InvariantError(fmt::format(
-          "{}: deallocate of block at {:#x} with size {} (requested {}), but the live block has "
-          "size {} (requested {})",
-          who, addr, size, requested, p.size, p.requested));
+      throw InvariantError(
+          fmt::format("{}: deallocate of block at {:#x} with size {} (requested {}), but the live block has "
+                      "size {} (requested {})",
+                      who, addr, size, requested, p.size, p.requested));
     }
   }
   used_.erase(addr);
@@ -124,10 +131,10 @@ std::uint32_t PieceList::release(std::uint64_t addr, std::uint64_t size, std::ui
   // neighbour where there is one.
   const std::uint32_t prev = pieces_[i].prev;
   const std::uint32_t next = pieces_[i].next;
-  const bool with_prev = prev != kNoPiece && pieces_[prev].free && !pieces_[i].head &&
-                         pieces_[prev].end() == pieces_[i].addr;
-  const bool with_next = next != kNoPiece && pieces_[next].free && !pieces_[next].head &&
-                         pieces_[i].end() == pieces_[next].addr;
+  const bool with_prev =
+      prev != kNoPiece && pieces_[prev].free && !pieces_[i].head && pieces_[prev].end() == pieces_[i].addr;
+  const bool with_next =
+      next != kNoPiece && pieces_[next].free && !pieces_[next].head && pieces_[i].end() == pieces_[next].addr;
   if (!with_prev && !with_next) {
     index_free(i);
     return i;
@@ -187,8 +194,7 @@ void PieceList::check(std::string_view who, std::uint64_t alignment, std::uint64
       if (p.head) {
         if (p.addr < q.end()) fail(fmt::format("{} overlaps {}", describe(i), describe(prev)));
         if (p.segment == q.segment) {
-          fail(fmt::format("{} starts a region but shares the segment of {}", describe(i),
-                           describe(prev)));
+          fail(fmt::format("{} starts a region but shares the segment of {}", describe(i), describe(prev)));
         }
       } else {
         if (p.addr != q.end()) {
@@ -198,8 +204,7 @@ void PieceList::check(std::string_view who, std::uint64_t alignment, std::uint64
           fail(fmt::format("{} continues {} but has another segment", describe(i), describe(prev)));
         }
         if (p.free && q.free) {
-          fail(fmt::format("adjacent free pieces were not merged: {} and {}", describe(prev),
-                           describe(i)));
+          fail(fmt::format("adjacent free pieces were not merged: {} and {}", describe(prev), describe(i)));
         }
       }
     }

@@ -47,7 +47,7 @@ struct Piece {
   std::uint32_t segment = 0;  // id of the reservation (region) the piece lies in
   std::uint32_t stream = 0;   // used pieces: stream of the request
   bool free = true;
-  bool head = false;  // starts a reservation: never merged into its predecessor
+  bool head = false;              // starts a reservation: never merged into its predecessor
   FreeIndex::iterator free_it{};  // free pieces: their entry in the free index
   [[nodiscard]] std::uint64_t end() const { return addr + size; }
 };
@@ -63,8 +63,7 @@ class PieceList {
 
   // Adds a reservation [addr, addr + size) as one free head piece, linked in before piece
   // `before` (kNoPiece: at the end of the list). The caller keeps regions disjoint and ordered.
-  std::uint32_t add_region(std::uint64_t addr, std::uint64_t size, std::uint32_t segment,
-                           std::uint32_t before);
+  std::uint32_t add_region(std::uint64_t addr, std::uint64_t size, std::uint32_t segment, std::uint32_t before);
 
   // Smallest free piece with size >= `size`, lowest address on ties; kNoPiece when none.
   [[nodiscard]] std::uint32_t best_fit(std::uint64_t size) const {
@@ -75,15 +74,14 @@ class PieceList {
   // Carves a used piece of `size` bytes out of free piece `index` (size <= its size): at the
   // piece's low end, or at its high end (piece end - size) when `align_right`. What is left
   // stays a free piece (the left part keeps the head flag). Returns the used piece.
-  std::uint32_t place(std::uint32_t index, std::uint64_t size, std::uint64_t requested,
-                      std::uint32_t stream, bool align_right);
+  std::uint32_t place(std::uint32_t index, std::uint64_t size, std::uint64_t requested, std::uint32_t stream,
+                      bool align_right);
 
   // Frees the used piece that starts at `addr`, checking that it has this size and requested
   // size; merges with a free predecessor (unless the piece is a head) and then with a free
   // successor (unless that one is a head). Returns the resulting free piece. Throws
   // InvariantError naming `who` when no such used piece exists.
-  std::uint32_t release(std::uint64_t addr, std::uint64_t size, std::uint64_t requested,
-                        std::string_view who);
+  std::uint32_t release(std::uint64_t addr, std::uint64_t size, std::uint64_t requested, std::string_view who);
 
   [[nodiscard]] const Piece& at(std::uint32_t index) const { return pieces_[index]; }
   [[nodiscard]] std::uint32_t first() const { return first_; }
@@ -95,9 +93,7 @@ class PieceList {
   [[nodiscard]] std::uint64_t free_bytes() const { return free_bytes_; }
   [[nodiscard]] std::uint64_t free_count() const { return free_.size(); }
   [[nodiscard]] std::uint64_t used_count() const { return used_.size(); }
-  [[nodiscard]] std::uint64_t largest_free() const {
-    return free_.empty() ? 0 : free_.rbegin()->size;
-  }
+  [[nodiscard]] std::uint64_t largest_free() const { return free_.empty() ? 0 : free_.rbegin()->size; }
 
   // Every piece in address order, addresses shifted down by `base`.
   [[nodiscard]] std::vector<Range> ranges(std::uint64_t base) const;

@@ -49,9 +49,7 @@ class Reader {
 
  private:
   [[noreturn]] void fail(const std::string& problem) const { throw PickleError(name_, op_at_, problem); }
-  [[noreturn]] void fail_op(const std::string& problem) const {
-    fail(fmt::format("{}: {}", op::name(op_), problem));
-  }
+  [[noreturn]] void fail_op(const std::string& problem) const { fail(fmt::format("{}: {}", op::name(op_), problem)); }
 
   std::size_t left() const { return in_.size() - pos_; }
 
@@ -155,9 +153,10 @@ class Reader {
   // Python 2 str: Python 3's default Unpickler decodes it as ASCII.
   void push_ascii_string(std::string bytes) {
     if (const auto bad = detail::first_non_ascii(bytes); bad != std::string_view::npos) {
-      fail_op(fmt::format("byte 0x{:02x} at position {} is not ASCII (a Python 2 str; Python 3 decodes these as "
-                          "ASCII)",
-                          static_cast<unsigned char>(bytes[bad]), bad));
+      fail_op(
+          fmt::format("byte 0x{:02x} at position {} is not ASCII (a Python 2 str; Python 3 decodes these as "
+                      "ASCII)",
+                      static_cast<unsigned char>(bytes[bad]), bad));
     }
     push_text(Kind::String, std::move(bytes));
   }
@@ -170,7 +169,9 @@ class Reader {
     push_text(Kind::String, std::string(bytes));
   }
 
-  [[noreturn]] void refuse_code() const { fail(fmt::format("opcode {} (0x{:02x}) would import or call code; refusing", op::name(op_), op_)); }
+  [[noreturn]] void refuse_code() const {
+    fail(fmt::format("opcode {} (0x{:02x}) would import or call code; refusing", op::name(op_), op_));
+  }
 
   void step();
   ValuePtr stop();
@@ -196,7 +197,8 @@ void Reader::step() {
     case op::kFrame: {
       // A framing hint only; like CPython, the whole frame must be present.
       const auto size = le(8);
-      if (size > left()) fail_op(fmt::format("frame of {} bytes runs past the end of the input ({} left; truncated?)", size, left()));
+      if (size > left())
+        fail_op(fmt::format("frame of {} bytes runs past the end of the input ({} left; truncated?)", size, left()));
       return;
     }
     // ---- scalars ----------------------------------------------------------------------
@@ -308,8 +310,7 @@ void Reader::step() {
                        op::name(op_), op_));
     case op::kNextBuffer:
     case op::kReadonlyBuffer:
-      fail(fmt::format("opcode {} (0x{:02x}): out-of-band buffers are not supported; refusing", op::name(op_),
-                       op_));
+      fail(fmt::format("opcode {} (0x{:02x}): out-of-band buffers are not supported; refusing", op::name(op_), op_));
     default: {
       const bool printable = op_ >= 0x21 && op_ < 0x7F;
       fail(fmt::format("unknown opcode 0x{:02x}{}; refusing", op_,

@@ -47,8 +47,7 @@ void Builder::mark() {
 void Builder::need(std::size_t n) const {
   const std::size_t have = stack_.size() - fence();
   if (have < n) {
-    fail(fmt::format("stack underflow: needs {} value{} above the last MARK, found {}", n, n == 1 ? "" : "s",
-                     have));
+    fail(fmt::format("stack underflow: needs {} value{} above the last MARK, found {}", n, n == 1 ? "" : "s", have));
   }
 }
 
@@ -175,9 +174,10 @@ Builder::Container& Builder::mutable_target(const Slot& target, Kind kind, const
   }
   Container& c = containers_[target.container];
   if (c.complete) {
-    fail(fmt::format("the {} was already placed inside another container; changing it afterwards is refused "
-                     "(that is how reference cycles are built)",
-                     Value::kind_name(kind)));
+    fail(
+        fmt::format("the {} was already placed inside another container; changing it afterwards is refused "
+                    "(that is how reference cycles are built)",
+                    Value::kind_name(kind)));
   }
   return c;
 }

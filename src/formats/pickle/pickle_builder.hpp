@@ -29,9 +29,9 @@ class Builder {
   // later are not given back: the count only grows).
   Builder(std::uint64_t compare_budget, MemoryBudget& memory) : compare_budget_(compare_budget), memory_(memory) {}
 
-  void push_scalar(std::shared_ptr<Value> v);  // None, bool, int, float, str, bytes
+  void push_scalar(std::shared_ptr<Value> v);    // None, bool, int, float, str, bytes
   void push_constant(std::shared_ptr<Value> v);  // a shared None, True or False: no new value
-  void push_empty(Value::Kind kind);           // List, Dict or Tuple
+  void push_empty(Value::Kind kind);             // List, Dict or Tuple
   void mark();
   void pop();       // POP: the top value, or the MARK when nothing is above it
   void pop_mark();  // POP_MARK
@@ -57,15 +57,15 @@ class Builder {
 
   struct Slot {
     std::shared_ptr<Value> value;
-    std::uint64_t hash = 0;                   // when hashable
-    std::uint32_t depth = 1;                  // scalars and tuples; lists and dicts: Container
-    std::uint32_t container = kNoContainer;   // lists and dicts: index into containers_
+    std::uint64_t hash = 0;                  // when hashable
+    std::uint32_t depth = 1;                 // scalars and tuples; lists and dicts: Container
+    std::uint32_t container = kNoContainer;  // lists and dicts: index into containers_
     bool hashable = true;
   };
   // Parser-side state of one list or dict, shared by every slot that refers to it.
   struct Container {
     std::uint32_t depth = 1;
-    bool complete = false;  // placed inside another container: no further mutation
+    bool complete = false;                  // placed inside another container: no further mutation
     std::vector<std::uint64_t> key_hashes;  // dicts: hash of each entry's key
     std::unique_ptr<std::unordered_multimap<std::uint64_t, std::size_t>> index;
   };
@@ -102,7 +102,7 @@ class Builder {
 
   std::vector<Slot> stack_;
   std::vector<std::size_t> marks_;
-  std::vector<Slot> memo_;                   // indices 0..size-1
+  std::vector<Slot> memo_;                     // indices 0..size-1
   std::map<std::uint64_t, Slot> memo_sparse_;  // indices past memo_.size() (crafted pickles)
   std::vector<Container> containers_;
   std::uint64_t compare_budget_;

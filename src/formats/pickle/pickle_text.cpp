@@ -98,8 +98,7 @@ std::string decode_float_text(std::string_view text, double& out) {
   // from_chars takes no sign of its own here: a second sign ("+-1") must stay an error.
   const bool starts_well = !body.empty() && body.front() != '+' && body.front() != '-';
   double value = 0.0;
-  const auto [end, ec] = std::from_chars(body.data(), body.data() + body.size(), value,
-                                         std::chars_format::general);
+  const auto [end, ec] = std::from_chars(body.data(), body.data() + body.size(), value, std::chars_format::general);
   const bool whole = starts_well && end == body.data() + body.size();
   if (!whole || (ec != std::errc() && ec != std::errc::result_out_of_range)) {
     return fmt::format("argument {} is not a decimal floating-point number", shown(text));
@@ -107,10 +106,9 @@ std::string decode_float_text(std::string_view text, double& out) {
   if (ec == std::errc::result_out_of_range) {
     // Python's float() rounds to inf or to zero instead of failing.
     const auto e = body.find_first_of("eE");
-    const bool tiny = e != std::string_view::npos
-                          ? body.substr(e + 1, 1) == "-"
-                          : body.find_first_not_of("0.") == std::string_view::npos ||
-                                body.front() == '.' || body.substr(0, 2) == "0.";
+    const bool tiny = e != std::string_view::npos ? body.substr(e + 1, 1) == "-"
+                                                  : body.find_first_not_of("0.") == std::string_view::npos ||
+                                                        body.front() == '.' || body.substr(0, 2) == "0.";
     value = tiny ? 0.0 : std::numeric_limits<double>::infinity();
   }
   out = negative ? -value : value;
@@ -188,8 +186,8 @@ std::string decode_raw_unicode_escape(std::string_view text, std::string& out) {
     for (int n = e == 'u' ? 4 : 8; n > 0; --n, ++i) {
       const int d = i < text.size() ? hex_value(static_cast<unsigned char>(text[i])) : -1;
       if (d < 0) {
-        return fmt::format("truncated \\{}{} escape at position {} of the UNICODE argument",
-                           static_cast<char>(e), e == 'u' ? "XXXX" : "XXXXXXXX", start);
+        return fmt::format("truncated \\{}{} escape at position {} of the UNICODE argument", static_cast<char>(e),
+                           e == 'u' ? "XXXX" : "XXXXXXXX", start);
       }
       cp = (cp << 4) | static_cast<std::uint32_t>(d);
     }

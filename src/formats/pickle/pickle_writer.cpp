@@ -37,7 +37,8 @@ void Writer::raw_int(std::int64_t v) {
     const auto u = static_cast<std::uint64_t>(v);
     for (int i = 0; i < 8; ++i) bytes[i] = static_cast<unsigned char>((u >> (8 * i)) & 0xff);
     int n = 8;
-    while (n > 1 && ((bytes[n - 1] == 0x00 && (bytes[n - 2] & 0x80) == 0) || (bytes[n - 1] == 0xff && (bytes[n - 2] & 0x80) != 0))) {
+    while (n > 1 && ((bytes[n - 1] == 0x00 && (bytes[n - 2] & 0x80) == 0) ||
+                     (bytes[n - 1] == 0xff && (bytes[n - 2] & 0x80) != 0))) {
       --n;
     }
     out_.push_back(static_cast<char>(op::kLong1));

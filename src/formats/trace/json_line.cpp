@@ -148,9 +148,7 @@ bool JsonLine::parse_top_object() {
 bool JsonLine::parse_value(JValue& out, int depth) {
   if (p_ >= end_) return fail("unexpected end of line");
   switch (*p_) {
-    case '"':
-      out.type = JType::String;
-      return parse_string(out.text);
+    case '"': out.type = JType::String; return parse_string(out.text);
     case '{': {
       if (depth >= kMaxDepth) return fail("nesting too deep");
       const char* start = p_;
@@ -159,8 +157,7 @@ bool JsonLine::parse_value(JValue& out, int depth) {
       out.text = std::string_view(start, static_cast<std::size_t>(p_ - start));
       return true;
     }
-    case '[':
-      return parse_array(out, depth);
+    case '[': return parse_array(out, depth);
     case 't':
       if (end_ - p_ >= 4 && std::memcmp(p_, "true", 4) == 0) {
         p_ += 4;
@@ -274,9 +271,7 @@ bool JsonLine::parse_string_slow(const char* start, std::string_view& out) {
           append_utf8(buf, cp);
           continue;
         }
-        default:
-          --p_;
-          return fail("invalid escape in string");
+        default: --p_; return fail("invalid escape in string");
       }
       ++p_;
       continue;
@@ -391,8 +386,7 @@ std::string describe(const JValue& v) {
   switch (v.type) {
     case JType::Null: return "null";
     case JType::Bool: return v.boolean ? "true" : "false";
-    case JType::Number:
-      return v.text.size() > 40 ? std::string(v.text.substr(0, 40)) + "..." : std::string(v.text);
+    case JType::Number: return v.text.size() > 40 ? std::string(v.text.substr(0, 40)) + "..." : std::string(v.text);
     case JType::String: return quote(v.text);
     case JType::Array: return "an array";
     case JType::Object: return "an object";

@@ -76,10 +76,10 @@ class JsonLine {
   std::vector<std::vector<JValue>> stage_;  // per-depth staging of array elements
   std::deque<std::string> scratch_;         // decoded strings that contained escapes
   std::size_t scratch_used_ = 0;
-  bool scratch_big_ = false;                // one of them is long: free them before the next line
+  bool scratch_big_ = false;  // one of them is long: free them before the next line
   // Buffers kept from line to line up to these sizes; larger ones are freed, so that the
   // parser holds at most one line's worth (the loader counts it in limits.max_memory).
-  static constexpr std::size_t kKeepStaged = 4096;         // staged elements of one depth
+  static constexpr std::size_t kKeepStaged = 4096;       // staged elements of one depth
   static constexpr std::size_t kKeepScratch = 64 << 10;  // bytes of one decoded string
   std::string error_;
   bool duplicate_ = false;

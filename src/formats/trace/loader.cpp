@@ -145,14 +145,17 @@ void Loader::on_header(std::string_view line) {
   for (const auto& [key, value] : j.items()) {
     if (key == "format" || key == "version") continue;
     if (key == "model") {
-      if (!value.is_string()) fail(fmt::format("header: field 'model' must be a string (got {})", describe_json(value)));
+      if (!value.is_string())
+        fail(fmt::format("header: field 'model' must be a string (got {})", describe_json(value)));
       h.model = value.get<std::string>();
     } else if (key == "source") {
-      if (!value.is_object()) fail(fmt::format("header: field 'source' must be an object (got {})", describe_json(value)));
+      if (!value.is_object())
+        fail(fmt::format("header: field 'source' must be an object (got {})", describe_json(value)));
       h.source = value;
     } else if (key == "time_unit") {
       const auto exp = value.is_string() ? time_unit_exponent(value.get_ref<const std::string&>()) : std::nullopt;
-      if (!exp) fail(fmt::format("header: field 'time_unit' must be one of ns, us, ms, s (got {})", describe_json(value)));
+      if (!exp)
+        fail(fmt::format("header: field 'time_unit' must be one of ns, us, ms, s (got {})", describe_json(value)));
       h.time_unit = value.get<std::string>();
       unit_exp_ = *exp;
     } else if (key == "iterations") {
@@ -260,7 +263,8 @@ std::uint16_t Loader::read_stream() const {
 void Loader::read_t_stream(TraceEvent& e) {
   e.stream = read_stream();
   if (const JValue* v = slot_[kT]) {
-    e.time = read_time(*v, [this] { return record_prefix(); }, kT);
+    e.time = read_time(
+        *v, [this] { return record_prefix(); }, kT);
     if (e.time < last_time_) {
       fail(fmt::format("timestamp {} goes backwards (previous timestamp {} at line {})", describe(*v),
                        format_in_unit(last_time_, unit_exp_), last_time_line_));

@@ -99,9 +99,9 @@ class Loader final : public LineSink {
     }
     return ns;
   }
-  std::uint16_t read_stream() const;     // optional "stream", default 0
-  bool read_expandable() const;          // optional "expandable" (segment, segment_address), default false
-  void read_t_stream(TraceEvent& e);     // optional "t" (non-decreasing) and "stream"
+  std::uint16_t read_stream() const;  // optional "stream", default 0
+  bool read_expandable() const;       // optional "expandable" (segment, segment_address), default false
+  void read_t_stream(TraceEvent& e);  // optional "t" (non-decreasing) and "stream"
   std::uint32_t tensor_ref(std::uint64_t id, std::string_view what) const;
   void push_event(const TraceEvent& e);  // limits.max_events
 

@@ -22,8 +22,7 @@ void Loader::on_tensor() {
   if (const JValue* role = slot_[kRole]) {
     const auto r = role->type == JType::String ? parse_role(role->text) : std::nullopt;
     if (!r) {
-      bad(prefix(), kRole, "one of parameter, input, activation, gradient, optimizer_state, workspace, other",
-          *role);
+      bad(prefix(), kRole, "one of parameter, input, activation, gradient, optimizer_state, workspace, other", *role);
     }
     t.role = *r;
   }
@@ -59,8 +58,8 @@ void Loader::tensor_list(Key k, std::uint64_t op_id, std::vector<TensorId>& out)
     const JValue& el = json_.element(v->first + i);
     std::uint64_t id = 0;
     if (!as_u64(el, id)) {
-      fail(fmt::format("op {}: field '{}' must be an array of tensor ids (element {} is {})", op_id, key_name(k),
-                       i, describe(el)));
+      fail(fmt::format("op {}: field '{}' must be an array of tensor ids (element {} is {})", op_id, key_name(k), i,
+                       describe(el)));
     }
     const std::uint32_t idx = tensor_ids_.find(id);
     if (idx == kNoIndex) fail(fmt::format("op {}: {} refers to undefined tensor {}", op_id, key_name(k), id));
@@ -80,7 +79,9 @@ void Loader::on_op() {
     if (name->type != JType::String) bad(prefix, kName, "a string", *name);
     op.name = std::string(name->text);
   }
-  if (const JValue* d = slot_[kDuration]) op.duration = SimTime{read_time(*d, [&] { return prefix; }, kDuration)};
+  if (const JValue* d = slot_[kDuration])
+    op.duration = SimTime{read_time(
+        *d, [&] { return prefix; }, kDuration)};
   tensor_list(kInputs, id, op.inputs);
   tensor_list(kOutputs, id, op.outputs);
   tensor_list(kMutates, id, op.mutated);

@@ -61,8 +61,7 @@ void Loader::check_live(std::uint32_t idx, Describe&& what) const {
   if (life.state == State::Never) {
     fail(fmt::format("use before allocation: {}{}", what(), via.empty() ? "" : " (" + via + ")"));
   }
-  fail(fmt::format("use after free: {} ({}freed at line {})", what(), via.empty() ? "" : via + ", ",
-                   life.free_line));
+  fail(fmt::format("use after free: {} ({}freed at line {})", what(), via.empty() ? "" : via + ", ", life.free_line));
 }
 
 void Loader::on_access() {

@@ -8,9 +8,9 @@ namespace coopsim::trace_detail {
 
 std::string_view key_name(Key k) {
   static constexpr std::array<std::string_view, kNumKeys> kNames{
-      "kind",  "id",     "bytes", "role",   "name", "duration", "inputs", "outputs", "views", "mutates", "random",
-      "tensor", "t",     "stream", "addr",  "mode", "op",       "index",  "label",   "size",  "pool",    "blocks",
-      "expandable"};
+      "kind",  "id",      "bytes",  "role",   "name", "duration", "inputs",    "outputs",
+      "views", "mutates", "random", "tensor", "t",    "stream",   "addr",      "mode",
+      "op",    "index",   "label",  "size",   "pool", "blocks",   "expandable"};
   return kNames[k];
 }
 
@@ -40,8 +40,7 @@ std::optional<Kind> parse_kind(std::string_view s) {
     case 15:
       if (is(s, "segment_address")) return Kind::SegmentAddress;
       break;
-    default:
-      break;
+    default: break;
   }
   return std::nullopt;
 }

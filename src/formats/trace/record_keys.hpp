@@ -12,9 +12,32 @@
 namespace coopsim::trace_detail {
 
 enum Key : std::uint8_t {
-  kKind, kId, kBytes, kRole, kName, kDuration, kInputs, kOutputs, kViews, kMutates, kRandom,
-  kTensor, kT, kStream, kAddr, kMode, kOp, kIndex, kLabel, kSize, kPool, kBlocks, kExpandable,
-  kNumKeys, kExtension, kUnknown,
+  kKind,
+  kId,
+  kBytes,
+  kRole,
+  kName,
+  kDuration,
+  kInputs,
+  kOutputs,
+  kViews,
+  kMutates,
+  kRandom,
+  kTensor,
+  kT,
+  kStream,
+  kAddr,
+  kMode,
+  kOp,
+  kIndex,
+  kLabel,
+  kSize,
+  kPool,
+  kBlocks,
+  kExpandable,
+  kNumKeys,
+  kExtension,
+  kUnknown,
 };
 static_assert(kNumKeys <= 32, "key masks are 32 bits");
 
@@ -67,8 +90,7 @@ inline Key classify(std::string_view k) {
     case 10:
       if (is(k, "expandable")) return kExpandable;
       break;
-    default:
-      break;
+    default: break;
   }
   if (k.size() >= 2 && k[0] == 'x' && k[1] == '_') return kExtension;
   return kUnknown;
@@ -77,7 +99,16 @@ inline Key classify(std::string_view k) {
 std::string_view key_name(Key k);
 
 enum class Kind : std::uint8_t {
-  Tensor, Op, Alloc, Free, Access, Compute, Iteration, Mark, Segment, SegmentAddress,
+  Tensor,
+  Op,
+  Alloc,
+  Free,
+  Access,
+  Compute,
+  Iteration,
+  Mark,
+  Segment,
+  SegmentAddress,
 };
 inline constexpr std::size_t kNumKinds = 10;
 inline constexpr std::array<std::string_view, kNumKinds> kKindNames{
@@ -90,8 +121,8 @@ constexpr std::uint32_t bit(Key k) { return 1U << k; }
 // Keys each kind accepts (besides x_ extensions).
 inline constexpr std::array<std::uint32_t, kNumKinds> kAllowed{
     bit(kKind) | bit(kId) | bit(kBytes) | bit(kRole) | bit(kName),
-    bit(kKind) | bit(kId) | bit(kName) | bit(kDuration) | bit(kInputs) | bit(kOutputs) |
-        bit(kViews) | bit(kMutates) | bit(kRandom),
+    bit(kKind) | bit(kId) | bit(kName) | bit(kDuration) | bit(kInputs) | bit(kOutputs) | bit(kViews) | bit(kMutates) |
+        bit(kRandom),
     bit(kKind) | bit(kTensor) | bit(kT) | bit(kStream) | bit(kAddr),
     bit(kKind) | bit(kTensor) | bit(kT) | bit(kStream),
     bit(kKind) | bit(kTensor) | bit(kMode) | bit(kOp) | bit(kT) | bit(kStream),

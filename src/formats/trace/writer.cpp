@@ -68,9 +68,7 @@ class Writer {
     throw Error(fmt::format("cannot write trace '{}': {}", path_, why));
   }
   // The same words as OutputFile's own write errors.
-  [[noreturn]] void io_fail(const std::string& why) const {
-    throw Error(path_ + ": cannot write output file: " + why);
-  }
+  [[noreturn]] void io_fail(const std::string& why) const { throw Error(path_ + ": cannot write output file: " + why); }
 
   void check() const {
     const auto nt = trace_.tensors.size();
@@ -97,11 +95,13 @@ class Writer {
       if (seg.blocks.empty()) fail(fmt::format("initial segment {}: no blocks", seg.addr));
       for (const auto& b : seg.blocks) {
         if (b.size.value == 0) fail(fmt::format("initial segment {}: empty block", seg.addr));
-        if (!b.is_free() && b.tensor >= nt) fail(fmt::format("initial segment {}: tensor index out of range", seg.addr));
+        if (!b.is_free() && b.tensor >= nt)
+          fail(fmt::format("initial segment {}: tensor index out of range", seg.addr));
       }
     }
     for (const auto& a : trace_.segment_addresses) {
-      if (a.size.value == 0 || a.stream > 65535) fail(fmt::format("segment address {}: size 0 or stream above 65535", a.addr));
+      if (a.size.value == 0 || a.stream > 65535)
+        fail(fmt::format("segment address {}: size 0 or stream above 65535", a.addr));
     }
     for (const auto& l : trace_.labels) {
       if (!is_utf8(l)) fail("a mark label is not valid UTF-8");
@@ -248,8 +248,7 @@ class Writer {
   }
 
   void segment_address(const SegmentAddress& a) {
-    fmt::format_to(std::back_inserter(buf_), R"({{"kind":"segment_address","addr":{},"size":{})", a.addr,
-                   a.size.value);
+    fmt::format_to(std::back_inserter(buf_), R"({{"kind":"segment_address","addr":{},"size":{})", a.addr, a.size.value);
     if (a.stream != 0) fmt::format_to(std::back_inserter(buf_), R"(,"stream":{})", a.stream);
     fmt::format_to(std::back_inserter(buf_), R"(,"pool":"{}")", to_string(a.pool));
     if (a.expandable) buf_.append(std::string_view(R"(,"expandable":true)"));

@@ -96,7 +96,8 @@ void RematGraph::begin_swap_in(std::uint32_t v, const Block& b) {
 }
 
 void RematGraph::finish_swap_in(std::uint32_t v) {
-  if (values_[v].state != ValueState::SwappingIn) throw std::logic_error("remat graph: swap-in completion out of order");
+  if (values_[v].state != ValueState::SwappingIn)
+    throw std::logic_error("remat graph: swap-in completion out of order");
   values_[v].state = ValueState::Resident;
 }
 
@@ -141,9 +142,8 @@ double RematGraph::eq_class_cost(std::uint32_t v) const {
 
 // Sum of compute over evicted values reachable from v's neighbours through evicted values,
 // upwards (producers' inputs) and/or downwards (consumers' outputs).
-static double region_cost(const RematGraph& g, std::uint32_t v, bool up, bool down,
-                          std::vector<std::uint32_t>& mark, std::uint32_t epoch,
-                          std::vector<std::uint32_t>& stack, std::uint64_t* scanned) {
+static double region_cost(const RematGraph& g, std::uint32_t v, bool up, bool down, std::vector<std::uint32_t>& mark,
+                          std::uint32_t epoch, std::vector<std::uint32_t>& stack, std::uint64_t* scanned) {
   double total = 0;
   mark[v] = epoch;
   auto visit_neighbours = [&](std::uint32_t x) {
@@ -203,9 +203,8 @@ bool RematGraph::walk_descendants(std::uint32_t v, Visit visit) const {
 }
 
 bool RematGraph::needed_by_evicted(std::uint32_t v) const {
-  return !walk_descendants(v, [&](std::uint32_t w) {
-    return values_[w].state != ValueState::Evicted || values_[w].released;
-  });
+  return !walk_descendants(
+      v, [&](std::uint32_t w) { return values_[w].state != ValueState::Evicted || values_[w].released; });
 }
 
 void RematGraph::lock_dependents(std::uint32_t v) {

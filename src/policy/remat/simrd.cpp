@@ -60,9 +60,16 @@ Result replay(const Trace& trace, const Config& config) {
 namespace detail {
 
 State::State(const Trace& trace, const Config& config)
-    : trace_(trace), config_(config), tensors_(trace.tensors.size()), storages_(trace.tensors.size()),
-      producer_(trace.tensors.size(), kNone), full_inputs_(trace.ops.size()), full_outputs_(trace.ops.size()),
-      has_full_(trace.ops.size(), 0), root_(trace.tensors.size(), kNone), released_(trace.tensors.size(), 0) {
+    : trace_(trace),
+      config_(config),
+      tensors_(trace.tensors.size()),
+      storages_(trace.tensors.size()),
+      producer_(trace.tensors.size(), kNone),
+      full_inputs_(trace.ops.size()),
+      full_outputs_(trace.ops.size()),
+      has_full_(trace.ops.size(), 0),
+      root_(trace.tensors.size(), kNone),
+      released_(trace.tensors.size(), 0) {
   for (std::uint32_t i = 0; i < trace.ops.size(); ++i) {
     for (TensorId o : trace.ops[i].outputs) producer_[index_of(o)] = i;
   }
@@ -75,12 +82,14 @@ void State::read_zero_byte_tensors() {
   const auto n_tensors = static_cast<std::uint64_t>(trace_.tensors.size());
   auto tensor = [&](const nlohmann::json& v) {
     const auto t = v.get<std::uint64_t>();
-    if (t >= n_tensors) throw std::invalid_argument("simrd profile: header simrd: tensor " + std::to_string(t) + " out of range");
+    if (t >= n_tensors)
+      throw std::invalid_argument("simrd profile: header simrd: tensor " + std::to_string(t) + " out of range");
     return static_cast<std::uint32_t>(t);
   };
   for (const auto& [key, lists] : it->at("ops").items()) {
     const std::uint64_t op = std::stoull(key);
-    if (op >= trace_.ops.size()) throw std::invalid_argument("simrd profile: header simrd.ops: op " + key + " out of range");
+    if (op >= trace_.ops.size())
+      throw std::invalid_argument("simrd profile: header simrd.ops: op " + key + " out of range");
     has_full_[op] = 1;
     for (const auto& t : lists.at("inputs")) full_inputs_[op].push_back(tensor(t));
     for (const auto& t : lists.at("outputs")) {
@@ -99,9 +108,10 @@ void State::read_zero_byte_tensors() {
 void State::advance(std::int64_t cost) {
   const auto next = checked_add(SimTime{clock_}, SimTime{cost});
   if (!next) {
-    throw Error(fmt::format("{}: event {}: simulated time passes 2^63 - 1 ns (about 292 years): running an op of {} ns "
-                            "at {} ns",
-                            trace_.path, event_, cost, clock_ - 1));
+    throw Error(
+        fmt::format("{}: event {}: simulated time passes 2^63 - 1 ns (about 292 years): running an op of {} ns "
+                    "at {} ns",
+                    trace_.path, event_, cost, clock_ - 1));
   }
   clock_ = next->count();
 }

@@ -50,8 +50,8 @@ struct SStorage {
   bool material = false;
   bool pinned = false;
   bool created = false;
-  std::uint32_t locks = 0;  // ref_int
-  std::vector<std::uint32_t> tensors;  // tensors[0] is the root
+  std::uint32_t locks = 0;                                        // ref_int
+  std::vector<std::uint32_t> tensors;                             // tensors[0] is the root
   double last_access = -std::numeric_limits<double>::infinity();  // last_access_int
   std::list<std::uint32_t>::iterator in_pool;
   bool pooled = false;
@@ -109,9 +109,9 @@ class State {
   const Trace& trace_;
   Config config_;
   std::vector<SOp> ops_;
-  std::vector<STensor> tensors_;  // indexed by trace tensor index
-  std::vector<SStorage> storages_;  // indexed by the storage root's trace tensor index
-  std::list<std::uint32_t> pool_;   // storage_pool: in the order storages became evictable
+  std::vector<STensor> tensors_;         // indexed by trace tensor index
+  std::vector<SStorage> storages_;       // indexed by the storage root's trace tensor index
+  std::list<std::uint32_t> pool_;        // storage_pool: in the order storages became evictable
   std::vector<std::uint32_t> producer_;  // trace tensor -> trace op producing it (kNone: constant)
   // Zero-byte tensors the trace's ops leave out: the ops' full lists, the storage roots of views
   // of zero-byte storages, and when those storages die (event index, root).
@@ -119,8 +119,8 @@ class State {
   std::vector<std::uint8_t> has_full_;
   std::vector<std::uint32_t> root_;
   std::vector<std::pair<std::size_t, std::uint32_t>> zero_frees_;
-  std::vector<std::uint32_t> order_;      // storages in creation order (R9 without the header)
-  std::vector<std::uint32_t> outputs_;    // R9: referenced tensors in simrd's order (header)
+  std::vector<std::uint32_t> order_;    // storages in creation order (R9 without the header)
+  std::vector<std::uint32_t> outputs_;  // R9: referenced tensors in simrd's order (header)
   bool has_outputs_ = false;
   std::vector<std::uint8_t> released_;
   mutable std::vector<std::uint32_t> uf_parent_;  // eq-class nodes (optimization/eqclass.py)

@@ -200,8 +200,7 @@ double State::cost(std::uint32_t s) const {
       return ratio(c, st.size, st.last_access, clock_);
     }
     case EvictionScore::DtrLocal: return ratio(st.compute, st.size, st.last_access, clock_);
-    case EvictionScore::Msps:
-      return st.size > 0 ? quotient(st.compute + st.rev.compute, st.size) : kInf;
+    case EvictionScore::Msps: return st.size > 0 ? quotient(st.compute + st.rev.compute, st.size) : kInf;
     case EvictionScore::Lru: return st.last_access;
     case EvictionScore::Largest: return st.size > 0 ? 1.0 / static_cast<double>(st.size) : kInf;
     default: throw std::logic_error("simrd profile: unsupported heuristic");

@@ -39,7 +39,7 @@ enum class ValueState : std::uint8_t {
 };
 
 struct RematValue {
-  std::uint32_t storage = kNoIndex;   // trace tensor index of the storage root
+  std::uint32_t storage = kNoIndex;  // trace tensor index of the storage root
   Bytes size;
   std::uint32_t producer = kNoIndex;  // execution that computed it; kNoIndex: none yet / constant
   ValueState state = ValueState::Resident;
@@ -114,15 +114,15 @@ class RematGraph {
   void set_unevictable(std::uint32_t v) { values_[v].unevictable = true; }
   void set_released(std::uint32_t v) { values_[v].released = true; }
   void set_producer(std::uint32_t v, std::uint32_t execution);
-  void place(std::uint32_t v, const Block& b);        // -> Resident with block b
-  void evict(std::uint32_t v);                        // Resident -> Evicted (+ eq-class merge)
-  void mark_evicted_without_memory(std::uint32_t v);  // Resident -> Evicted; block handed on
-  void drop(std::uint32_t v);                         // -> Gone (block, if any, already freed)
-  void begin_swap_out(std::uint32_t v);               // Resident -> SwappingOut (keeps its block)
-  void finish_swap_out(std::uint32_t v);              // SwappingOut -> SwappedOut (block freed)
+  void place(std::uint32_t v, const Block& b);          // -> Resident with block b
+  void evict(std::uint32_t v);                          // Resident -> Evicted (+ eq-class merge)
+  void mark_evicted_without_memory(std::uint32_t v);    // Resident -> Evicted; block handed on
+  void drop(std::uint32_t v);                           // -> Gone (block, if any, already freed)
+  void begin_swap_out(std::uint32_t v);                 // Resident -> SwappingOut (keeps its block)
+  void finish_swap_out(std::uint32_t v);                // SwappingOut -> SwappedOut (block freed)
   void begin_swap_in(std::uint32_t v, const Block& b);  // SwappedOut -> SwappingIn with block b
-  void finish_swap_in(std::uint32_t v);               // SwappingIn -> Resident
-  void computed(std::uint32_t v);                     // eq-class update after (re)compute
+  void finish_swap_in(std::uint32_t v);                 // SwappingIn -> Resident
+  void computed(std::uint32_t v);                       // eq-class update after (re)compute
   // v is gone for good: every resident value whose recomputation would need it (directly, or
   // through evicted values) becomes unevictable.
   void lock_dependents(std::uint32_t v);
@@ -138,10 +138,10 @@ class RematGraph {
   std::vector<std::vector<std::uint32_t>> consumers_;
   std::map<std::uint64_t, std::uint32_t> by_addr_;
   SimTime clock_{0};
-  mutable std::vector<std::uint32_t> uf_parent_;  // path halving in find_root
-  std::vector<double> uf_cost_;                   // class roots: summed compute (ns); a double so
-                                                  // that sums of huge costs cannot wrap (exact
-                                                  // below 2^53 ns, 104 days)
+  mutable std::vector<std::uint32_t> uf_parent_;   // path halving in find_root
+  std::vector<double> uf_cost_;                    // class roots: summed compute (ns); a double so
+                                                   // that sums of huge costs cannot wrap (exact
+                                                   // below 2^53 ns, 104 days)
   mutable std::vector<std::uint32_t> visit_mark_;  // neighbourhood searches
   mutable std::uint32_t visit_epoch_ = 0;
   mutable std::vector<std::uint32_t> stack_;

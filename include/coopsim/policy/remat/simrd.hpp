@@ -30,15 +30,15 @@ struct Config {
 
 struct Result {
   Outcome outcome = Outcome::Completed;
-  std::int64_t clock = 0;           // compute executed (ops + recomputations), ns; simrd's clock - 1
-  std::int64_t baseline = 0;        // the trace's op time (simrd's baseline model_compute)
-  std::int64_t remat_compute = 0;   // recomputation time
-  std::uint64_t recomputes = 0;     // ops re-run
-  std::uint64_t evictions = 0;      // by the heuristic
+  std::int64_t clock = 0;             // compute executed (ops + recomputations), ns; simrd's clock - 1
+  std::int64_t baseline = 0;          // the trace's op time (simrd's baseline model_compute)
+  std::int64_t remat_compute = 0;     // recomputation time
+  std::uint64_t recomputes = 0;       // ops re-run
+  std::uint64_t evictions = 0;        // by the heuristic
   std::uint64_t eager_evictions = 0;  // at release
-  Bytes peak;                       // simrd's max_memory (after each op's outputs are charged)
-  Bytes requested;                  // the allocation that failed (OutOfMemory)
-  std::size_t stop_event = 0;       // event index where the run stopped (events.size(): at the end)
+  Bytes peak;                         // simrd's max_memory (after each op's outputs are charged)
+  Bytes requested;                    // the allocation that failed (OutOfMemory)
+  std::size_t stop_event = 0;         // event index where the run stopped (events.size(): at the end)
   // simrd's overhead figure: clock / baseline (its clock starts at 1; the 1 ns is left out).
   [[nodiscard]] double overhead() const {
     return baseline == 0 ? 1.0 : static_cast<double>(clock) / static_cast<double>(baseline);
