@@ -19,7 +19,7 @@ constexpr std::size_t kMaxProblemBytes = 4096;
 
 }  // namespace
 
-TraceError::TraceError(const std::string& file, std::uint64_t line, const std::string& problem)
+InputError::InputError(const std::string& file, std::uint64_t line, const std::string& problem)
     : Error(excerpt(file, kMaxWhereBytes) + ":" + std::to_string(line) + ": " +
             excerpt(cut_last_read(problem), kMaxProblemBytes)),
       file_(file),

@@ -28,12 +28,12 @@ void check_gz(gzFile f, const std::string& path, std::uint64_t line) {
   int err = Z_OK;
   const char* msg = gzerror(f, &err);
   if (err == Z_OK || err == Z_STREAM_END) return;
-  if (err == Z_BUF_ERROR) throw TraceError(path, line, "gzip stream is truncated (unexpected end of compressed data)");
-  if (err == Z_ERRNO) throw TraceError(path, line, fmt::format("read error: {}", std::strerror(errno)));
+  if (err == Z_BUF_ERROR) throw InputError(path, line, "gzip stream is truncated (unexpected end of compressed data)");
+  if (err == Z_ERRNO) throw InputError(path, line, fmt::format("read error: {}", std::strerror(errno)));
   std::string_view why = msg != nullptr ? msg : "unknown error";
   // zlib prefixes its messages with the file name.
   if (const std::string prefix = path + ": "; why.substr(0, prefix.size()) == prefix) why.remove_prefix(prefix.size());
-  throw TraceError(path, line, fmt::format("gzip stream is corrupt: {}", why));
+  throw InputError(path, line, fmt::format("gzip stream is corrupt: {}", why));
 }
 
 }  // namespace
@@ -60,7 +60,7 @@ std::uint64_t LineReader::run(LineSink& sink) {
   GzFile file(gzopen(path_.c_str(), "rb"));
   if (!file) {
     const int err = errno;
-    throw TraceError(path_, 0,
+    throw InputError(path_, 0,
                      fmt::format("cannot open trace file: {}", err != 0 ? std::strerror(err) : "out of memory"));
   }
   gzbuffer(file.get(), 1 << 17);
@@ -69,7 +69,7 @@ std::uint64_t LineReader::run(LineSink& sink) {
   std::uint64_t line = 0;
   std::uint64_t hash = kFnvOffset;
   std::uint64_t total = 0;  // decompressed bytes so far
-  auto too_long = [&] { throw TraceError(path_, line + 1, fmt::format("line is longer than {} MiB", kMaxLine >> 20)); };
+  auto too_long = [&] { throw InputError(path_, line + 1, fmt::format("line is longer than {} MiB", kMaxLine >> 20)); };
   for (;;) {
     const int n = gzread(file.get(), buf.data(), static_cast<unsigned>(buf.size()));
     if (n < 0) check_gz(file.get(), path_, line + 1);
@@ -102,7 +102,7 @@ std::uint64_t LineReader::run(LineSink& sink) {
       }
       p = nl + 1;
     }
-    if (over) throw TraceError(path_, line + 1, limit_problem(max_bytes_, "bytes of input", "max_input_bytes"));
+    if (over) throw InputError(path_, line + 1, limit_problem(max_bytes_, "bytes of input", "max_input_bytes"));
   }
   check_gz(file.get(), path_, line + 1);  // a truncated or corrupt stream ends the reads early
   if (!carry.empty()) sink.on_line(carry, ++line, true);

@@ -69,7 +69,7 @@ class DtrConverter {
 
  private:
   [[noreturn]] void fail(std::uint64_t line, const std::string& problem) const {
-    throw TraceError(reader_.path(), line, problem);
+    throw InputError(reader_.path(), line, problem);
   }
 
   void header() {

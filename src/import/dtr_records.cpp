@@ -134,7 +134,7 @@ class RecordParser {
   }
 
  private:
-  [[noreturn]] void fail(const std::string& problem) const { throw TraceError(path_, out_.line, problem); }
+  [[noreturn]] void fail(const std::string& problem) const { throw InputError(path_, out_.line, problem); }
   std::string prefix() const { return fmt::format("{} record", instr_name(out_.instr)); }
 
   const json& field(const char* key) const {
@@ -246,7 +246,7 @@ DtrLogReader::DtrLogReader(std::string path, std::uint64_t max_bytes, std::uint6
   file_ = gzopen(path_.c_str(), "rb");
   if (file_ == nullptr) {
     const int err = errno;
-    throw TraceError(path_, 0, fmt::format("cannot open DTR log: {}", err != 0 ? std::strerror(err) : "out of memory"));
+    throw InputError(path_, 0, fmt::format("cannot open DTR log: {}", err != 0 ? std::strerror(err) : "out of memory"));
   }
 }
 
@@ -254,7 +254,7 @@ DtrLogReader::~DtrLogReader() {
   if (file_ != nullptr) gzclose_r(file_);
 }
 
-void DtrLogReader::fail(const std::string& problem) const { throw TraceError(path_, line_, problem); }
+void DtrLogReader::fail(const std::string& problem) const { throw InputError(path_, line_, problem); }
 
 // Throws if zlib reports an error other than a clean end of file (same messages as the
 // trace loader).

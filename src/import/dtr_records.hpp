@@ -38,7 +38,7 @@ struct DtrRecord {
 };
 
 // Streams a log (plain or gzip, detected by zlib) and parses each non-blank line into a
-// DtrRecord. Throws TraceError("file:line: problem") on unreadable files, more than `max_bytes`
+// DtrRecord. Throws InputError("file:line: problem") on unreadable files, more than `max_bytes`
 // decompressed bytes (limits.max_input_bytes), malformed JSON, unknown instructions, missing
 // fields and values of the wrong type or form. It keeps the memory budget of the import
 // (limits.max_memory): a line is parsed only if its JSON document fits in what is left, and the
@@ -57,7 +57,7 @@ class DtrLogReader {
   [[nodiscard]] std::uint64_t end_line() const { return line_ + 1; }
   [[nodiscard]] const std::string& path() const { return path_; }
   // Counts `bytes` kept for the record last read (with an element appended to `v`), or throws
-  // TraceError("file:line: more than N bytes of memory (limits.max_memory)") at its line.
+  // InputError("file:line: more than N bytes of memory (limits.max_memory)") at its line.
   void hold(std::uint64_t bytes) {
     if (!memory_.add(bytes)) fail(memory_.problem());
   }

@@ -8,7 +8,7 @@
 
 namespace coopsim::dtr_detail {
 
-void DtrRefs::fail(std::uint64_t line, const std::string& problem) const { throw TraceError(path_, line, problem); }
+void DtrRefs::fail(std::uint64_t line, const std::string& problem) const { throw InputError(path_, line, problem); }
 
 std::uint32_t DtrRefs::new_storage(std::uint64_t bytes) {
   storages_.push_back(Storage{kNone, bytes, 0, 0});

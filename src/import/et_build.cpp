@@ -85,7 +85,7 @@ class Builder {
 
  private:
   [[noreturn]] void fail(const EtNode& n, const std::string& problem) const {
-    throw TraceError(options_.et, n.line, fmt::format("nodes[{}] (id {}): {}", n.index, n.id, problem));
+    throw InputError(options_.et, n.line, fmt::format("nodes[{}] (id {}): {}", n.index, n.id, problem));
   }
 
   // Per Kineto op: the GPU time launched inside it (nested ops included), or its CPU dur.

@@ -55,7 +55,7 @@ struct EtTrace {
   std::uint64_t flat_nodes = 0, chakra_nodes = 0;  // 1.0.1 layout / chakra (inputs as object)
 };
 
-// Streams an ET file (plain or gzip). Throws TraceError("file:line: nodes[i] (id N): problem")
+// Streams an ET file (plain or gzip). Throws InputError("file:line: nodes[i] (id N): problem")
 // on malformed input and on limits exceeded (max_input_bytes, max_events for nodes,
 // max_op_fan_in for the tensors of one node's inputs or outputs, max_memory: each node's DOM
 // while it is read, then per node kNodeBytes and per tensor value kTensorBytes, in `memory`).

@@ -91,7 +91,7 @@ class NodeReader {
  private:
   [[noreturn]] void fail(const std::string& problem) const {
     const std::string id = id_ ? fmt::format(" (id {})", *id_) : "";
-    throw TraceError(path_, e_->line, fmt::format("nodes[{}]{}: {}", e_->index, id, problem));
+    throw InputError(path_, e_->line, fmt::format("nodes[{}]{}: {}", e_->index, id, problem));
   }
 
   static const json* find(const json& obj, const char* key) {
@@ -238,11 +238,11 @@ EtTrace read_et(const std::string& path, const Limits& limits, MemoryBudget& mem
     et.schema = it->get<std::string>();
   if (const auto it = top.fields.find("pid"); it != top.fields.end() && it->is_number_integer())
     et.pid = it->get<std::int64_t>();
-  if (et.nodes.empty()) throw TraceError(path, 0, "the Execution Trace has no nodes");
+  if (et.nodes.empty()) throw InputError(path, 0, "the Execution Trace has no nodes");
   std::stable_sort(et.nodes.begin(), et.nodes.end(), [](const EtNode& a, const EtNode& b) { return a.id < b.id; });
   for (std::size_t i = 1; i < et.nodes.size(); ++i) {
     if (et.nodes[i].id == et.nodes[i - 1].id) {
-      throw TraceError(path, et.nodes[i].line,
+      throw InputError(path, et.nodes[i].line,
                        fmt::format("nodes[{}]: duplicate node id {} (also nodes[{}])", et.nodes[i].index,
                                    et.nodes[i].id, et.nodes[i - 1].index));
     }

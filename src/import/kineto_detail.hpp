@@ -43,7 +43,7 @@ struct TopLevel {
 
 // Streams a Kineto / Chrome trace (plain or gzip, detected from the content) and calls
 // on_event for each element of traceEvents in file order; keeps only the other top-level
-// fields. Throws TraceError for unreadable files, malformed JSON and a missing traceEvents.
+// fields. Throws InputError for unreadable files, malformed JSON and a missing traceEvents.
 // Stops with "file:line: more than N bytes of input (limits.max_input_bytes)" past `max_bytes`,
 // and with "... (limits.max_memory)" when the DOM of an event (or of a top-level field) would
 // not fit in `memory` beside what it already holds.
@@ -155,7 +155,7 @@ class Collector {
 // per record, twice its size (a vector's slack and regrowth copy) and what the conversion
 // derives from it (its nesting entries, the pairing's tensor and action, the pending list, the
 // trace's op, tensor and events; the names' text is counted where names are copied). Throws
-// TraceError("file:line: more than N bytes of memory (limits.max_memory)").
+// InputError("file:line: more than N bytes of memory (limits.max_memory)").
 class CollectedMemory {
  public:
   CollectedMemory(const std::string& path, MemoryBudget& memory) : path_(path), memory_(memory) {}
@@ -217,7 +217,7 @@ struct MemoryReplay {
 };
 
 // Pairs the selected device's alloc / free events into tensor lifetimes: by args.Addr when the
-// events carry it, otherwise LIFO per size (see kineto_memory.cpp). Throws TraceError on
+// events carry it, otherwise LIFO per size (see kineto_memory.cpp). Throws InputError on
 // contradictory events.
 MemoryReplay pair_memory(const std::string& path, const Collected& c, const Nesting& n);
 

@@ -62,7 +62,7 @@ class Fields {
   Fields(const std::string& path, const RawEvent& e) : path_(path), e_(e) {}
 
   [[noreturn]] void fail(const std::string& problem) const {
-    throw TraceError(path_, e_.line, fmt::format("traceEvents[{}]: {}", e_.index, problem));
+    throw InputError(path_, e_.line, fmt::format("traceEvents[{}]: {}", e_.index, problem));
   }
 
   const json* find(const json& obj, const char* key) const {
@@ -345,7 +345,7 @@ void CollectedMemory::update(const Collected& c, std::uint64_t line) {
   correlations_ = std::max(correlations_, c.gpu_ns_by_correlation.size());
   names_ = c.names.size();
   threads_ = c.threads.size();
-  if (!memory_.add(bytes)) throw TraceError(path_, line, memory_.problem());
+  if (!memory_.add(bytes)) throw InputError(path_, line, memory_.problem());
 }
 
 }  // namespace coopsim::kineto_detail

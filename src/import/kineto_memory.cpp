@@ -58,7 +58,7 @@ class Pairer {
 
  private:
   [[noreturn]] void fail(const MemoryEvent& e, const std::string& problem) const {
-    throw TraceError(path_, e.line, fmt::format("traceEvents[{}]: {}", e.index, problem));
+    throw InputError(path_, e.line, fmt::format("traceEvents[{}]: {}", e.index, problem));
   }
 
   std::uint64_t size_of(const MemoryEvent& e) const {

@@ -32,7 +32,7 @@ class GzInput : public std::streambuf {
     file_ = gzopen(path.c_str(), "rb");
     if (file_ == nullptr) {
       const int err = errno;
-      throw TraceError(path, 0,
+      throw InputError(path, 0,
                        fmt::format("cannot open trace file: {}", err != 0 ? std::strerror(err) : "out of memory"));
     }
     gzbuffer(file_, 1 << 17);
@@ -51,7 +51,7 @@ class GzInput : public std::streambuf {
   std::uint64_t bytes() const { return total_ - static_cast<std::uint64_t>(egptr() - gptr()); }
   // Throws the zlib problem that ended the input early, if any.
   void check() const {
-    if (!problem_.empty()) throw TraceError(path_, problem_line_, problem_);
+    if (!problem_.empty()) throw InputError(path_, problem_line_, problem_);
   }
 
  protected:
@@ -186,7 +186,7 @@ class Sax {
 
  private:
   [[noreturn]] void fail(std::uint64_t line, const std::string& problem) const {
-    throw TraceError(path_, line, problem);
+    throw InputError(path_, line, problem);
   }
 
   bool building() const { return !stack_.empty(); }
@@ -337,7 +337,7 @@ TopLevel read_json_array(const std::string& path, std::uint64_t max_bytes, Memor
   Sax sax(path, in, format, on_event, memory);
   const bool ok = json::sax_parse(stream, &sax, json::input_format_t::json, true, false);
   in.check();
-  if (!ok) throw TraceError(path, in.line(), "malformed JSON");
+  if (!ok) throw InputError(path, in.line(), "malformed JSON");
   return sax.finish();
 }
 

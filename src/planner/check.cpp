@@ -28,20 +28,20 @@ std::vector<Row> read_rows(const std::string& path, const PlanLimits& limits) {
   if (!in) throw Error(path + ": cannot open");
   std::string line;
   if (!read_line(in, line, path, 1))
-    throw TraceError(path, 1, "empty file: expected header id,lower,upper,size,offset");
+    throw InputError(path, 1, "empty file: expected header id,lower,upper,size,offset");
   const auto header = csv::split(line);
   if (header != std::vector<std::string>{"id", "lower", "upper", "size", "offset"})
-    throw TraceError(path, 1, "bad header: expected id,lower,upper,size,offset");
+    throw InputError(path, 1, "bad header: expected id,lower,upper,size,offset");
   std::vector<Row> rows;
   std::uint64_t line_no = 1;
   while (read_line(in, line, path, line_no + 1)) {
     ++line_no;
     if (line.empty() || line == "\r") continue;
     if (rows.size() >= limits.max_buffers)
-      throw TraceError(path, line_no, limit_problem(limits.max_buffers, "buffers", "max_buffers"));
+      throw InputError(path, line_no, limit_problem(limits.max_buffers, "buffers", "max_buffers"));
     const auto cells = csv::split(line);
-    if (cells.size() != 5) throw TraceError(path, line_no, "expected 5 columns, got " + std::to_string(cells.size()));
-    if (cells[0].empty()) throw TraceError(path, line_no, "empty id");
+    if (cells.size() != 5) throw InputError(path, line_no, "expected 5 columns, got " + std::to_string(cells.size()));
+    if (cells[0].empty()) throw InputError(path, line_no, "empty id");
     rows.push_back(Row{cells[0], csv::integer(cells[1], "lower", path, line_no),
                        csv::integer(cells[2], "upper", path, line_no), csv::integer(cells[3], "size", path, line_no),
                        csv::integer(cells[4], "offset", path, line_no), line_no});

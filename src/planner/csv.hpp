@@ -29,7 +29,7 @@ inline std::int64_t integer(const std::string& text, const char* column, const s
   const char* end = begin + text.size();
   const auto [ptr, ec] = std::from_chars(begin, end, value);
   if (text.empty() || ec != std::errc() || ptr != end)
-    throw TraceError(file, line, std::string(column) + " is not an integer: '" + text + "'");
+    throw InputError(file, line, std::string(column) + " is not an integer: '" + text + "'");
   return value;
 }
 

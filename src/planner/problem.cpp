@@ -59,7 +59,7 @@ bool read_line(std::istream& in, std::string& line, const std::string& file, std
     }
     if (c == '\n') return true;
     if (line.size() >= PlanLimits::kMaxLineBytes)
-      throw TraceError(file, line_no, fmt::format("line longer than {} bytes", PlanLimits::kMaxLineBytes));
+      throw InputError(file, line_no, fmt::format("line longer than {} bytes", PlanLimits::kMaxLineBytes));
     line.push_back(static_cast<char>(c));
   }
 }
@@ -69,42 +69,42 @@ Problem parse_problem(std::istream& in, const std::string& file, const PlanLimit
   problem.file = file;
   std::string line;
   std::uint64_t line_no = 0;
-  if (!read_line(in, line, file, 1)) throw TraceError(file, 1, "empty file: expected header id,lower,upper,size");
+  if (!read_line(in, line, file, 1)) throw InputError(file, 1, "empty file: expected header id,lower,upper,size");
   ++line_no;
   const auto header = csv::split(line);
   const bool with_offset = header.size() == 5 && header[4] == "offset";
   if (!(header.size() == 4 || with_offset) || header[0] != "id" || header[1] != "lower" || header[2] != "upper" ||
       header[3] != "size")
-    throw TraceError(file, 1, "bad header: expected id,lower,upper,size");
+    throw InputError(file, 1, "bad header: expected id,lower,upper,size");
   std::map<std::string, std::uint64_t> seen;
   std::int64_t total = 0;  // sum of sizes: bounds every height and offset (see problem.hpp)
   while (read_line(in, line, file, line_no + 1)) {
     ++line_no;
     if (line.empty() || line == "\r") continue;
     if (problem.buffers.size() >= limits.max_buffers)
-      throw TraceError(file, line_no, limit_problem(limits.max_buffers, "buffers", "max_buffers"));
+      throw InputError(file, line_no, limit_problem(limits.max_buffers, "buffers", "max_buffers"));
     const auto cells = csv::split(line);
     if (cells.size() != header.size())
-      throw TraceError(file, line_no,
+      throw InputError(file, line_no,
                        "expected " + std::to_string(header.size()) + " columns, got " + std::to_string(cells.size()));
     Buffer b;
     b.id = cells[0];
     b.line = line_no;
-    if (b.id.empty()) throw TraceError(file, line_no, "empty id");
+    if (b.id.empty()) throw InputError(file, line_no, "empty id");
     b.lower = csv::integer(cells[1], "lower", file, line_no);
     b.upper = csv::integer(cells[2], "upper", file, line_no);
     b.size = csv::integer(cells[3], "size", file, line_no);
-    if (b.lower < 0) throw TraceError(file, line_no, "lower is negative");
-    if (b.lower >= b.upper) throw TraceError(file, line_no, "lower >= upper (lifetime is empty)");
-    if (b.size <= 0) throw TraceError(file, line_no, "size must be positive");
+    if (b.lower < 0) throw InputError(file, line_no, "lower is negative");
+    if (b.lower >= b.upper) throw InputError(file, line_no, "lower >= upper (lifetime is empty)");
+    if (b.size <= 0) throw InputError(file, line_no, "size must be positive");
     if (b.size > std::numeric_limits<std::int64_t>::max() - total)
-      throw TraceError(file, line_no,
+      throw InputError(file, line_no,
                        fmt::format("sizes add up to more than {} bytes (heights and offsets are signed 64-bit)",
                                    std::numeric_limits<std::int64_t>::max()));
     total += b.size;
     const auto [it, fresh] = seen.emplace(b.id, line_no);
     if (!fresh)
-      throw TraceError(file, line_no, "duplicate id '" + b.id + "' (first on line " + std::to_string(it->second) + ")");
+      throw InputError(file, line_no, "duplicate id '" + b.id + "' (first on line " + std::to_string(it->second) + ")");
     problem.buffers.push_back(std::move(b));
   }
   return problem;

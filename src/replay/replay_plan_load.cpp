@@ -357,11 +357,11 @@ Plan parse_plan(const std::string& text, const std::string& file, const Limits& 
     const auto line = line_of_offset(text, e.byte == 0 ? 0 : e.byte - 1);
     std::string msg = e.what();
     if (auto p = msg.find("syntax error"); p != std::string::npos) msg = msg.substr(p);
-    throw TraceError(file, line, "invalid JSON: " + one_line(msg));
+    throw InputError(file, line, "invalid JSON: " + one_line(msg));
   } catch (const nlohmann::json::out_of_range& e) {
     // A number beyond double, e.g. 1e999: the line where that literal first appears.
     const auto [msg, at] = locate_json_overflow(e.what(), text);
-    throw TraceError(file, line_of_offset(text, at), "invalid JSON: " + one_line(msg));
+    throw InputError(file, line_of_offset(text, at), "invalid JSON: " + one_line(msg));
   }
   return Loader(file).load(doc);
 }

@@ -85,11 +85,11 @@ SimConfig load_config(const std::string& path) {
   } catch (const nlohmann::json::parse_error& e) {
     std::string msg = e.what();
     if (auto p = msg.find("syntax error"); p != std::string::npos) msg = msg.substr(p);
-    throw TraceError(path, line_of_offset(text, e.byte == 0 ? 0 : e.byte - 1), "invalid JSON: " + one_line(msg));
+    throw InputError(path, line_of_offset(text, e.byte == 0 ? 0 : e.byte - 1), "invalid JSON: " + one_line(msg));
   } catch (const nlohmann::json::out_of_range& e) {
     // A number beyond double, e.g. 1e999: the line where that literal first appears.
     const auto [msg, at] = locate_json_overflow(e.what(), text);
-    throw TraceError(path, line_of_offset(text, at), "invalid JSON: " + one_line(msg));
+    throw InputError(path, line_of_offset(text, at), "invalid JSON: " + one_line(msg));
   }
   if (!cfg.doc.is_object()) throw ConfigError(path, "a config file must hold a JSON object");
   return cfg;

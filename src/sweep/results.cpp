@@ -48,7 +48,7 @@ std::size_t parse_index(const std::string& text, std::size_t limit, const fs::pa
     used = 0;
   }
   if (used == 0 || used != text.size() || v >= limit) {
-    throw TraceError(file.string(), line,
+    throw InputError(file.string(), line,
                      fmt::format("{} '{}' is not one of this sweep's {} {}s", what, text, limit, what));
   }
   return static_cast<std::size_t>(v);
@@ -61,12 +61,12 @@ void read_rows(const fs::path& file, const std::string& header, std::size_t limi
   const auto lines = complete_lines(read_text(file));
   if (lines.empty()) return;
   if (lines[0] != header)
-    throw TraceError(file.string(), 1, "the columns differ from this coopsim's " + file.filename().string());
+    throw InputError(file.string(), 1, "the columns differ from this coopsim's " + file.filename().string());
   const std::size_t columns = split_csv_line(header).size();
   for (std::size_t i = 1; i < lines.size(); ++i) {
     const auto fields = split_csv_line(lines[i]);
     if (fields.size() != columns) {
-      throw TraceError(file.string(), i + 1, fmt::format("expected {} columns, found {}", columns, fields.size()));
+      throw InputError(file.string(), i + 1, fmt::format("expected {} columns, found {}", columns, fields.size()));
     }
     rows.emplace(parse_index(fields[0], limit, file, i + 1, what), lines[i]);
   }
@@ -75,7 +75,7 @@ void read_rows(const fs::path& file, const std::string& header, std::size_t limi
 void add_entry(const OJ& e, std::size_t limit, const fs::path& file, std::uint64_t line,
                std::map<std::size_t, OJ>& entries) {
   if (!e.is_object() || !e.contains("run") || !e.at("run").is_number_unsigned() || !e.contains("report")) {
-    throw TraceError(file.string(), line, "expected an object with \"run\" and \"report\"");
+    throw InputError(file.string(), line, "expected an object with \"run\" and \"report\"");
   }
   entries.emplace(parse_index(std::to_string(e.at("run").get<std::uint64_t>()), limit, file, line, "run"), e);
 }
@@ -191,7 +191,7 @@ Finished read_finished(const fs::path& dir, const Manifest& m) {
       try {
         e = OJ::parse(lines[i]);
       } catch (const OJ::exception&) {
-        throw TraceError(journal.string(), i + 1, "invalid JSON");
+        throw InputError(journal.string(), i + 1, "invalid JSON");
       }
       add_entry(e, m.runs, journal, i + 1, f.entries);
     }

@@ -233,11 +233,11 @@ SweepConfig parse_sweep_config(const std::string& text, const std::string& sourc
   } catch (const OJ::parse_error& e) {
     std::string msg = e.what();
     if (auto p = msg.find("syntax error"); p != std::string::npos) msg = msg.substr(p);
-    throw TraceError(source, line_of(text, e.byte == 0 ? 0 : e.byte - 1), "invalid JSON: " + msg);
+    throw InputError(source, line_of(text, e.byte == 0 ? 0 : e.byte - 1), "invalid JSON: " + msg);
   } catch (const OJ::out_of_range& e) {
     // A number beyond double, e.g. 1e999: the line where that literal first appears.
     const auto [msg, at] = locate_json_overflow(e.what(), text);
-    throw TraceError(source, line_of(text, at), "invalid JSON: " + msg);
+    throw InputError(source, line_of(text, at), "invalid JSON: " + msg);
   }
   if (!doc.is_object()) throw ConfigError(source, "a sweep config must hold a JSON object");
   for (const auto& [k, v] : doc.items()) {

@@ -46,7 +46,7 @@ std::string read_file(const fs::path& p) {
 std::string load_error(const std::string& path) {
   try {
     (void)load_trace(path);
-  } catch (const TraceError& e) {
+  } catch (const InputError& e) {
     return e.what();
   }
   return "(loaded without error)";

@@ -9,7 +9,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   Trace t;
   try {
     t = load_trace(path, fuzz::fuzz_limits());
-  } catch (const TraceError& e) {
+  } catch (const InputError& e) {
     fuzz::check_message(e);
     fuzz::require(e.file() == path, "error names another file", e.what());
     return 0;

@@ -581,7 +581,7 @@ TEST_CASE("generated traces pass the loader and round-trip through write_trace",
     for (const char* ext : {".jsonl", ".jsonl.gz"}) {
       const std::string path = (dir / ("t" + std::to_string(n++) + ext)).string();
       write_trace(tr, path);
-      const Trace back = load_trace(path);  // throws TraceError on any liveness problem
+      const Trace back = load_trace(path);  // throws InputError on any liveness problem
       INFO(path);
       CHECK(back.header == tr.header);
       CHECK(back.tensors == tr.tensors);

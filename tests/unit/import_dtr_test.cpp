@@ -326,7 +326,7 @@ TEST_CASE("dtr: import command writes a trace that validates", "[import][dtr]") 
   CHECK(v.str().find("peak live 3.32 KiB (3400 bytes), op compute time 11.710 us") != std::string::npos);
   // A failed import leaves no output behind.
   const std::string bad_out = (dir / "bad.jsonl").string();
-  CHECK_THROWS_AS(command_import(ImportArgs{"dtr", kMlp + ".missing", bad_out, 0, false}, msg), TraceError);
+  CHECK_THROWS_AS(command_import(ImportArgs{"dtr", kMlp + ".missing", bad_out, 0, false}, msg), InputError);
   CHECK(!fs::exists(bad_out));
   CHECK(!fs::exists(bad_out + ".tmp"));
 }

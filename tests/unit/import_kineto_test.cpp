@@ -480,7 +480,7 @@ TEST_CASE("kineto: malformed inputs fail with file:line: problem", "[kineto][cat
     try {
       (void)import_kineto(path, KinetoOptions{0});
       FAIL("accepted: " << c.name);
-    } catch (const TraceError& e) {
+    } catch (const InputError& e) {
       CHECK(std::string(e.what()) == path + ":" + c.expected);
     }
   }
@@ -500,7 +500,7 @@ TEST_CASE("kineto: malformed inputs fail with file:line: problem", "[kineto][cat
     try {
       (void)import_kineto(gz, KinetoOptions{0});
       FAIL("truncated gzip accepted");
-    } catch (const TraceError& e) {
+    } catch (const InputError& e) {
       CHECK(std::regex_match(std::string(e.what()),
                              std::regex(".*t\\.json\\.gz:[1-9][0-9]*: gzip stream is truncated \\(unexpected end of "
                                         "compressed data\\)")));
@@ -511,7 +511,7 @@ TEST_CASE("kineto: malformed inputs fail with file:line: problem", "[kineto][cat
     try {
       (void)import_kineto(gz, KinetoOptions{0});
       FAIL("corrupt gzip accepted");
-    } catch (const TraceError& e) {
+    } catch (const InputError& e) {
       CHECK(std::regex_match(std::string(e.what()),
                              std::regex(".*t\\.json\\.gz:[1-9][0-9]*: gzip stream is corrupt: incorrect data check")));
     }

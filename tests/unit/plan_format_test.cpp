@@ -161,7 +161,7 @@ TEST_CASE("plan loader: JSON syntax errors name the line") {
   try {
     (void)parse_plan(text, "t.plan.json");
     FAIL("no error");
-  } catch (const TraceError& e) {
+  } catch (const InputError& e) {
     CHECK(e.file() == "t.plan.json");
     CHECK(e.line() == 8);
     CHECK(e.problem().rfind("invalid JSON: syntax error while parsing object key", 0) == 0);

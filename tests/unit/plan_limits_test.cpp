@@ -33,7 +33,7 @@ Problem problem_of(const std::string& text, const PlanLimits& limits = {}) {
 std::string parse_error(const std::string& text, const PlanLimits& limits = {}) {
   try {
     problem_of(text, limits);
-  } catch (const coopsim::TraceError& e) {
+  } catch (const coopsim::InputError& e) {
     return e.what();
   }
   return "no error";

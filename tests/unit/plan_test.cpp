@@ -118,7 +118,7 @@ TEST_CASE("plan: malformed problem CSVs name file:line", "[plan]") {
   auto message = [](const std::string& text) {
     try {
       problem_of(text);
-    } catch (const coopsim::TraceError& e) {
+    } catch (const coopsim::InputError& e) {
       return std::string(e.what());
     }
     return std::string("no error");

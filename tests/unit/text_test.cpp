@@ -42,7 +42,7 @@ TEST_CASE("config errors stay on one line whatever the command line holds", "[te
   apply_override(e, "budget=\xff");
   CHECK_THROWS_WITH(check_config(e),
                     "budget: expected a size such as 512MiB, 8GiB or plain bytes, got \"\xef\xbf\xbd\"");
-  CHECK(TraceError("a\nb.jsonl", 3, "bad\tthing").what() == std::string("a\\x0ab.jsonl:3: bad\\x09thing"));
+  CHECK(InputError("a\nb.jsonl", 3, "bad\tthing").what() == std::string("a\\x0ab.jsonl:3: bad\\x09thing"));
 }
 
 TEST_CASE("quoted input is cut at 80 bytes with its length, on a UTF-8 boundary", "[text]") {
@@ -64,7 +64,7 @@ TEST_CASE("error messages stay short whatever they quote", "[text]") {
   CHECK(std::string(c.what()).size() < 6 * 1024);
   CHECK(c.key() == big);  // the parts stay whole for re-keying
   CHECK(c.problem().size() == big.size() + 8);
-  const TraceError t(big, 7, big);
+  const InputError t(big, 7, big);
   CHECK(std::string(t.what()).size() < 6 * 1024);
   CHECK(ConfigError("k", "p").what() == std::string("k: p"));
 }
@@ -103,6 +103,6 @@ TEST_CASE("a JSON reader's last-read token is cut like any quoted input", "[text
         "invalid literal; last read: '" + cut + "'; expected '}'");
   CHECK(cut_last_read("invalid literal; last read: 'abc'") == "invalid literal; last read: 'abc'");
   CHECK(cut_last_read("no token here") == "no token here");
-  CHECK(TraceError("f.json", 1, "invalid JSON: x; last read: '" + token + "'").what() ==
+  CHECK(InputError("f.json", 1, "invalid JSON: x; last read: '" + token + "'").what() ==
         "f.json:1: invalid JSON: x; last read: '" + cut + "'");
 }

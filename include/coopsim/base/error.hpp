@@ -20,10 +20,12 @@ class Error : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// A problem in an input file at a given line (1-based). what() == "file:line: problem".
-class TraceError : public Error {
+// A problem in an input file at a given line (1-based): a trace, a DTR log, a Kineto or
+// Execution Trace, a pickle, a planner CSV, a replay plan, a config or sweep file.
+// what() == "file:line: problem" (line 0: the file as a whole, e.g. it cannot be opened).
+class InputError : public Error {
  public:
-  TraceError(const std::string& file, std::uint64_t line, const std::string& problem);
+  InputError(const std::string& file, std::uint64_t line, const std::string& problem);
   const std::string& file() const { return file_; }
   std::uint64_t line() const { return line_; }
   const std::string& problem() const { return problem_; }

@@ -18,7 +18,7 @@ class LineSink {
   ~LineSink() = default;
 };
 
-// Throws TraceError("path:line: problem") for an unreadable file (line 0), a line over kMaxLine
+// Throws InputError("path:line: problem") for an unreadable file (line 0), a line over kMaxLine
 // bytes, more than `max_bytes` decompressed bytes (limits.max_input_bytes), or a damaged or
 // truncated gzip stream (at the line being read).
 class LineReader {

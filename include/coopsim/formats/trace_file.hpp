@@ -10,7 +10,7 @@
 namespace coopsim {
 
 // Load a v1 trace (.jsonl or .jsonl.gz, detected by magic bytes). Streams line by line and
-// validates as it goes; throws TraceError("file:line: problem") on the first problem, including
+// validates as it goes; throws InputError("file:line: problem") on the first problem, including
 // a cap of `limits` exceeded ("file:line: more than N tensors (limits.max_tensors)").
 Trace load_trace(const std::string& path, const Limits& limits = {});
 

@@ -1,5 +1,5 @@
 // Importers: convert traces recorded by other tools into coopsim traces (v1, in memory).
-// Each throws TraceError("file:line: problem") (or, for binary inputs, "file:offset N: problem")
+// Each throws InputError("file:line: problem") (or, for binary inputs, "file:offset N: problem")
 // on malformed input and never executes anything found in the input. `limits` caps the bytes
 // read (decompressed) and the tensors, events and op fan-in of the result (coopsim/base/limits.hpp).
 #pragma once

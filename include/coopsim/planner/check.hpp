@@ -17,7 +17,7 @@ struct CheckResult {
   bool ok() const { return violations.empty(); }
 };
 
-// Malformed solution CSVs throw TraceError, as do more than `limits.max_buffers` rows.
+// Malformed solution CSVs throw InputError, as do more than `limits.max_buffers` rows.
 // Placement violations are collected: a problem id missing or given twice, an id not in the
 // problem, lifetimes/sizes that differ from the problem, a negative offset, an offset + size
 // past 2^63 - 1, two lifetime-overlapping buffers whose address ranges overlap (each buffer

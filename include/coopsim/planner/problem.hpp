@@ -62,7 +62,7 @@ inline std::int64_t lifetime_area(const Buffer& b) {
 // Two buffers conflict when their half-open lifetimes intersect.
 inline bool lifetimes_overlap(const Buffer& a, const Buffer& b) { return a.lower < b.upper && b.lower < a.upper; }
 
-// Parses a problem. Throws TraceError ("file:line: problem") on a bad header, a wrong column
+// Parses a problem. Throws InputError ("file:line: problem") on a bad header, a wrong column
 // count, a non-integer, lower >= upper, lower < 0, size <= 0, a duplicate id, a line longer
 // than PlanLimits::kMaxLineBytes, more than `limits.max_buffers` rows, or sizes adding up to
 // more than 2^63 - 1: every height and offset a method computes is at most that sum, so no
@@ -70,7 +70,7 @@ inline bool lifetimes_overlap(const Buffer& a, const Buffer& b) { return a.lower
 Problem parse_problem(std::istream& in, const std::string& file, const PlanLimits& limits = {});
 Problem load_problem(const std::string& path, const PlanLimits& limits = {});
 
-// Reads one line (without its '\n') into `line`; false at end of input. Throws TraceError when
+// Reads one line (without its '\n') into `line`; false at end of input. Throws InputError when
 // the line is longer than PlanLimits::kMaxLineBytes (`line_no` names it).
 bool read_line(std::istream& in, std::string& line, const std::string& file, std::uint64_t line_no);
 

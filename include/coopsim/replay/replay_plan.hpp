@@ -135,7 +135,7 @@ Plan plan_from_runlog(const Trace& trace, const RunLog& log, const Report& repor
 std::string plan_to_text(const Plan& plan);
 
 // Reads a plan with every key and type checked; `file` names it in errors. Syntax errors are
-// TraceError ("file:line: problem"), everything else PlanError. The text, its JSON document
+// InputError ("file:line: problem"), everything else PlanError. The text, its JSON document
 // and the plan must fit in limits.max_memory (counted before the document is built: "file:
 // more than N bytes of memory (limits.max_memory)").
 Plan parse_plan(const std::string& text, const std::string& file, const Limits& limits = {});

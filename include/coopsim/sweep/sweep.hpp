@@ -58,7 +58,7 @@ struct SweepConfig {
 };
 
 // Parses and checks every key (names, sizes, ratios, override keys and values) before anything
-// runs. Errors: "file:line: invalid JSON: ..." (TraceError) or "file: key: problem" (ConfigError).
+// runs. Errors: "file:line: invalid JSON: ..." (InputError) or "file: key: problem" (ConfigError).
 SweepConfig load_sweep_config(const std::string& path);
 SweepConfig parse_sweep_config(const std::string& text, const std::string& source);
 

@@ -78,7 +78,7 @@ class Loader final : public LineSink {
     std::uint64_t free_line = 0;   // of the latest free
   };
 
-  [[noreturn]] void fail(const std::string& problem) const { throw TraceError(path_, line_, problem); }
+  [[noreturn]] void fail(const std::string& problem) const { throw InputError(path_, line_, problem); }
 
   // loader.cpp: header, dispatch, field helpers, end of file
   void on_header(std::string_view line);
