@@ -3,6 +3,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 
@@ -197,6 +198,13 @@ int run_command(CLI::App& app, int argc, char** argv) {
   }
   if (plan_capacity_opt->count() > 0) plan.capacity = plan_capacity;
   if (minb_overhead_opt->count() > 0) minb.max_overhead = minb_overhead;
+  // COOPSIM_VALIDATE=1 runs the independent validator over every simulated run's event log
+  // (docs/architecture.md, "Validation"); the test suites set it. Read here, once: the library
+  // takes it as RunOptions::validate.
+  const char* validate_env = std::getenv("COOPSIM_VALIDATE");
+  const bool validate_every_run = validate_env != nullptr && std::strcmp(validate_env, "1") == 0;
+  run.validate_every_run = bench.validate_every_run = sweep.validate_every_run = minb.validate_every_run =
+      validate_every_run;
   try {
     if (run_cmd->parsed()) return coopsim::command_run(run, std::cout);
     if (validate_cmd->parsed()) return coopsim::command_validate(validate_path, std::cout);

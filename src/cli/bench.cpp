@@ -52,15 +52,18 @@ int command_bench(const BenchArgs& args, std::ostream& out) {
   }
   for (const auto& p : policies) {
     for (const auto& a : allocators) {
-      SimConfig cfg;
-      cfg.doc["allocator"] = a;
-      cfg.doc["policy"] = p;
-      if (budget) cfg.doc["budget"] = *budget;
+      SimConfig doc;
+      doc.doc["allocator"] = a;
+      doc.doc["policy"] = p;
+      if (budget) doc.doc["budget"] = *budget;
+      const CheckedConfig cfg = check_config(doc);
+      RunOptions options;
+      options.validate = args.validate_every_run;
       double best = 1e300;
       Report r;
       for (int i = 0; i < args.repeat; ++i) {
         const auto t0 = Clock::now();
-        r = run_simulation(cfg, trace);
+        r = run_simulation(cfg, trace, options);
         best = std::min(best, seconds(Clock::now() - t0));
       }
       out << fmt::format("replay,{},{},events_per_s,{:.0f},seconds,{:.4f},status,{}\n", a, p,

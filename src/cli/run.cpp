@@ -43,7 +43,7 @@ int command_run(const RunArgs& args, std::ostream& out) {
 
   // Check every combination before loading the trace or running anything. Percentages of the
   // trace's peak are checked as a placeholder size and resolved once the trace is loaded.
-  std::vector<SimConfig> runs;
+  std::vector<CheckedConfig> runs;
   std::vector<std::optional<double>> percents;
   for (const auto& p : policies) {
     for (const auto& a : allocators) {
@@ -58,8 +58,7 @@ int command_run(const RunArgs& args, std::ostream& out) {
           percent = budget.percent;
           cfg.doc["budget"] = percent ? std::uint64_t{1} << 30 : budget.bytes->value;
         }
-        check_config(cfg);
-        runs.push_back(std::move(cfg));
+        runs.push_back(check_config(cfg));
         percents.push_back(percent);
       }
     }
@@ -80,14 +79,14 @@ int command_run(const RunArgs& args, std::ostream& out) {
   if (std::any_of(percents.begin(), percents.end(), [](const auto& p) { return p.has_value(); })) {
     const Bytes peak = summarize(trace).peak_live;
     for (std::size_t i = 0; i < runs.size(); ++i) {
-      if (percents[i]) runs[i].doc["budget"] = percent_of_peak(*percents[i], peak, "--budget").value;
+      if (percents[i]) runs[i].set_budget(percent_of_peak(*percents[i], peak, "--budget"));
     }
   }
   if (all_allocators && !trace.initial_segments.empty()) {
     // A trace that starts from a recorded allocator state (a PyTorch snapshot) can only run on
     // models that can install that state: with --allocator all, skip the others.
-    std::erase_if(runs, [&](const SimConfig& cfg) {
-      const std::string name = cfg.doc.at("allocator").get<std::string>();
+    std::erase_if(runs, [&](const CheckedConfig& cfg) {
+      const std::string name = top_level_params(cfg.config().doc).get_string("allocator");
       if (allocator_can_seed(name)) return false;
       std::cerr << "coopsim: note: skipping allocator " << name
                 << ": it cannot start from the recorded state this trace begins with\n";
@@ -97,8 +96,11 @@ int command_run(const RunArgs& args, std::ostream& out) {
   std::vector<Report> reports;
   reports.reserve(runs.size());
   RunLog log;
+  RunOptions options;
+  options.log = args.wants_log() ? &log : nullptr;
+  options.validate = args.validate_every_run;
   for (const auto& cfg : runs) {
-    reports.push_back(run_simulation(cfg, trace, builtin_components(), args.wants_log() ? &log : nullptr));
+    reports.push_back(run_simulation(cfg, trace, options));
   }
   Bytes largest;
   for (const auto& r : reports) largest = std::max(largest, r.budget);

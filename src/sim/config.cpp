@@ -147,7 +147,7 @@ Params top_level_params(const nlohmann::json& doc) {
   return Params("", given, top_level_docs());
 }
 
-void check_config(const SimConfig& cfg, const Components& c) {
+CheckedConfig check_config(const SimConfig& cfg, const Components& c) {
   const std::string& src = cfg.source;
   const std::string prefix = src.empty() ? "" : src + ": ";
   auto err = [&](const std::string& key, const std::string& problem) { return ConfigError(prefix + key, problem); };
@@ -180,6 +180,12 @@ void check_config(const SimConfig& cfg, const Components& c) {
     if (prefix.empty() || e.key().rfind(prefix, 0) == 0) throw;
     throw ConfigError(prefix + e.key(), e.problem());
   }
+  return CheckedConfig(cfg, c);
+}
+
+void CheckedConfig::set_budget(Bytes budget) {
+  if (budget.value == 0) throw ConfigError("budget", "must be greater than 0");
+  cfg_.doc["budget"] = budget.value;
 }
 
 Limits config_limits(const SimConfig& cfg) {

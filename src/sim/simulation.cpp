@@ -1,8 +1,6 @@
 // run_simulation: resolve the config through the registries, run the engine, fill the report.
 #include "coopsim/sim/simulation.hpp"
 
-#include <cstdlib>
-#include <string_view>
 
 #include "coopsim/engine/engine.hpp"
 #include "coopsim/base/error.hpp"
@@ -15,11 +13,6 @@
 namespace coopsim {
 
 namespace {
-
-bool validate_from_environment() {
-  const char* v = std::getenv("COOPSIM_VALIDATE");
-  return v != nullptr && std::string_view(v) == "1";
-}
 
 // Policies that evict, swap or recompute decide from which tensors ops read. A trace whose ops
 // read nothing (allocator-only snapshots, profiler traces without an execution trace) would let
@@ -39,8 +32,13 @@ void require_dataflow(const Trace& trace, const std::string& policy) {
 
 }  // namespace
 
-Report run_simulation(const SimConfig& cfg, const Trace& trace, const Components& c, RunLog* log) {
-  check_config(cfg, c);
+Report run_simulation(const SimConfig& cfg, const Trace& trace, const Components& c, const RunOptions& options) {
+  return run_simulation(check_config(cfg, c), trace, options);
+}
+
+Report run_simulation(const CheckedConfig& checked, const Trace& trace, const RunOptions& options) {
+  const SimConfig& cfg = checked.config();
+  const Components& c = checked.components();
   const nlohmann::json& d = cfg.doc;
   const Params top = top_level_params(d);
   const std::string alloc_name = top.get_string("allocator");
@@ -63,7 +61,7 @@ Report run_simulation(const SimConfig& cfg, const Trace& trace, const Components
   opt.paranoid = engine_params.get_bool("paranoid");
   opt.plan_checks = engine_params.get_bool("plan_checks") || opt.paranoid;
   opt.measure_search_latency = engine_params.get_bool("measure_search_latency");
-  opt.log = log;
+  opt.log = options.log;
   opt.max_recompute_depth = config_limits(cfg).max_recompute_depth;
 
   auto allocator = alloc_entry.make(alloc_params, budget);
@@ -96,11 +94,11 @@ Report run_simulation(const SimConfig& cfg, const Trace& trace, const Components
   resolved["params"][policy_name] = policy_params.resolved();
   r.config = resolved;
 
-  // Plan checks include the independent validator over the run's event log. COOPSIM_VALIDATE=1
-  // in the environment runs the validator alone (not the engine's per-step checks, which are
-  // quadratic on long traces) on every run: the test suites set it, so every test that runs a
-  // simulation is validated. Reports do not change.
-  const bool validate = opt.plan_checks || validate_from_environment();
+  // Plan checks include the independent validator over the run's event log. options.validate
+  // runs the validator alone (not the engine's per-step checks, which are quadratic on long
+  // traces): the CLI sets it from COOPSIM_VALIDATE=1, which the test suites set, so every test
+  // that runs a simulation is validated. Reports do not change.
+  const bool validate = opt.plan_checks || options.validate;
   RunLog own_log;
   if (validate && opt.log == nullptr) opt.log = &own_log;
   run_engine(trace, *allocator, *policy, opt, r);

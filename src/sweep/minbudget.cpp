@@ -20,16 +20,18 @@ constexpr int kMaxGrowth = 24;
 
 }  // namespace
 
-MinBudgetResult find_min_budget(const SimConfig& cfg, const Trace& trace, const MinBudgetOptions& o) {
+MinBudgetResult find_min_budget(const CheckedConfig& cfg, const Trace& trace, const MinBudgetOptions& o) {
   MinBudgetResult res;
   res.peak = summarize(trace).peak_live;
   res.unit = Bytes{kMiB * std::max<std::uint64_t>(1, res.peak.value / 1000 / kMiB)};
   const std::uint64_t unit = res.unit.value;
   Report last;
   auto passes = [&](std::uint64_t k) {
-    SimConfig c = cfg;
-    c.doc["budget"] = std::to_string(k * unit);
-    last = run_simulation(c, trace);
+    CheckedConfig c = cfg;
+    c.set_budget(Bytes{k * unit});
+    RunOptions options;
+    options.validate = o.validate;
+    last = run_simulation(c, trace, options);
     ++res.runs;
     res.searched_up_to = std::max(res.searched_up_to, Bytes{k * unit});
     if (last.status != RunStatus::Completed) return false;
@@ -99,8 +101,9 @@ int command_minbudget(const MinBudgetArgs& args, std::ostream& out) {
   if (!args.policy.empty()) cfg.doc["policy"] = args.policy;
   if (!args.allocator.empty()) cfg.doc["allocator"] = args.allocator;
   cfg.doc["budget"] = "1GiB";  // any valid size for check_config; the search sets the budget of each run
-  check_config(cfg);
+  const CheckedConfig checked = check_config(cfg);
   sweep::MinBudgetOptions opt;
+  opt.validate = args.validate_every_run;
   if (args.max_overhead) {
     if (!(*args.max_overhead >= 1.0)) {
       throw ConfigError("--max-overhead",
@@ -109,7 +112,7 @@ int command_minbudget(const MinBudgetArgs& args, std::ostream& out) {
     opt.max_overhead = args.max_overhead;
   }
   const Trace trace = load_trace(args.trace);
-  const sweep::MinBudgetResult r = sweep::find_min_budget(cfg, trace, opt);
+  const sweep::MinBudgetResult r = sweep::find_min_budget(checked, trace, opt);
   const double ratio =
       r.peak.value == 0 ? 0.0 : static_cast<double>(r.budget.value) / static_cast<double>(r.peak.value);
   const Params top = top_level_params(cfg.doc);

@@ -205,8 +205,11 @@ int command_sweep(const SweepArgs& args, std::ostream& out) {
         const Task task = tasks[t];
         if (task.search) {
           const PlannedSearch& s = plan.searches[task.index];
-          const MinBudgetResult res = find_min_budget(run_config(cfg, s.variant, s.allocator, s.policy, std::nullopt),
-                                                      traces[s.trace], {cfg.minbudget.max_overhead});
+          MinBudgetOptions search;
+          search.max_overhead = cfg.minbudget.max_overhead;
+          search.validate = args.validate_every_run;
+          const MinBudgetResult res = find_min_budget(
+              check_config(run_config(cfg, s.variant, s.allocator, s.policy, std::nullopt)), traces[s.trace], search);
           const std::string row = minbudget_csv_row(cfg, s, res);
           const std::lock_guard lock(mu);
           if (halt) return;
@@ -217,7 +220,10 @@ int command_sweep(const SweepArgs& args, std::ostream& out) {
           count_recorded();
         } else {
           const PlannedRun& r = plan.runs[task.index];
-          Report rep = run_simulation(run_config(cfg, r.variant, r.allocator, r.policy, r.budget), traces[r.trace]);
+          RunOptions options;
+          options.validate = args.validate_every_run;
+          Report rep = run_simulation(run_config(cfg, r.variant, r.allocator, r.policy, r.budget), traces[r.trace],
+                                      builtin_components(), options);
           rep.memory_ratio_of_sweep_max = r.ratio_of_sweep_max;
           const std::string row = results_csv_row(cfg, r, rep);
           auto entry = results_json_entry(cfg, r, rep);

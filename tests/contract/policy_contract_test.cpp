@@ -23,6 +23,7 @@
 #include "coopsim/formats/trace_file.hpp"
 #include "coopsim/output/report_writers.hpp"
 #include "coopsim/sim/simulation.hpp"
+#include "validated_run.hpp"
 
 using namespace coopsim;
 
@@ -64,8 +65,8 @@ TEST_CASE("every registered policy honours the engine contract on bundled traces
               percent == 100 ? summary.peak_live.value : summary.peak_live.value / 100 * percent;
           INFO(path.string() << " " << policy.name << " on " << alloc.name << " at " << percent << "%");
           Report first, second;
-          REQUIRE_NOTHROW(first = run_simulation(config(alloc.name, policy.name, budget), trace));
-          REQUIRE_NOTHROW(second = run_simulation(config(alloc.name, policy.name, budget), trace));
+          REQUIRE_NOTHROW(first = test::validated_run(config(alloc.name, policy.name, budget), trace));
+          REQUIRE_NOTHROW(second = test::validated_run(config(alloc.name, policy.name, budget), trace));
           ++runs;
           CHECK(to_json(first).dump() == to_json(second).dump());
           CHECK(first.memory.peak_reserved.value <= budget);

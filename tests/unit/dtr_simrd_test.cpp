@@ -21,6 +21,7 @@
 #include "coopsim/policy/remat/simrd.hpp"
 #include "coopsim/sim/simulation.hpp"
 #include "coopsim/model/trace.hpp"
+#include "validated_run.hpp"
 
 using namespace coopsim;
 
@@ -306,7 +307,7 @@ TEST_CASE("simrd profile: dtr.compat=simrd through run_simulation", "[dtr][simrd
              {"policy", "dtr"},
              {"budget", 200},
              {"params", {{"dtr", {{"compat", "simrd"}, {"heuristic", "lru"}}}}}};
-  const Report r = run_simulation(cfg, t);
+  const Report r = test::validated_run(cfg, t);
   CHECK(r.status == RunStatus::Completed);
   CHECK(r.time.simulated == SimTime{205});
   CHECK(r.time.trace_compute == SimTime{104});
@@ -315,7 +316,7 @@ TEST_CASE("simrd profile: dtr.compat=simrd through run_simulation", "[dtr][simrd
   CHECK(r.memory.peak_requested == Bytes{200});
 
   cfg.doc["params"]["dtr"]["heuristic"] = "random";
-  CHECK_THROWS_WITH(run_simulation(cfg, t), Catch::Contains("compat=simrd supports"));
+  CHECK_THROWS_WITH(test::validated_run(cfg, t), Catch::Contains("compat=simrd supports"));
 }
 
 // `import dtr --compat`: the profile name is checked (one-line error naming the option).

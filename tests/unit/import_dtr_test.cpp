@@ -18,6 +18,7 @@
 #include "coopsim/model/trace.hpp"
 #include "coopsim/formats/trace_file.hpp"
 #include "test_paths.hpp"
+#include "validated_run.hpp"
 
 namespace fs = std::filesystem;
 using namespace coopsim;
@@ -104,7 +105,7 @@ Trace round_trip(const Trace& trace, const std::string& file) {
 Report replay(const Trace& trace) {
   SimConfig cfg;
   cfg.doc = {{"allocator", "fungible"}, {"policy", "keep"}, {"budget", "1GiB"}, {"engine", {{"paranoid", true}}}};
-  return run_simulation(cfg, trace);
+  return test::validated_run(cfg, trace);
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "pickle_test_support.hpp"
 #include "test_paths.hpp"
 #include "torch_snapshot_test_support.hpp"
+#include "validated_run.hpp"
 
 using namespace coopsim;
 using namespace snapshot_test;
@@ -445,13 +446,13 @@ TEST_CASE("torch snapshot: models without seeding refuse a recorded initial stat
   const Trace t = import(worked_example());
   SimConfig cfg;
   cfg.doc = {{"allocator", "bestfit"}, {"budget", "1GiB"}};
-  CHECK_THROWS_WITH(run_simulation(cfg, t),
+  CHECK_THROWS_WITH(test::validated_run(cfg, t),
                     Catch::Matchers::StartsWith("allocator: allocator bestfit cannot start from a recorded state"));
   cfg.doc = {{"allocator", "pytorch"}, {"budget", "1GiB"}};
-  CHECK(run_simulation(cfg, t).addresses.mismatches == 0);
+  CHECK(test::validated_run(cfg, t).addresses.mismatches == 0);
   // The initial segments (22 MiB) do not fit a 16 MiB budget.
   cfg.doc = {{"allocator", "pytorch"}, {"budget", "16MiB"}};
-  CHECK_THROWS_WITH(run_simulation(cfg, t),
+  CHECK_THROWS_WITH(test::validated_run(cfg, t),
                     Catch::Matchers::Contains("snap.pickle: the recorded initial state cannot be installed"));
 }
 

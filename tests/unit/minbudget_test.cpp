@@ -6,6 +6,7 @@
 #include "coopsim/generate/generator.hpp"
 #include "coopsim/sweep/sweep.hpp"
 #include "trace_builder.hpp"
+#include "validated_run.hpp"
 
 using namespace coopsim;
 using namespace coopsim::sweep;
@@ -13,6 +14,8 @@ using namespace coopsim::sweep;
 namespace {
 
 constexpr std::uint64_t kMiB = 1ULL << 20;
+// Every probe validated, as the CLI does under COOPSIM_VALIDATE=1.
+const MinBudgetOptions validated{std::nullopt, 1.25, true};
 
 Trace small_cnn() {
   GeneratorOptions o;
@@ -37,7 +40,7 @@ std::uint64_t brute_force(const SimConfig& cfg, const Trace& trace, std::optiona
   for (std::uint64_t k = 1; k < 4096; ++k) {
     SimConfig c = cfg;
     c.doc["budget"] = std::to_string(k * kMiB);
-    const Report r = run_simulation(c, trace);
+    const Report r = test::validated_run(c, trace);
     if (r.status == RunStatus::Completed && (!max_overhead || r.time.compute_overhead <= *max_overhead))
       return k * kMiB;
   }
@@ -60,7 +63,7 @@ TEST_CASE("minbudget finds what a 1 MiB brute-force scan finds", "[sweep][minbud
                         Case{"bestfit", "dtr", {}}, Case{"bestfit", "dtr", 1.05}}) {
     INFO(c.allocator << " " << c.policy << " max overhead " << c.max_overhead.value_or(0.0));
     const SimConfig cfg = config(c.allocator, c.policy);
-    const MinBudgetResult r = find_min_budget(cfg, trace, {c.max_overhead});
+    const MinBudgetResult r = find_min_budget(check_config(cfg), trace, {c.max_overhead, validated.margin, true});
     const std::uint64_t expected = brute_force(cfg, trace, c.max_overhead);
     REQUIRE(r.found);
     CHECK(r.unit.value == kMiB);
@@ -75,7 +78,7 @@ TEST_CASE("minbudget finds what a 1 MiB brute-force scan finds", "[sweep][minbud
 }
 
 TEST_CASE("minbudget: fungible keep needs the peak, rounded up to the precision unit", "[sweep][minbudget]") {
-  const MinBudgetResult r = find_min_budget(config("fungible", "keep"), small_cnn(), {});
+  const MinBudgetResult r = find_min_budget(check_config(config("fungible", "keep")), small_cnn(), validated);
   CHECK(r.budget.value == 41 * kMiB);  // 40.75 MiB of live bytes
   CHECK(r.failing.value == 40 * kMiB);
   CHECK(r.failing_status == "oom");
@@ -86,7 +89,7 @@ TEST_CASE("minbudget: fungible keep needs the peak, rounded up to the precision 
   const auto t = b.tensor((5ULL << 30) + 1);
   const auto op = b.op("fill", 10, {}, {t});
   b.alloc(t).compute(op).free(t);
-  const MinBudgetResult big = find_min_budget(config("fungible", "keep"), b.trace(), {});
+  const MinBudgetResult big = find_min_budget(check_config(config("fungible", "keep")), b.trace(), validated);
   CHECK(big.unit.value == 5 * kMiB);
   CHECK(big.budget.value == 1025 * 5 * kMiB);
   CHECK(big.failing.value == 1024 * 5 * kMiB);

@@ -9,6 +9,7 @@
 #include "coopsim/sim/simulation.hpp"
 #include "coopsim/formats/trace_file.hpp"
 #include "bundled_traces.hpp"
+#include "validated_run.hpp"
 
 using namespace coopsim;
 
@@ -32,7 +33,7 @@ TEST_CASE("recompute policies pass the plan checks on every bundled trace", "[re
                      {"engine", {{"plan_checks", true}}}};
           INFO(path.string() << " " << policy << " on " << alloc.name << " at " << percent << "%");
           Report r;
-          REQUIRE_NOTHROW(r = run_simulation(cfg, trace));
+          REQUIRE_NOTHROW(r = test::validated_run(cfg, trace));
           ++runs;
           CHECK(r.memory.peak_reserved.value <= budget);
           if (r.status == RunStatus::Completed) {

@@ -11,6 +11,7 @@
 #include "coopsim/sim/simulation.hpp"
 #include "coopsim/formats/trace_file.hpp"
 #include "bundled_traces.hpp"
+#include "validated_run.hpp"
 
 using namespace coopsim;
 
@@ -45,7 +46,7 @@ TEST_CASE("keep, swap and hybrid policies pass the plan checks on every bundled 
           INFO(path.string() << " " << policy << " " << params.dump() << " on " << alloc.name << " at " << percent
                              << "%");
           Report r;
-          REQUIRE_NOTHROW(r = run_simulation(cfg, trace));
+          REQUIRE_NOTHROW(r = test::validated_run(cfg, trace));
           ++runs;
           CHECK(r.memory.peak_reserved.value <= budget);
           if (policy != "keep") {

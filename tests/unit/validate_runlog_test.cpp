@@ -12,6 +12,7 @@
 #include "coopsim/validate/validate.hpp"
 #include "coopsim/formats/trace_file.hpp"
 #include "runlog_builder.hpp"
+#include "validated_run.hpp"
 
 using namespace coopsim;
 using coopsim::test::TraceBuilder;
@@ -275,7 +276,7 @@ EngineRun engine_run(const Trace& t, const std::string& policy, const std::strin
   cfg.doc["budget"] =
       std::to_string(static_cast<std::uint64_t>(budget_ratio * static_cast<double>(summarize(t).peak_live.value)));
   EngineRun r;
-  r.report = run_simulation(cfg, t, builtin_components(), &r.log);
+  r.report = test::validated_run(cfg, t, &r.log);
   return r;
 }
 

@@ -33,6 +33,7 @@ struct RunArgs {
   std::string torch_snapshot_out;          // PyTorch memory snapshot pickle
   std::string plan_out;                    // the plan for the CUDA backend (docs/plan-format.md)
   bool validate = false;                   // run the independent plan validator on the event log
+  bool validate_every_run = false;         // COOPSIM_VALIDATE=1: RunOptions::validate for every run
   [[nodiscard]] bool wants_log() const {
     return validate || !timeline_out.empty() || !memory_map_out.empty() || !torch_snapshot_out.empty() ||
            !plan_out.empty();
@@ -67,6 +68,7 @@ struct BenchArgs {
   std::vector<std::string> policies;    // empty = the config default (top_level_docs())
   std::string budget;                   // empty = the config default; or N% of the trace's peak live bytes
   int repeat = 3;
+  bool validate_every_run = false;  // COOPSIM_VALIDATE=1: RunOptions::validate for every run
 };
 int command_bench(const BenchArgs& args, std::ostream& out);
 

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "coopsim/base/units.hpp"
 #include "coopsim/sim/builtin.hpp"
 #include "coopsim/model/report.hpp"
 #include "coopsim/model/runlog.hpp"
@@ -34,8 +35,25 @@ SimConfig load_config(const std::string& path);
 // parsed as JSON when it can be (numbers, booleans), else taken as a string.
 void apply_override(SimConfig& cfg, const std::string& assignment, const Components& c = builtin_components());
 
+// A config that check_config accepted, with the components it was checked against. Only
+// check_config makes one and run_simulation runs one, so a config is checked once per run.
+class CheckedConfig {
+ public:
+  [[nodiscard]] const SimConfig& config() const { return cfg_; }
+  [[nodiscard]] const Components& components() const { return *components_; }
+  // A checked config stays valid with any nonzero byte budget (minbudget probes, percentages
+  // of a trace's peak resolved once the trace is loaded).
+  void set_budget(Bytes budget);
+
+ private:
+  friend CheckedConfig check_config(const SimConfig& cfg, const Components& c);
+  CheckedConfig(SimConfig cfg, const Components& c) : cfg_(std::move(cfg)), components_(&c) {}
+  SimConfig cfg_;
+  const Components* components_;
+};
+
 // Checks everything (names, parameter keys and types) without running: ConfigError on problems.
-void check_config(const SimConfig& cfg, const Components& c = builtin_components());
+CheckedConfig check_config(const SimConfig& cfg, const Components& c = builtin_components());
 
 // The limits of a config: its "limits" section, keys prefixed with the config's file name.
 Limits config_limits(const SimConfig& cfg);
@@ -46,9 +64,20 @@ std::vector<ParamDoc> top_level_docs();  // allocator, policy, budget (for `coop
 // top_level_docs() for the keys it leaves out: the one place those defaults are written.
 Params top_level_params(const nlohmann::json& doc);
 
-// Runs one simulation. Throws ConfigError for configuration problems. With `log`, the engine
-// records the run's physical steps there (include/coopsim/model/runlog.hpp).
+// How a run is carried out, apart from what it simulates: nothing here changes the report.
+struct RunOptions {
+  // When set, the engine records the run's physical steps there (coopsim/model/runlog.hpp).
+  RunLog* log = nullptr;
+  // Run the independent validator (coopsim/validate/validate.hpp) over the run's event log and
+  // throw InvariantError on a violation. The CLI sets it from COOPSIM_VALIDATE=1, which every
+  // test sets; engine.plan_checks (or --paranoid) implies it.
+  bool validate = false;
+};
+
+// Runs one simulation of a checked config.
+Report run_simulation(const CheckedConfig& cfg, const Trace& trace, const RunOptions& options = {});
+// Checks `cfg` (ConfigError on problems), then runs it.
 Report run_simulation(const SimConfig& cfg, const Trace& trace, const Components& c = builtin_components(),
-                      RunLog* log = nullptr);
+                      const RunOptions& options = {});
 
 }  // namespace coopsim

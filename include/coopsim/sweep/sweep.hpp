@@ -171,6 +171,7 @@ std::vector<std::string> split_csv_line(const std::string& line);
 struct MinBudgetOptions {
   std::optional<double> max_overhead;  // compute overhead limit (>= 1)
   double margin = 1.25;                // first upper bound = peak live bytes x margin
+  bool validate = false;               // RunOptions::validate for every probe
 };
 
 struct MinBudgetResult {
@@ -188,7 +189,7 @@ struct MinBudgetResult {
 // Bisection over multiples of `unit` between 0 (taken to fail) and an upper bound that passes
 // (peak x margin, doubled until a run passes, at most 24 times). Assumes that a budget above one
 // that passes also passes; the bracket (failing, budget) is what was observed.
-MinBudgetResult find_min_budget(const SimConfig& cfg, const Trace& trace, const MinBudgetOptions& o);
+MinBudgetResult find_min_budget(const CheckedConfig& cfg, const Trace& trace, const MinBudgetOptions& o);
 
 std::string minbudget_csv_header();
 std::string minbudget_csv_row(const SweepConfig& cfg, const PlannedSearch& s, const MinBudgetResult& r);
@@ -206,6 +207,7 @@ struct SweepArgs {
   bool resume = false;         // skip the runs DIR already holds
   std::string shard;           // "K/N": only runs with index mod N == K-1
   std::size_t stop_after = 0;  // test hook: stop after this many results, as a kill would
+  bool validate_every_run = false;  // COOPSIM_VALIDATE=1: RunOptions::validate for every run
 };
 int command_sweep(const SweepArgs& args, std::ostream& out);
 
@@ -224,6 +226,7 @@ struct MinBudgetArgs {
   std::optional<double> max_overhead;  // also require compute overhead <= this
   std::vector<std::string> sets;
   bool json = false;
+  bool validate_every_run = false;  // COOPSIM_VALIDATE=1: RunOptions::validate for every probe
 };
 int command_minbudget(const MinBudgetArgs& args, std::ostream& out);
 
