@@ -1,6 +1,6 @@
 // `smartpool`: SINGA's SmartPool, lifetime-aware offline pool.
 // Source: apache/singa PR #412 (never merged; refs/pull/412/head) @0f3722d3 :
-// src/base/memory/memory.cc (SmartMemPool), include/singa/core/memory.h;
+// src/core/memory/memory.cc (SmartMemPool), include/singa/core/memory.h;
 // docs/models/smartpool.md. Modelled rules:
 //  * Blocks (PoolOptInfoToBlockLifeTime): each alloc of the planned iteration paired with the
 //    next free of the same tensor in it: lifetime [r, d) in event order. An alloc without a free

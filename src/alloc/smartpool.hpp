@@ -1,5 +1,5 @@
 // `smartpool`: SmartPool, SINGA's lifetime-aware offline pool (apache/singa PR #412 @0f3722d3,
-// src/base/memory/memory.cc SmartMemPool; docs/models/smartpool.md). prepare() plans one
+// src/core/memory/memory.cc SmartMemPool; docs/models/smartpool.md). prepare() plans one
 // iteration of the trace: its alloc/free pairs become blocks with half-open lifetimes, placed
 // greedily by size (best fit with SINGA's quirk, or first fit) into one pool; at the planned
 // iteration the pool is taken by one device allocation and every later request that matches a

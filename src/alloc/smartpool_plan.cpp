@@ -1,5 +1,5 @@
 // `smartpool` planning: from one iteration of the trace to pool offsets.
-// Source: apache/singa PR #412 @0f3722d3 : src/base/memory/memory.cc (SmartMemPool::Plan,
+// Source: apache/singa PR #412 @0f3722d3 : src/core/memory/memory.cc (SmartMemPool::Plan,
 // PoolOptInfoToBlockLifeTime, AssignColorToVertices, MergeColoredSegments,
 // BestFitAllocation/FirstFitAllocation); docs/models/smartpool.md. The per-block offset
 // rule is shared with `coopsim plan --method smartpool-bf|ff` (plan::place_in_order).

@@ -1,5 +1,5 @@
 // Greedy placement in a given order, with the offset rules of SmartPool (apache/singa PR #412
-// @0f3722d3, src/base/memory/memory.cc: MergeColoredSegments, BestFit/FirstFit) and TFLite's
+// @0f3722d3, src/core/memory/memory.cc: MergeColoredSegments, BestFit/FirstFit) and TFLite's
 // GreedyBySizeAssignment (greedy_by_size_assignment.cc: smallest fitting gap, else on top).
 #include <algorithm>
 #include <bit>

@@ -1,5 +1,5 @@
 // autoswap: AutoSwap's offline swap planner (Zhang et al., "AutoSwap: Automatic Memory Swapping
-// for Deep Learning", 2019; apache/singa PR #412 @8e8a7e15 src/base/device/swap_gpu.cc
+// for Deep Learning", 2019; apache/singa PR #412 @8e8a7e15 src/core/device/swap_gpu.cc
 // SwapGPU::Plan/SelectBlock/Scheduling; docs/models/swap-policies.md). Per iteration of the trace:
 // candidates are the idle gaps of blocks >= smallest_block between two consecutive uses that
 // straddle the iteration's load peak; they are ranked by a priority score (DOA_origin, DOA, AOA,

@@ -1,7 +1,7 @@
 // Host<->device link model: transfer time = latency + bytes / bandwidth, per direction.
 // Presets (see docs/architecture.md for derivations):
 //   pcie3-x16   AutoSwap's measured linear fit on PCIe 3.0 x16, pinned memory
-//               (apache/singa PR #412 @8e8a7e15 src/base/device/swap_gpu.cc SwapOutTime/SwapInTime):
+//               (apache/singa PR #412 @8e8a7e15 src/core/device/swap_gpu.cc SwapOutTime/SwapInTime):
 //               D2H 0.0756 ns/B + 47.2 us, H2D 0.0823 ns/B + 9.7 us.
 //   pcie4-x16   the pcie3 fit with twice the bandwidth (PCIe 4.0 doubles the per-lane rate), same latency.
 //   pcie5-x16   four times the pcie3 bandwidth, same latency.
