@@ -1,9 +1,12 @@
-// Memory observation, OOM points, recorded-address checks and the recorded initial state.
-#include "engine_impl.hpp"
+// The event loop's bookkeeping (event_loop.hpp): memory observation, OOM points, recorded-address
+// checks and the recorded initial state.
+#include <algorithm>
+
+#include "event_loop.hpp"
 
 namespace coopsim::engine_detail {
 
-void Engine::observe_memory() {
+void EventLoop::observe_memory() {
   const AllocatorStats s = alloc_.stats();
   MemoryFigures& m = rep_.memory;
   m.peak_allocated = std::max(m.peak_allocated, s.allocated);
@@ -19,7 +22,7 @@ void Engine::observe_memory() {
   log_memory();
 }
 
-void Engine::check_address(std::uint64_t recorded, std::uint64_t placed) {
+void EventLoop::check_address(std::uint64_t recorded, std::uint64_t placed) {
   AddressCheck& a = rep_.addresses;
   ++a.checked;
   if (recorded == placed) return;
@@ -30,9 +33,8 @@ void Engine::check_address(std::uint64_t recorded, std::uint64_t placed) {
   }
 }
 
-void Engine::record_oom(std::uint32_t t, Bytes requested) {
-  oom_ = true;
-  rep_.status = RunStatus::OutOfMemory;
+void EventLoop::record_oom(std::uint32_t t, Bytes requested) {
+  stop(RunStatus::OutOfMemory);
   OomPoint p;
   p.event_index = index_;
   p.iteration = iteration_;
@@ -64,7 +66,7 @@ void Engine::record_oom(std::uint32_t t, Bytes requested) {
 // A trace recorded from a running program starts from its recorded allocator state: the model
 // takes the initial segments and the tensors in them are resident with their blocks. The
 // recorded addresses of later segments go to the model as a placement plan.
-void Engine::seed_initial_state() {
+void EventLoop::seed_initial_state() {
   alloc_.plan_segment_addresses(trace_.segment_addresses);
   if (trace_.initial_segments.empty()) return;
   std::vector<SeedSegment> seeds;
@@ -94,19 +96,8 @@ void Engine::seed_initial_state() {
   }
   if (placed.size() != owners.size()) throw std::logic_error("allocator seed() returned the wrong number of blocks");
   for (std::size_t i = 0; i < owners.size(); ++i) {
-    const std::uint32_t s = owners[i];
-    blocks_[s] = placed[i];
-    residency_[s] = Residency::Resident;
-    if (remat_) {
-      // Under recompute policies every live storage has a value in the remat graph (the trace's
-      // free releases it). A block live before the recording has no producer: it can never be
-      // recomputed, so it is unevictable and freed for good on release.
-      const std::uint32_t v = graph_.add_value(s, trace_.tensors[s].size, /*unevictable=*/true);
-      value_version_.resize(graph_.value_count(), 0);
-      current_[s] = v;
-      graph_.place(v, placed[i]);
-    }
-    log_alloc(s, placed[i], /*fresh=*/true);
+    exec_->seed(owners[i], placed[i]);
+    log_alloc(owners[i], placed[i], /*fresh=*/true);
   }
 }
 

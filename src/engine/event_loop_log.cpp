@@ -1,8 +1,8 @@
 // The engine's side of the run's event log (include/coopsim/model/runlog.hpp): one record per
-// physical step, appended only when EngineOptions::log is set. Versions count the trace's
-// writes to a storage since its allocation (version_ per storage; value_version_ per value
-// under recompute policies, where a recompute writes its value's version again).
-#include "engine_impl.hpp"
+// physical step, appended only when EngineOptions::log is set. The loop writes the records; the
+// executors say which storage, version and block each one touches (SwapExecutor::storage_ref,
+// RematExecutor::value_ref).
+#include "event_loop.hpp"
 
 namespace coopsim {
 
@@ -24,14 +24,7 @@ std::string_view to_string(LogKind k) {
 
 namespace engine_detail {
 
-LogRef Engine::storage_ref(std::uint32_t s) const { return LogRef{s, version_[s], blocks_[s].addr, blocks_[s].size}; }
-
-LogRef Engine::value_ref(std::uint32_t v) const {
-  const RematValue& x = graph_.value(v);
-  return LogRef{x.storage, value_version_[v], x.block.addr, x.block.size};
-}
-
-void Engine::log_alloc(std::uint32_t storage, const Block& b, bool fresh) {
+void EventLoop::log_alloc(std::uint32_t storage, const Block& b, bool fresh) {
   if (!logging()) return;
   LogRecord r;
   r.kind = LogKind::Alloc;
@@ -42,16 +35,11 @@ void Engine::log_alloc(std::uint32_t storage, const Block& b, bool fresh) {
   opt_.log->add(r, {LogRef{storage, 0, b.addr, b.size}});
 }
 
-void Engine::log_free(std::uint32_t storage, const Block& b) {
-  if (!logging()) return;
-  LogRecord r;
-  r.kind = LogKind::Free;
-  r.start = r.end = now_;
-  r.event = static_cast<std::uint32_t>(index_);
-  opt_.log->add(r, {LogRef{storage, 0, b.addr, b.size}});
+void EventLoop::log_free(std::uint32_t storage, const Block& b) {
+  log_point(LogKind::Free, LogRef{storage, 0, b.addr, b.size});
 }
 
-void Engine::log_transfer(LogKind kind, const Completion& c, const LogRef& ref) {
+void EventLoop::log_transfer(LogKind kind, const Completion& c, const LogRef& ref) {
   if (!logging()) return;
   LogRecord r;
   r.kind = kind;
@@ -61,7 +49,17 @@ void Engine::log_transfer(LogKind kind, const Completion& c, const LogRef& ref) 
   opt_.log->add(r, {ref});
 }
 
-void Engine::log_stall(SimTime from, SimTime to) {
+void EventLoop::log_point(LogKind kind, const LogRef& ref, bool forced) {
+  if (!logging()) return;
+  LogRecord r;
+  r.kind = kind;
+  r.forced = forced;
+  r.start = r.end = now_;
+  r.event = static_cast<std::uint32_t>(index_);
+  opt_.log->add(r, {ref});
+}
+
+void EventLoop::log_stall(SimTime from, SimTime to) {
   if (!logging()) return;
   LogRecord r;
   r.kind = LogKind::Stall;
@@ -71,7 +69,7 @@ void Engine::log_stall(SimTime from, SimTime to) {
   opt_.log->add(r);
 }
 
-void Engine::log_memory() {
+void EventLoop::log_memory() {
   if (!logging()) return;
   const AllocatorStats s = alloc_.stats();
   if (s.allocated.value == logged_allocated_ && s.reserved.value == logged_reserved_) return;
@@ -86,32 +84,8 @@ void Engine::log_memory() {
   opt_.log->add(r);
 }
 
-// The op reads its inputs' storages and writes its non-view outputs and its mutated inputs
-// (each storage once, in list order).
-void Engine::log_compute(std::uint32_t op_index, SimTime start) {
-  const OpInfo& op = trace_.ops[op_index];
-  std::vector<LogRef> reads, writes;
-  auto listed = [](const std::vector<LogRef>& v, std::uint32_t s) {
-    return std::any_of(v.begin(), v.end(), [&](const LogRef& r) { return r.storage == s; });
-  };
-  for (TensorId x : op.inputs) {
-    const std::uint32_t s = trace_.storage_of(index_of(x));
-    if (!listed(reads, s)) reads.push_back(storage_ref(s));
-  }
-  auto write = [&](std::uint32_t s) {
-    if (listed(writes, s)) return;
-    ++version_[s];
-    writes.push_back(storage_ref(s));
-  };
-  for (TensorId x : op.outputs) {
-    if (!trace_.tensors[index_of(x)].is_view()) write(index_of(x));
-  }
-  for (TensorId x : op.mutated) write(trace_.storage_of(index_of(x)));
-  log_op(LogKind::Compute, op_index, start, reads, writes);
-}
-
-std::uint32_t Engine::log_op(LogKind kind, std::uint32_t op, SimTime start, const std::vector<LogRef>& reads,
-                             const std::vector<LogRef>& writes, std::uint32_t origin) {
+std::uint32_t EventLoop::log_op(LogKind kind, std::uint32_t op, SimTime start, const std::vector<LogRef>& reads,
+                                const std::vector<LogRef>& writes, std::uint32_t origin) {
   if (!logging()) return kNoRecord;
   RunLog& log = *opt_.log;
   LogRecord r;

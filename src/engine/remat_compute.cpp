@@ -1,0 +1,266 @@
+// The recompute executor running ops (remat_executor.cpp has the rules): an op of the trace
+// pins and brings back its inputs, runs, and produces new values; an evicted value is brought
+// back by re-running its producer execution, parents first with an explicit stack (at most
+// limits.max_recompute_depth deep); a swapped value is swapped back in (remat_hybrid.cpp).
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "remat_executor.hpp"
+
+namespace coopsim::engine_detail {
+
+void RematExecutor::compute(std::uint32_t op_index) {
+  const OpInfo& op = trace_.ops[op_index];
+  const bool cow = options_.inplace == InPlaceMode::CopyOnWrite;
+  std::vector<std::uint32_t> inputs;  // values read, as listed (one pin each)
+  for (TensorId t : op.inputs) inputs.push_back(current_[trace_.storage_of(index_of(t))]);
+  std::vector<std::uint32_t> written;  // storages the op writes: outputs that are not views
+  for (TensorId t : op.outputs) {
+    if (!trace_.tensors[index_of(t)].is_view()) push_unique(written, index_of(t));
+  }
+  std::vector<std::uint32_t> mutated;
+  for (TensorId t : op.mutated) push_unique(mutated, trace_.storage_of(index_of(t)));
+  // Mutable inputs of an op with outputs of its own are state (BN statistics, optimizer state).
+  if (!written.empty()) {
+    for (std::uint32_t s : mutated) graph_.set_unevictable(current_[s]);
+  } else {
+    written = mutated;  // an in-place op: its result is the updated tensor
+  }
+
+  for (std::uint32_t v : inputs) graph_.pin(v);
+  for (std::uint32_t v : inputs) {
+    if (!materialize(v)) return;
+  }
+  // Storages the op writes without reading them may sit on the host (hybrid policies).
+  std::vector<std::uint32_t> fetched;
+  for (const auto* list : {&written, &mutated}) {
+    for (std::uint32_t s : *list) {
+      const std::uint32_t v = current_[s];
+      if (!in_swap(graph_.value(v).state)) continue;
+      graph_.pin(v);
+      fetched.push_back(v);
+      if (!bring_back(v)) return;
+    }
+  }
+  for (std::uint32_t v : inputs) {  // plan check: the op never reads an absent value
+    if (graph_.value(v).state != ValueState::Resident) throw std::logic_error("engine: op input not resident");
+  }
+
+  std::vector<std::uint32_t> fresh;       // values this execution produces
+  std::vector<std::uint32_t> not_read;    // values written before ever being computed
+  std::vector<std::uint32_t> replaced;    // old values of updated storages
+  std::vector<std::uint32_t> hand_over;   // recomputable in-place: (old, new) pairs, flattened
+  std::vector<Block> moved_away;          // copy-on-write constants: their old blocks
+  std::vector<std::uint32_t> moved_from;  // and their storages
+  std::vector<LogRef> reads_log, writes_log;
+  std::vector<std::uint32_t> written_values;  // value holding each written storage's new version
+  if (loop_.logging()) {
+    std::vector<std::uint32_t> seen;
+    for (std::uint32_t v : inputs) {
+      if (std::find(seen.begin(), seen.end(), v) != seen.end()) continue;
+      seen.push_back(v);
+      reads_log.push_back(value_ref(v));
+    }
+  }
+  for (std::uint32_t s : written) {
+    const std::uint32_t old = current_[s];
+    const RematValue& ov = graph_.value(old);
+    if (ov.producer == kNoIndex && !constant(s)) {
+      fresh.push_back(old);  // first computation (possibly by an in-place op on fresh memory)
+      not_read.push_back(old);
+      graph_.pin(old);
+      written_values.push_back(old);
+      continue;
+    }
+    if (ov.producer == kNoIndex) {
+      // A constant updated in place: no history to keep. Copy-on-write moves it.
+      written_values.push_back(old);
+      if (!cow) continue;
+      auto b = loop_.obtain_block(AllocRequest{ov.size, 0, TensorId{s}});
+      if (!b) return;
+      loop_.log_alloc(s, *b, /*fresh=*/false);
+      moved_away.push_back(graph_.value(old).block);
+      moved_from.push_back(s);
+      graph_.drop(old);
+      graph_.place(old, *b);
+      continue;
+    }
+    const std::uint32_t n = graph_.add_value(s, ov.size, graph_.value(old).unevictable);
+    value_version_.resize(graph_.value_count(), 0);
+    written_values.push_back(n);
+    current_[s] = n;
+    replaced.push_back(old);
+    fresh.push_back(n);
+    if (cow) {
+      auto b = loop_.obtain_block(AllocRequest{graph_.value(n).size, 0, TensorId{s}});
+      if (!b) return;
+      loop_.log_alloc(s, *b, /*fresh=*/false);
+      graph_.place(n, *b);
+      graph_.pin(n);
+    } else {
+      hand_over.push_back(old);
+      hand_over.push_back(n);
+    }
+  }
+
+  const SimTime start = loop_.run_op(op);
+  graph_.advance(op.duration);  // the graph's clock leaves out stalls: at most the loop's
+
+  // The execution reads what it read, except values it overwrites before their first
+  // computation (their old contents were never a value).
+  std::vector<std::uint32_t> reads;
+  for (std::uint32_t v : inputs) {
+    if (std::find(not_read.begin(), not_read.end(), v) == not_read.end()) reads.push_back(v);
+  }
+  const std::uint32_t exec = graph_.add_execution(op_index, op.duration, reads, fresh);
+  for (std::size_t i = 0; i < hand_over.size(); i += 2) {
+    const Block b = graph_.value(hand_over[i]).block;
+    graph_.evict(hand_over[i]);  // the old value: no memory, recomputable by its producer
+    graph_.place(hand_over[i + 1], b);
+  }
+  for (std::uint32_t v : fresh) {
+    graph_.set_producer(v, exec);
+    if (op.random) graph_.set_unevictable(v);
+    graph_.computed(v);
+  }
+  // Content versions: each written storage, and each mutated state storage, gets the next one.
+  for (std::uint32_t v : written_values) value_version_[v] = ++storage_version_[graph_.value(v).storage];
+  for (std::uint32_t s : mutated) {  // state mutated by an op with outputs of its own
+    if (std::find(written.begin(), written.end(), s) != written.end()) continue;
+    value_version_[current_[s]] = ++storage_version_[s];
+    written_values.push_back(current_[s]);
+  }
+  if (loop_.logging()) {
+    for (std::uint32_t v : written_values) writes_log.push_back(value_ref(v));
+    exec_record_.resize(exec + 1, kNoRecord);
+    exec_record_[exec] = loop_.log_op(LogKind::Compute, op_index, start, reads_log, writes_log);
+  }
+  for (std::uint32_t v : fetched) graph_.unpin(v);
+  for (std::uint32_t v : inputs) {
+    graph_.touch(v);
+    graph_.unpin(v);
+  }
+  for (std::uint32_t v : not_read) graph_.unpin(v);
+  if (cow) {
+    for (std::uint32_t v : fresh) {
+      if (std::find(not_read.begin(), not_read.end(), v) == not_read.end()) graph_.unpin(v);
+    }
+  }
+  for (std::uint32_t old : replaced) release_value(old);
+  for (std::size_t i = 0; i < moved_away.size(); ++i) loop_.release_block(moved_from[i], moved_away[i]);
+}
+
+bool RematExecutor::materialize(std::uint32_t target) {
+  if (graph_.value(target).state == ValueState::Resident) return true;
+  if (in_swap(graph_.value(target).state)) return bring_back(target);
+  struct Frame {
+    std::uint32_t execution;
+    std::uint32_t next_input;
+    std::uint32_t keep;  // the value the frame below waits for
+  };
+  auto frame_for = [&](std::uint32_t v) {
+    const RematValue& x = graph_.value(v);
+    if (x.state != ValueState::Evicted || x.producer == kNoIndex) {
+      throw std::logic_error("engine: value of tensor " + std::to_string(trace_.tensors[x.storage].file_id) +
+                             " is needed but cannot be recomputed");
+    }
+    return Frame{x.producer, 0, v};
+  };
+  std::vector<Frame> stack{frame_for(target)};
+  while (!stack.empty()) {
+    Frame& f = stack.back();
+    const RematExecution& x = graph_.execution(f.execution);
+    if (f.next_input < x.inputs.size()) {
+      const std::uint32_t u = x.inputs[f.next_input];
+      if (in_swap(graph_.value(u).state) && !bring_back(u)) return false;
+      if (graph_.value(u).state == ValueState::Resident) {
+        graph_.pin(u);  // kept while its siblings are rematerialized
+        ++f.next_input;
+      } else {
+        const std::uint64_t max_depth = loop_.options().max_recompute_depth;
+        if (stack.size() >= max_depth) {
+          throw Error(fmt::format(
+              "{}: event {}: rematerializing tensor {} needs more than {} nested "
+              "recomputations (limits.max_recompute_depth)",
+              trace_.path, loop_.event_index(), trace_.tensors[graph_.value(target).storage].file_id, max_depth));
+        }
+        stack.push_back(frame_for(u));
+      }
+      continue;
+    }
+    const Frame done = f;
+    stack.pop_back();
+    if (!recompute(done.execution, done.keep)) return false;
+  }
+  return true;
+}
+
+// Re-runs `execution`, whose inputs are resident and pinned (one pin per listed input).
+bool RematExecutor::recompute(std::uint32_t execution, std::uint32_t keep) {
+  const RematExecution& x = graph_.execution(execution);
+  std::vector<std::uint32_t> placed;
+  std::vector<Block> temporaries;
+  std::vector<std::uint32_t> temporary_of;  // their storages
+  std::vector<std::uint32_t> outputs;
+  std::vector<LogRef> writes;
+  for (std::uint32_t w : x.outputs) push_unique(outputs, w);
+  for (std::uint32_t w : outputs) {
+    const RematValue& wv = graph_.value(w);
+    auto b = loop_.obtain_block(AllocRequest{wv.size, 0, TensorId{wv.storage}});
+    if (!b) return false;
+    loop_.log_alloc(wv.storage, *b, /*fresh=*/false);
+    if (loop_.logging()) writes.push_back(LogRef{wv.storage, value_version_[w], b->addr, b->size});
+    if (wv.state == ValueState::Evicted) {
+      graph_.place(w, *b);
+      graph_.pin(w);
+      placed.push_back(w);
+    } else {
+      temporaries.push_back(*b);  // a second copy of a resident, swapped or gone sibling
+      temporary_of.push_back(wv.storage);
+    }
+  }
+  const SimTime start = loop_.advance(x.cost, [&] {
+    return fmt::format("recomputing op {} ({} ns) at {} ns", trace_.ops[x.op].file_id, x.cost.count(),
+                       loop_.now().count());
+  });
+  graph_.advance(x.cost);
+  if (loop_.logging()) {
+    std::vector<LogRef> reads;
+    std::vector<std::uint32_t> seen;
+    for (std::uint32_t u : x.inputs) {
+      if (std::find(seen.begin(), seen.end(), u) != seen.end()) continue;
+      seen.push_back(u);
+      reads.push_back(value_ref(u));
+    }
+    loop_.log_op(LogKind::Recompute, x.op, start, reads, writes, exec_record_[execution]);
+  }
+  TimeFigures& time = loop_.report().time;
+  ++time.recomputes;
+  time.recompute_time += x.cost;
+  for (std::uint32_t w : placed) graph_.computed(w);
+  for (std::uint32_t u : x.inputs) {
+    graph_.touch(u);
+    graph_.unpin(u);
+  }
+  for (std::uint32_t w : placed) graph_.unpin(w);
+  for (std::size_t i = 0; i < temporaries.size(); ++i) loop_.release_block(temporary_of[i], temporaries[i]);
+  // Eager eviction after recompute: released values were only needed for this.
+  std::vector<std::uint32_t> inputs;
+  for (std::uint32_t u : x.inputs) push_unique(inputs, u);
+  for (std::uint32_t u : inputs) {
+    const RematValue& uv = graph_.value(u);
+    if (uv.released && uv.pins == 0 && uv.state == ValueState::Resident && !uv.unevictable) evict_value(u, false);
+  }
+  for (std::uint32_t w : placed) {
+    const RematValue& wv = graph_.value(w);
+    if (w != keep && wv.released && wv.pins == 0 && wv.state == ValueState::Resident) evict_value(w, false);
+  }
+  if (thrash_at_.count() >= 0 && time.recompute_time > thrash_at_) {
+    record_thrash();
+    return false;
+  }
+  return true;
+}
+
+}  // namespace coopsim::engine_detail

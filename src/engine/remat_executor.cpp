@@ -1,0 +1,221 @@
+// The recompute executor (remat_executor.hpp): the engine's side of DTR's runtime rules
+// (docs/models/dtr-dte.md) with Coop's in-place and pinning rules (docs/models/coop.md). The policy only chooses
+// victims (Evict actions); everything here is mechanism:
+//  * an op pins its inputs, rematerializes the evicted ones (parents first, with an explicit
+//    stack, so long chains cannot overflow the C++ stack; limits.max_recompute_depth caps how
+//    deep one may nest), runs, and unpins them (remat_compute.cpp);
+//  * rematerializing a value re-runs its producer execution with the exact input values it
+//    once read; all outputs of that execution are produced (evicted siblings come back,
+//    resident or gone ones get a temporary block that is dropped at once, as simrd counts them);
+//  * values rematerialized only to feed a recomputation, and released siblings, are evicted
+//    again right after use (eager eviction after recompute);
+//  * the trace's free is a release: eager eviction, banishing or no-dealloc (RematOptions);
+//  * unevictable: values of parameters, step inputs and optimizer state, outputs of random ops,
+//    inputs mutated in place by an op that has other outputs (BN statistics, optimizer state),
+//    accumulated gradients (a gradient read by an op that updates a parameter or optimizer
+//    state), values with no producer, anything pinned, and values whose recomputation would
+//    need a value freed for good (RematGraph::lock_dependents);
+//  * a value that cannot be recomputed is freed for good on release unless an evicted value
+//    that is still needed depends on it (then it stays, locked);
+//  * the logical clock advances by every executed op's cost, recomputations included; the run
+//    stops as "thrash" once recompute time reaches (thrash_limit - 1) x the trace's op time.
+#include "remat_executor.hpp"
+
+#include <algorithm>
+#include <string>
+
+namespace coopsim::engine_detail {
+
+void RematExecutor::setup() {
+  for (const OpInfo& op : trace_.ops) {
+    const bool updates_state = std::any_of(op.mutated.begin(), op.mutated.end(), [&](TensorId m) {
+      const TensorRole r = trace_.tensors[trace_.storage_of(index_of(m))].role;
+      return r == TensorRole::Parameter || r == TensorRole::OptimizerState;
+    });
+    if (!updates_state) continue;
+    for (TensorId x : op.inputs) {
+      const std::uint32_t s = trace_.storage_of(index_of(x));
+      if (trace_.tensors[s].role == TensorRole::Gradient) acc_grad_[s] = 1;
+    }
+  }
+  // The trace's op time, saturated: a run whose clock gets that far stops anyway (later()).
+  SimTime total{0};
+  for (const TraceEvent& e : trace_.events) {
+    if (e.kind == EventKind::Compute)
+      total = checked_add(total, trace_.ops[e.target].duration).value_or(SimTime::max());
+  }
+  if (options_.thrash_limit > 0.0) {
+    // A limit past 2^63 - 1 ns is no limit (the double would not convert).
+    const double at = (options_.thrash_limit - 1.0) * static_cast<double>(total.count());
+    thrash_at_ = at < 0x1p63 ? SimTime{static_cast<std::int64_t>(at)} : SimTime::max();
+  }
+  if (simrd_profile()) run_simrd_profile();
+}
+
+void RematExecutor::seed(std::uint32_t storage, const Block& b) {
+  // Every live storage has a value in the remat graph (the trace's free releases it). A block
+  // live before the recording has no producer: it can never be recomputed, so it is unevictable
+  // and freed for good on release.
+  const std::uint32_t v = graph_.add_value(storage, trace_.tensors[storage].size, /*unevictable=*/true);
+  value_version_.resize(graph_.value_count(), 0);
+  current_[storage] = v;
+  graph_.place(v, b);
+}
+
+Residency RematExecutor::residency(TensorId t) const {
+  const std::uint32_t v = current_[index_of(t)];
+  if (v == kNoIndex) return Residency::NotAllocated;
+  switch (graph_.value(v).state) {
+    case ValueState::Resident: return Residency::Resident;
+    case ValueState::SwappingOut: return Residency::SwappingOut;
+    case ValueState::SwappedOut: return Residency::SwappedOut;
+    case ValueState::SwappingIn: return Residency::SwappingIn;
+    case ValueState::Evicted:
+    case ValueState::Gone: break;
+  }
+  return Residency::Evicted;
+}
+
+void RematExecutor::process(const TraceEvent& e) {
+  if (simrd_done_) return;  // dtr.compat=simrd: already replayed by simrd::replay
+  switch (e.kind) {
+    case EventKind::Alloc: alloc_storage(e); break;
+    case EventKind::Free: free_storage(e.target); break;
+    case EventKind::Access: {
+      const std::uint32_t v = current_[trace_.storage_of(e.target)];
+      graph_.pin(v);
+      const bool ok = materialize(v);
+      graph_.unpin(v);
+      if (!ok) return;
+      graph_.touch(v);
+      ++loop_.report().counters.accesses;
+      if (loop_.logging()) loop_.log_point(LogKind::Access, value_ref(v));
+      break;
+    }
+    case EventKind::Compute: compute(e.target); break;
+    case EventKind::Iteration:  // the loop counts iterations
+    case EventKind::Mark: break;
+  }
+}
+
+void RematExecutor::apply(const Action& a) {
+  if (a.kind == Action::Kind::Evict) {
+    evict_value(a.value, /*forced=*/true);
+    return;
+  }
+  const std::uint32_t t = index_of(a.tensor);
+  if (t >= current_.size()) throw std::logic_error("policy named an unknown tensor");
+  // Hybrid policies: the storage's current value moves.
+  const std::uint32_t v = current_[trace_.storage_of(t)];
+  if (v == kNoIndex) throw std::logic_error("policy asked to swap a tensor that is not allocated");
+  if (a.kind == Action::Kind::SwapOut) {
+    swap_out(v);
+  } else {
+    swap_in(v);
+  }
+}
+
+void RematExecutor::alloc_storage(const TraceEvent& e) {
+  const std::uint32_t s = e.target;
+  const TensorInfo& info = trace_.tensors[s];
+  const std::uint32_t v = graph_.add_value(s, info.size, constant(s));
+  value_version_.resize(graph_.value_count(), 0);
+  storage_version_[s] = 0;
+  current_[s] = v;
+  auto b = loop_.obtain_block(AllocRequest{info.size, e.stream, TensorId{s}});
+  if (!b) return;
+  graph_.place(v, *b);
+  loop_.log_alloc(s, *b, /*fresh=*/true);
+  if (e.addr != 0) loop_.check_address(e.addr, b->addr);
+}
+
+void RematExecutor::evict_value(std::uint32_t v, bool forced) {
+  if (v >= graph_.value_count() || (forced && !graph_.evictable(v))) {
+    throw std::logic_error("policy asked to evict value " + std::to_string(v) +
+                           ", which is not resident and evictable");
+  }
+  const Block b = graph_.value(v).block;
+  if (loop_.logging()) loop_.log_point(LogKind::Evict, value_ref(v), forced);
+  graph_.evict(v);
+  loop_.release_block(graph_.value(v).storage, b);
+  CounterFigures& n = loop_.report().counters;
+  ++(forced ? n.forced_evictions : n.eager_evictions);
+}
+
+void RematExecutor::free_storage(std::uint32_t storage) {
+  const std::uint32_t v = current_[storage];
+  current_[storage] = kNoIndex;
+  release_value(v);
+}
+
+// The last external reference to `v` is gone (trace free, or replaced by copy-on-write).
+void RematExecutor::release_value(std::uint32_t v) {
+  graph_.set_released(v);
+  const ValueState state = graph_.value(v).state;
+  if (state == ValueState::SwappedOut) {  // on the host: kept only for evicted values needing it
+    if (!graph_.needed_by_evicted(v)) graph_.drop(v);
+    return;
+  }
+  // Evicted: stays recomputable. A copy in flight: decided when it completes.
+  if (state != ValueState::Resident) return;
+  // Unevictable values (constants, random outputs, state, locked ones) are not recomputed.
+  if (!graph_.value(v).unevictable && graph_.recomputable(v, trace_)) {
+    switch (options_.dealloc) {
+      case DeallocMode::Eager: evict_value(v, /*forced=*/false); return;
+      case DeallocMode::NoDealloc: return;
+      case DeallocMode::Banish:
+        // Only possible when no evicted value that is still needed depends on it.
+        if (graph_.needed_by_evicted(v)) {
+          evict_value(v, /*forced=*/false);
+        } else {
+          drop_value(v);
+        }
+        return;
+    }
+  }
+  // Cannot be recomputed (no producer, random, or a parent is gone): free it for good unless
+  // an evicted value still needs it, in which case it stays, locked.
+  if (graph_.needed_by_evicted(v)) {
+    graph_.set_unevictable(v);
+  } else {
+    drop_value(v);
+  }
+}
+
+// Frees v for good. Resident values that could only be recomputed through it are locked.
+void RematExecutor::drop_value(std::uint32_t v) {
+  graph_.lock_dependents(v);
+  const Block b = graph_.value(v).block;
+  graph_.drop(v);
+  loop_.release_block(graph_.value(v).storage, b);
+}
+
+// Plan checks (engine.plan_checks, --paranoid): resident values hold disjoint blocks inside the budget, and the
+// allocator holds at least their bytes.
+void RematExecutor::check_plan() const {
+  std::uint64_t end = 0;
+  Bytes held;
+  const bool addresses = loop_.alloc().address_aware();
+  for (const auto& [addr, v] : graph_.resident_by_address()) {
+    const RematValue& x = graph_.value(v);
+    const bool holds_block =
+        x.state == ValueState::Resident || x.state == ValueState::SwappingOut || x.state == ValueState::SwappingIn;
+    if (!holds_block || x.block.addr != addr) {
+      throw InvariantError("remat: address map out of date at value " + std::to_string(v));
+    }
+    if (addresses && addr < end) throw InvariantError("remat: resident blocks overlap at " + std::to_string(addr));
+    end = addr + x.block.size.value;
+    held += x.block.size;
+  }
+  const AllocatorStats s = loop_.alloc().stats();
+  if (held > s.allocated) throw InvariantError("remat: resident values hold more than the allocator has allocated");
+  if (s.reserved > loop_.options().budget) throw InvariantError("remat: the allocator reserved more than the budget");
+}
+
+void RematExecutor::record_thrash() {
+  loop_.stop(RunStatus::Thrashed);
+  Report& r = loop_.report();
+  r.thrash = ThrashPoint{loop_.event_index(), loop_.iteration(), r.time.recompute_time, loop_.op_time()};
+}
+
+}  // namespace coopsim::engine_detail

@@ -1,0 +1,96 @@
+// Private to src/engine: the executor for recompute policies (Policy::remat_options(): dtr, dte,
+// coop, and the pooch/capuchin hybrids that also swap). Memory holds values of the RematGraph,
+// each storage's current one answering for it; the rules are in remat_executor.cpp, running ops
+// and rematerializing in remat_compute.cpp, the hybrids' swaps in remat_hybrid.cpp, the simrd
+// profile of dtr in remat_simrd.cpp. See event_loop.hpp for the split.
+#pragma once
+
+#include <algorithm>
+#include <vector>
+
+#include "event_loop.hpp"
+
+namespace coopsim::engine_detail {
+
+// Appends x unless v holds it already (op lists are short: a linear scan).
+inline void push_unique(std::vector<std::uint32_t>& v, std::uint32_t x) {
+  if (std::find(v.begin(), v.end(), x) == v.end()) v.push_back(x);
+}
+
+class RematExecutor final : public Executor {
+ public:
+  RematExecutor(EventLoop& loop, const Trace& trace, const RematOptions& options)
+      : Executor(loop, trace),
+        options_(options),
+        current_(trace.tensors.size(), kNoIndex),
+        acc_grad_(trace.tensors.size(), 0),
+        storage_version_(trace.tensors.size(), 0) {}
+
+  // MemoryView: a storage answers as its current value.
+  [[nodiscard]] Residency residency(TensorId t) const override;
+  [[nodiscard]] bool pinned(TensorId t) const override {
+    const std::uint32_t v = current_[index_of(t)];
+    return v != kNoIndex && graph_.value(v).pins > 0;
+  }
+  [[nodiscard]] std::optional<Block> block(TensorId t) const override {
+    const std::uint32_t v = current_[index_of(t)];
+    if (v == kNoIndex || graph_.value(v).state != ValueState::Resident) return std::nullopt;
+    return graph_.value(v).block;
+  }
+  [[nodiscard]] const RematGraph* remat() const override { return &graph_; }
+  [[nodiscard]] std::uint32_t current_value(TensorId t) const override { return current_[index_of(t)]; }
+
+  // Executor
+  void setup() override;
+  void seed(std::uint32_t storage, const Block& b) override;
+  void process(const TraceEvent& e) override;
+  void complete(const Completion& c) override;
+  void apply(const Action& a) override;
+  void check_plan() const override;
+
+ private:
+  // remat_executor.cpp: trace events, release and eviction
+  void alloc_storage(const TraceEvent& e);
+  void free_storage(std::uint32_t storage);
+  void evict_value(std::uint32_t value, bool forced);
+  void release_value(std::uint32_t value);
+  void drop_value(std::uint32_t value);
+  void record_thrash();
+  // remat_compute.cpp: an op of the trace, and the recomputations that bring values back
+  void compute(std::uint32_t op_index);
+  bool materialize(std::uint32_t value);
+  bool recompute(std::uint32_t execution, std::uint32_t keep);
+  // remat_hybrid.cpp: swaps under recompute policies (PoocH-like, Capuchin-like hybrids)
+  void swap_out(std::uint32_t value);
+  bool swap_in(std::uint32_t value);
+  bool bring_back(std::uint32_t value);  // a swapped value made resident again (stalls)
+  [[nodiscard]] static bool in_swap(ValueState s) {
+    return s == ValueState::SwappingOut || s == ValueState::SwappedOut || s == ValueState::SwappingIn;
+  }
+  // remat_simrd.cpp: dtr.compat=simrd hands the replay to simrd::replay
+  [[nodiscard]] bool simrd_profile() const;
+  void run_simrd_profile();
+  // Parameters, step inputs, optimizer state and accumulated gradients: never recomputed.
+  [[nodiscard]] bool constant(std::uint32_t storage) const {
+    const TensorRole r = trace_.tensors[storage].role;
+    return r == TensorRole::Parameter || r == TensorRole::Input || r == TensorRole::OptimizerState ||
+           acc_grad_[storage] != 0;
+  }
+  // The run log: a value's version is the one its storage had when the value was written.
+  [[nodiscard]] LogRef value_ref(std::uint32_t value) const {
+    const RematValue& x = graph_.value(value);
+    return LogRef{x.storage, value_version_[value], x.block.addr, x.block.size};
+  }
+
+  RematOptions options_;
+  RematGraph graph_;
+  std::vector<std::uint32_t> current_;          // per storage: the value it holds (kNoIndex: none)
+  std::vector<std::uint8_t> acc_grad_;          // per storage: an accumulated gradient (unevictable)
+  SimTime thrash_at_{-1};                       // recompute time at which the run thrashes (-1: never)
+  std::vector<std::uint32_t> storage_version_;  // per storage: writes since its trace allocation
+  std::vector<std::uint32_t> value_version_;    // content version of each value
+  std::vector<std::uint32_t> exec_record_;      // log record of each execution's first run
+  bool simrd_done_ = false;                     // dtr.compat=simrd: the replay ran in setup(); events are skipped
+};
+
+}  // namespace coopsim::engine_detail

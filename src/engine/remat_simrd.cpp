@@ -1,0 +1,47 @@
+// The simrd compatibility profile of the dtr policy (dtr.compat=simrd): the engine does not
+// replay the trace itself but hands it to coopsim::simrd::replay, whose model (one memory
+// counter, storages, simrd's pool order) cannot be expressed through the allocator and the
+// per-value graph; the result is copied into the report (include/coopsim/policy/remat/simrd.hpp).
+#include "coopsim/policy/dtr.hpp"
+#include "coopsim/policy/remat/simrd.hpp"
+#include "remat_executor.hpp"
+
+namespace coopsim::engine_detail {
+
+bool RematExecutor::simrd_profile() const {
+  const auto* dtr = dynamic_cast<const DtrPolicy*>(&loop_.policy());
+  return dtr != nullptr && dtr->simrd_compat();
+}
+
+void RematExecutor::run_simrd_profile() {
+  const auto& dtr = dynamic_cast<const DtrPolicy&>(loop_.policy());
+  const simrd::Result r =
+      simrd::replay(trace_, simrd::Config{loop_.options().budget, dtr.score(), options_.thrash_limit});
+  simrd_done_ = true;
+  const SimTime op_time{r.clock - r.remat_compute};
+  loop_.set_clocks(SimTime{r.clock}, SimTime{r.baseline}, op_time);
+  Report& rep = loop_.report();
+  rep.time.recompute_time = SimTime{r.remat_compute};
+  rep.time.recomputes = r.recomputes;
+  rep.counters.forced_evictions = r.evictions;
+  rep.counters.eager_evictions = r.eager_evictions;
+  rep.memory.peak_requested = r.peak;
+  rep.memory.peak_allocated = r.peak;
+  switch (r.outcome) {
+    case simrd::Outcome::Completed: break;
+    case simrd::Outcome::Thrashed:
+      loop_.stop(RunStatus::Thrashed);
+      rep.thrash = ThrashPoint{r.stop_event, 0, rep.time.recompute_time, op_time};
+      break;
+    case simrd::Outcome::OutOfMemory: {
+      loop_.stop(RunStatus::OutOfMemory);
+      OomPoint p;
+      p.event_index = r.stop_event;
+      p.requested = r.requested;
+      rep.oom = p;
+      break;
+    }
+  }
+}
+
+}  // namespace coopsim::engine_detail
