@@ -2,42 +2,18 @@
 #include "coopsim/base/line_reader.hpp"
 
 #include <fmt/format.h>
-#include <zlib.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <memory>
 #include <vector>
 
+#include "coopsim/base/capped_input.hpp"
 #include "coopsim/base/error.hpp"
 #include "coopsim/base/limits.hpp"
 #include "coopsim/base/hash.hpp"
 
 namespace coopsim {
-namespace {
-
-struct GzCloser {
-  void operator()(gzFile_s* f) const { gzclose_r(f); }
-};
-using GzFile = std::unique_ptr<gzFile_s, GzCloser>;
-
-// Throws if zlib reports an error (other than a clean end of file) while reading line `line`.
-void check_gz(gzFile f, const std::string& path, std::uint64_t line) {
-  int err = Z_OK;
-  const char* msg = gzerror(f, &err);
-  if (err == Z_OK || err == Z_STREAM_END) return;
-  if (err == Z_BUF_ERROR) throw InputError(path, line, "gzip stream is truncated (unexpected end of compressed data)");
-  if (err == Z_ERRNO) throw InputError(path, line, fmt::format("read error: {}", std::strerror(errno)));
-  std::string_view why = msg != nullptr ? msg : "unknown error";
-  // zlib prefixes its messages with the file name.
-  if (const std::string prefix = path + ": "; why.substr(0, prefix.size()) == prefix) why.remove_prefix(prefix.size());
-  throw InputError(path, line, fmt::format("gzip stream is corrupt: {}", why));
-}
-
-}  // namespace
-
 std::uint64_t LineReader::size_hint(const std::string& path) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return 0;
@@ -56,29 +32,18 @@ std::uint64_t LineReader::size_hint(const std::string& path) {
 }
 
 std::uint64_t LineReader::run(LineSink& sink) {
-  errno = 0;
-  GzFile file(gzopen(path_.c_str(), "rb"));
-  if (!file) {
-    const int err = errno;
-    throw InputError(path_, 0,
-                     fmt::format("cannot open trace file: {}", err != 0 ? std::strerror(err) : "out of memory"));
-  }
-  gzbuffer(file.get(), 1 << 17);
+  CappedInput in(path_, max_bytes_, "trace file");
+  if (!in.is_open()) throw InputError(path_, 0, in.problem());
   std::vector<char> buf(kChunk);
   std::string carry;  // a line split across chunks
   std::uint64_t line = 0;
   std::uint64_t hash = kFnvOffset;
-  std::uint64_t total = 0;  // decompressed bytes so far
   auto too_long = [&] { throw InputError(path_, line + 1, fmt::format("line is longer than {} MiB", kMaxLine >> 20)); };
   for (;;) {
-    const int n = gzread(file.get(), buf.data(), static_cast<unsigned>(buf.size()));
-    if (n < 0) check_gz(file.get(), path_, line + 1);
-    if (n == 0) break;
     // Bytes past the cap are not parsed: the lines before it are, so the error (at the line
     // holding the first byte over the cap) does not depend on the chunk size.
-    const bool over = static_cast<std::uint64_t>(n) > max_bytes_ - total;
-    const std::size_t usable = over ? static_cast<std::size_t>(max_bytes_ - total) : static_cast<std::size_t>(n);
-    total += usable;
+    const std::size_t usable = in.read(buf.data(), buf.size());
+    if (usable == 0) break;
     const char* p = buf.data();
     const char* end = p + usable;
     // The hash is computed line by line, just before each line is parsed, so that the CPU can
@@ -102,9 +67,10 @@ std::uint64_t LineReader::run(LineSink& sink) {
       }
       p = nl + 1;
     }
-    if (over) throw InputError(path_, line + 1, limit_problem(max_bytes_, "bytes of input", "max_input_bytes"));
   }
-  check_gz(file.get(), path_, line + 1);  // a truncated or corrupt stream ends the reads early
+  if (in.over_cap()) throw InputError(path_, line + 1, in.cap_problem());
+  // a truncated or corrupt stream ends the reads early
+  if (!in.problem().empty()) throw InputError(path_, line + 1, in.problem());
   if (!carry.empty()) sink.on_line(carry, ++line, true);
   hash_ = hash;
   return line;

@@ -22,7 +22,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::size_t kChunk = 1 << 18;                      // bytes per gzread
+constexpr std::size_t kChunk = 1 << 18;                      // bytes per read
 constexpr std::size_t kMaxLine = std::size_t{64} << 20;      // as the trace loader
 constexpr std::uint64_t kMaxBytes = std::uint64_t{1} << 53;  // largest v1 tensor size
 
@@ -241,63 +241,34 @@ std::string quote(std::string_view s) {
 }
 
 DtrLogReader::DtrLogReader(std::string path, std::uint64_t max_bytes, std::uint64_t max_memory)
-    : path_(std::move(path)), memory_(max_memory), buf_(kChunk), max_bytes_(max_bytes) {
-  errno = 0;
-  file_ = gzopen(path_.c_str(), "rb");
-  if (file_ == nullptr) {
-    const int err = errno;
-    throw InputError(path_, 0, fmt::format("cannot open DTR log: {}", err != 0 ? std::strerror(err) : "out of memory"));
-  }
-}
-
-DtrLogReader::~DtrLogReader() {
-  if (file_ != nullptr) gzclose_r(file_);
+    : path_(std::move(path)), memory_(max_memory), in_(path_, max_bytes, "DTR log"), buf_(kChunk) {
+  if (!in_.is_open()) throw InputError(path_, 0, in_.problem());
 }
 
 void DtrLogReader::fail(const std::string& problem) const { throw InputError(path_, line_, problem); }
-
-// Throws if zlib reports an error other than a clean end of file (same messages as the
-// trace loader).
-void DtrLogReader::check_stream() {
-  int err = Z_OK;
-  const char* msg = gzerror(file_, &err);
-  if (err == Z_OK || err == Z_STREAM_END) return;
-  ++line_;
-  if (err == Z_BUF_ERROR) fail("gzip stream is truncated (unexpected end of compressed data)");
-  if (err == Z_ERRNO) fail(fmt::format("read error: {}", std::strerror(errno)));
-  std::string_view why = msg != nullptr ? msg : "unknown error";
-  if (const std::string prefix = path_ + ": "; why.substr(0, prefix.size()) == prefix) why.remove_prefix(prefix.size());
-  fail(fmt::format("gzip stream is corrupt: {}", why));
-}
 
 bool DtrLogReader::read_line(std::string& line, bool& no_newline) {
   line.clear();
   no_newline = false;
   for (;;) {
     if (pos_ == len_) {
-      if (over_) {  // the line holding the first byte over the cap
-        ++line_;
-        fail(limit_problem(max_bytes_, "bytes of input", "max_input_bytes"));
-      }
       if (eof_) {
         if (line.empty()) return false;
         no_newline = true;
         return true;
       }
-      const int n = gzread(file_, buf_.data(), static_cast<unsigned>(buf_.size()));
-      if (n < 0) check_stream();
-      if (n <= 0) {
-        check_stream();  // a truncated or corrupt stream ends the reads early
+      const std::size_t n = in_.read(buf_.data(), buf_.size());
+      if (n == 0) {
+        // the line holding the first byte over the cap, or the one a damaged stream cut short
+        if (in_.over_cap() || !in_.problem().empty()) {
+          ++line_;
+          fail(in_.over_cap() ? in_.cap_problem() : in_.problem());
+        }
         eof_ = true;
         continue;
       }
       pos_ = 0;
-      len_ = static_cast<std::size_t>(n);
-      if (len_ > max_bytes_ - total_) {
-        len_ = static_cast<std::size_t>(max_bytes_ - total_);
-        over_ = true;
-      }
-      total_ += len_;
+      len_ = n;
     }
     const char* p = buf_.data() + pos_;
     const auto avail = len_ - pos_;

@@ -7,14 +7,13 @@
 // instruction is the one the reference reader simrd/simrd/parse/parse.py reads.
 #pragma once
 
-#include <zlib.h>
-
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "coopsim/base/capped_input.hpp"
 #include "coopsim/model/memory_budget.hpp"
 
 namespace coopsim::dtr_detail {
@@ -46,7 +45,6 @@ struct DtrRecord {
 class DtrLogReader {
  public:
   DtrLogReader(std::string path, std::uint64_t max_bytes, std::uint64_t max_memory);
-  ~DtrLogReader();
   DtrLogReader(const DtrLogReader&) = delete;
   DtrLogReader& operator=(const DtrLogReader&) = delete;
 
@@ -68,16 +66,13 @@ class DtrLogReader {
 
  private:
   bool read_line(std::string& line, bool& no_newline);
-  void check_stream();
   [[noreturn]] void fail(const std::string& problem) const;
 
   std::string path_;
   MemoryBudget memory_;
-  gzFile file_ = nullptr;
+  CappedInput in_;
   std::vector<char> buf_;
   std::size_t pos_ = 0, len_ = 0;
-  std::uint64_t max_bytes_, total_ = 0;  // decompressed bytes: the cap and those read so far
-  bool over_ = false;                    // the bytes past the cap were cut off the last read
   bool eof_ = false;
   std::uint64_t line_ = 0;
 };

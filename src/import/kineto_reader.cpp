@@ -4,13 +4,13 @@
 // digits that a double cannot hold), and every event knows the line it starts on, so errors
 // read "file:line: problem".
 #include <fmt/format.h>
-#include <zlib.h>
 
 #include <cerrno>
 #include <cstring>
 #include <streambuf>
 #include <istream>
 
+#include "coopsim/base/capped_input.hpp"
 #include "coopsim/base/error.hpp"
 #include "coopsim/base/text.hpp"
 #include "coopsim/base/limits.hpp"
@@ -24,32 +24,27 @@ using json = nlohmann::json;
 constexpr std::size_t kBuffer = 1 << 18;
 constexpr std::size_t kMaxDepth = 256;
 
-// zlib input as a streambuf that counts the lines it has handed out.
+// The capped input (coopsim/base/capped_input.hpp) as a streambuf that counts the lines it has
+// handed out.
 class GzInput : public std::streambuf {
  public:
-  GzInput(const std::string& path, std::uint64_t max_bytes) : path_(path), buf_(kBuffer), max_bytes_(max_bytes) {
-    errno = 0;
-    file_ = gzopen(path.c_str(), "rb");
-    if (file_ == nullptr) {
-      const int err = errno;
-      throw InputError(path, 0,
-                       fmt::format("cannot open trace file: {}", err != 0 ? std::strerror(err) : "out of memory"));
-    }
-    gzbuffer(file_, 1 << 17);
+  GzInput(const std::string& path, std::uint64_t max_bytes)
+      : path_(path), in_(path, max_bytes, "trace file"), buf_(kBuffer) {
+    if (!in_.is_open()) throw InputError(path, 0, in_.problem());
     counted_ = buf_.data();
     setg(buf_.data(), buf_.data(), buf_.data());
   }
   GzInput(const GzInput&) = delete;
   GzInput& operator=(const GzInput&) = delete;
-  ~GzInput() override { gzclose_r(file_); }
+  ~GzInput() override = default;
 
   // 1-based line of the next character to be read.
   std::uint64_t line() {
     count_to(gptr());
     return lines_ + 1;
   }
-  std::uint64_t bytes() const { return total_ - static_cast<std::uint64_t>(egptr() - gptr()); }
-  // Throws the zlib problem that ended the input early, if any.
+  std::uint64_t bytes() const { return in_.total() - static_cast<std::uint64_t>(egptr() - gptr()); }
+  // Throws the problem that ended the input early (the cap, or a damaged stream), if any.
   void check() const {
     if (!problem_.empty()) throw InputError(path_, problem_line_, problem_);
   }
@@ -59,22 +54,15 @@ class GzInput : public std::streambuf {
     if (gptr() < egptr()) return traits_type::to_int_type(*gptr());
     count_to(egptr());
     if (!problem_.empty()) return traits_type::eof();
-    if (over_) {  // the bytes before the cap are consumed: the next one is over it
-      problem_line_ = lines_ + 1;
-      problem_ = limit_problem(max_bytes_, "bytes of input", "max_input_bytes");
+    const std::size_t n = in_.read(buf_.data(), buf_.size());
+    if (n == 0) {
+      // the bytes before the cap are consumed: the next one is over it
+      if (in_.over_cap() || !in_.problem().empty()) {
+        problem_line_ = lines_ + 1;
+        problem_ = in_.over_cap() ? in_.cap_problem() : in_.problem();
+      }
       return traits_type::eof();
     }
-    int n = gzread(file_, buf_.data(), static_cast<unsigned>(buf_.size()));
-    if (n <= 0) {
-      record_problem();
-      return traits_type::eof();
-    }
-    if (static_cast<std::uint64_t>(n) > max_bytes_ - total_) {
-      n = static_cast<int>(max_bytes_ - total_);
-      over_ = true;
-      if (n == 0) return underflow();
-    }
-    total_ += static_cast<std::uint64_t>(n);
     setg(buf_.data(), buf_.data(), buf_.data() + n);
     counted_ = buf_.data();
     return traits_type::to_int_type(*gptr());
@@ -86,30 +74,11 @@ class GzInput : public std::streambuf {
     counted_ = p;
   }
 
-  void record_problem() {
-    int err = Z_OK;
-    const char* msg = gzerror(file_, &err);
-    if (err == Z_OK || err == Z_STREAM_END) return;
-    problem_line_ = lines_ + 1;
-    if (err == Z_BUF_ERROR) {
-      problem_ = "gzip stream is truncated (unexpected end of compressed data)";
-    } else if (err == Z_ERRNO) {
-      problem_ = fmt::format("read error: {}", std::strerror(errno));
-    } else {
-      std::string_view why = msg != nullptr ? msg : "unknown error";
-      if (const std::string prefix = path_ + ": "; why.substr(0, prefix.size()) == prefix)
-        why.remove_prefix(prefix.size());
-      problem_ = fmt::format("gzip stream is corrupt: {}", why);
-    }
-  }
-
   std::string path_;
-  gzFile file_ = nullptr;
+  CappedInput in_;
   std::vector<char> buf_;
   const char* counted_ = nullptr;
-  std::uint64_t lines_ = 0, total_ = 0;
-  std::uint64_t max_bytes_;  // limits.max_input_bytes
-  bool over_ = false;        // the last read was cut at the cap
+  std::uint64_t lines_ = 0;
   std::string problem_;
   std::uint64_t problem_line_ = 0;
 };

@@ -1,7 +1,6 @@
 // pickle::Value members, Python's dict-key hashing and equality, and reading a pickle file
 // (plain or gzip, told apart by zlib from the magic bytes).
 #include <fmt/format.h>
-#include <zlib.h>
 
 #include <bit>
 #include <cerrno>
@@ -12,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "coopsim/base/capped_input.hpp"
 #include "coopsim/base/limits.hpp"
 #include "coopsim/base/text.hpp"
 #include "pickle_detail.hpp"
@@ -137,36 +137,15 @@ std::optional<bool> key_equal(const Value* a, const Value* b, std::uint64_t& bud
 
 namespace {
 
-struct GzCloser {
-  void operator()(gzFile_s* f) const { gzclose_r(f); }
-};
-
 [[noreturn]] void file_error(const std::string& path, const std::string& problem) {
   throw Error(fmt::format("{}: {}", path, problem));
-}
-
-void check_gz(gzFile f, const std::string& path) {
-  int err = Z_OK;
-  const char* msg = gzerror(f, &err);
-  if (err == Z_OK || err == Z_STREAM_END) return;
-  if (err == Z_BUF_ERROR) file_error(path, "gzip stream is truncated (unexpected end of compressed data)");
-  if (err == Z_ERRNO) file_error(path, fmt::format("read error: {}", std::strerror(errno)));
-  std::string_view why = msg != nullptr ? msg : "unknown error";
-  // zlib prefixes its messages with the file name.
-  if (const std::string prefix = path + ": "; why.substr(0, prefix.size()) == prefix) why.remove_prefix(prefix.size());
-  file_error(path, fmt::format("gzip stream is corrupt: {}", why));
 }
 
 }  // namespace
 
 ValuePtr parse_file(const std::string& path, std::uint64_t max_bytes, MemoryBudget& memory) {
-  errno = 0;
-  const std::unique_ptr<gzFile_s, GzCloser> file(gzopen(path.c_str(), "rb"));
-  if (!file) {
-    const int err = errno;
-    file_error(path, fmt::format("cannot open: {}", err != 0 ? std::strerror(err) : "out of memory"));
-  }
-  gzbuffer(file.get(), 1 << 17);
+  CappedInput in(path, max_bytes, "");
+  if (!in.is_open()) file_error(path, in.problem());
   constexpr std::size_t kChunk = std::size_t{1} << 20;
   std::string bytes;
   for (;;) {
@@ -176,16 +155,16 @@ ValuePtr parse_file(const std::string& path, std::uint64_t max_bytes, MemoryBudg
       file_error(path, memory.problem());
     }
     bytes.resize(have + kChunk);
-    const int n = gzread(file.get(), bytes.data() + have, static_cast<unsigned>(kChunk));
-    if (n < 0) check_gz(file.get(), path);
-    bytes.resize(have + static_cast<std::size_t>(n > 0 ? n : 0));
-    if (n <= 0) break;
-    if (bytes.size() > max_bytes) file_error(path, limit_problem(max_bytes, "bytes of input", "max_input_bytes"));
+    const std::size_t n = in.read(bytes.data() + have, kChunk);
+    bytes.resize(have + n);
+    if (in.over_cap()) file_error(path, in.cap_problem());
+    if (n == 0) break;
     if (bytes.size() > kMaxInputBytes) {
       file_error(path, fmt::format("more than {} MiB of pickle data; refusing", kMaxInputBytes >> 20));
     }
   }
-  check_gz(file.get(), path);  // a truncated or corrupt stream ends the reads early
+  // a truncated or corrupt stream ends the reads early
+  if (!in.problem().empty()) file_error(path, in.problem());
   return parse(bytes, path, memory);
 }
 

@@ -1,0 +1,52 @@
+// The one reader of input files: zlib (gzip or plain, told apart from the magic bytes), at most
+// limits.max_input_bytes decompressed bytes. Every reader of a trace, DTR log, Kineto / ET JSON or
+// pickle goes through it, so the cap and the wording of stream problems are the same everywhere;
+// each reader only adds where (file:line) the problem is reported.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+struct gzFile_s;
+
+namespace coopsim {
+
+class CappedInput {
+ public:
+  // Opens `path`. On failure is_open() is false and problem() is "cannot open <what>: <reason>"
+  // ("cannot open: <reason>" for an empty `what`).
+  CappedInput(const std::string& path, std::uint64_t max_bytes, std::string_view what);
+  CappedInput(const CappedInput&) = delete;
+  CappedInput& operator=(const CappedInput&) = delete;
+  ~CappedInput();
+
+  [[nodiscard]] bool is_open() const { return file_ != nullptr; }
+  // Reads up to `n` bytes into `buf` and returns how many. 0 means no more input: the end of the
+  // file, a zlib problem (problem() is set), or the cap (over_cap() is set). A read that crosses
+  // the cap returns the bytes before it and sets over_cap(); the caller reports the cap at the
+  // first byte past it, after handling those before, so where it is reported does not depend on
+  // the chunk size.
+  std::size_t read(char* buf, std::size_t n);
+  [[nodiscard]] bool over_cap() const { return over_; }
+  // "" while the stream is sound; otherwise what went wrong: "gzip stream is truncated
+  // (unexpected end of compressed data)", "gzip stream is corrupt: <zlib's reason>", "read error:
+  // <reason>", or the open failure.
+  [[nodiscard]] const std::string& problem() const { return problem_; }
+  // "more than N bytes of input (limits.max_input_bytes)"
+  [[nodiscard]] std::string cap_problem() const;
+  [[nodiscard]] std::uint64_t total() const { return total_; }  // decompressed bytes handed out
+
+ private:
+  void record_problem();
+
+  std::string path_;
+  gzFile_s* file_ = nullptr;
+  std::uint64_t max_bytes_;
+  std::uint64_t total_ = 0;
+  bool over_ = false;
+  std::string problem_;
+};
+
+}  // namespace coopsim
