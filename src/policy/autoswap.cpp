@@ -200,36 +200,22 @@ std::unique_ptr<Policy> AutoSwapPolicy::create(const Params& p) {
   return std::make_unique<AutoSwapPolicy>(o);
 }
 
-AutoSwapPolicy::AutoSwapPolicy(AutoSwapOptions o)
-    : opts_(std::move(o)), schedule_(std::make_unique<swap_detail::SwapSchedule>()) {}
+AutoSwapPolicy::AutoSwapPolicy(AutoSwapOptions o) : ScheduledSwapPolicy(o.fallback), opts_(std::move(o)) {}
 AutoSwapPolicy::~AutoSwapPolicy() = default;
 
 void AutoSwapPolicy::prepare(const MemoryView& view) {
   const Trace& trace = view.trace();
-  uses_ = std::make_unique<swap_detail::UseIndex>(trace);
+  const swap_detail::UseIndex& uses = index_uses(trace);
   const auto times = swap_detail::model_event_times(trace);
   const LinkModel link = swap_detail::planning_link(opts_.link);
   auto load = swap_detail::load_curve(trace);
   IterationPlanner planner{
-      trace, opts_, *uses_, times, link, load, opts_.limit_ratio * static_cast<double>(view.budget().value)};
+      trace, opts_, uses, times, link, load, opts_.limit_ratio * static_cast<double>(view.budget().value)};
   std::vector<PlannedSwap> plan;
   for (const auto& [b, e] : swap_detail::iteration_ranges(trace)) {
     if (b < e) planner.plan_iteration(b, e, plan);
   }
-  schedule_->set(std::move(plan));
-}
-
-std::vector<Action> AutoSwapPolicy::after_event(const MemoryView& view) { return schedule_->due(view); }
-
-std::vector<Action> AutoSwapPolicy::on_alloc_failure(const AllocRequest&, const MemoryView& view) {
-  if (!opts_.fallback || !uses_) return {};
-  return swap_detail::furthest_next_use_swap_out(*uses_, view);
-}
-
-std::vector<AutoSwapPolicy::Entry> AutoSwapPolicy::plan() const {
-  std::vector<Entry> out;
-  for (const PlannedSwap& p : schedule_->plan()) out.push_back({p.tensor, p.out_at, p.in_at, p.use_at});
-  return out;
+  set_plan(std::move(plan));
 }
 
 // Its line in the registry (src/policy/registry.cpp).

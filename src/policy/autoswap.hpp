@@ -25,13 +25,9 @@
 #include <vector>
 
 #include "coopsim/policy/policy.hpp"
+#include "scheduled_swap.hpp"
 
 namespace coopsim {
-
-namespace swap_detail {
-class UseIndex;
-class SwapSchedule;
-}  // namespace swap_detail
 
 enum class SwapScore : std::uint8_t { DoaOrigin, Doa, Aoa, Wdoa, MajorityVote };
 
@@ -45,7 +41,7 @@ struct AutoSwapOptions {
   bool fallback = true;
 };
 
-class AutoSwapPolicy final : public Policy {
+class AutoSwapPolicy final : public ScheduledSwapPolicy {
  public:
   static constexpr std::string_view kName = "autoswap";
   static constexpr std::string_view kHelp =
@@ -58,17 +54,9 @@ class AutoSwapPolicy final : public Policy {
   ~AutoSwapPolicy() override;
 
   void prepare(const MemoryView& view) override;
-  [[nodiscard]] std::vector<Action> on_alloc_failure(const AllocRequest& request, const MemoryView& view) override;
-  [[nodiscard]] std::vector<Action> after_event(const MemoryView& view) override;
-
-  // The plan made by prepare(), sorted by swap-out index.
-  using Entry = SwapPlanEntry;
-  [[nodiscard]] std::vector<Entry> plan() const;
 
  private:
   AutoSwapOptions opts_;
-  std::unique_ptr<swap_detail::UseIndex> uses_;
-  std::unique_ptr<swap_detail::SwapSchedule> schedule_;
 };
 
 }  // namespace coopsim

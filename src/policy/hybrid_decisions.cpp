@@ -34,7 +34,7 @@ HybridPlanner::HybridPlanner(const Trace& trace, const LinkModel& link, Bytes sm
       load_(swap_detail::load_curve(trace)),
       free_at_(trace.tensors.size(), kNoIndex),
       evictable_(trace.tensors.size(), 1) {
-  // What the engine never evicts (engine_remat.cpp): constants, accumulated gradients, state
+  // What the engine never evicts (remat_executor.cpp): constants, accumulated gradients, state
   // mutated by an op with outputs of its own, outputs of random ops.
   for (std::uint32_t s = 0; s < trace.tensors.size(); ++s) {
     if (constant_role(trace.tensors[s].role)) evictable_[s] = 0;

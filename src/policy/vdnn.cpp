@@ -63,12 +63,12 @@ std::unique_ptr<Policy> VdnnPolicy::create(const Params& p) {
   return std::make_unique<VdnnPolicy>(o);
 }
 
-VdnnPolicy::VdnnPolicy(VdnnOptions o) : opts_(o), schedule_(std::make_unique<swap_detail::SwapSchedule>()) {}
+VdnnPolicy::VdnnPolicy(VdnnOptions o) : ScheduledSwapPolicy(o.fallback), opts_(o) {}
 VdnnPolicy::~VdnnPolicy() = default;
 
 void VdnnPolicy::prepare(const MemoryView& view) {
   const Trace& trace = view.trace();
-  uses_ = std::make_unique<swap_detail::UseIndex>(trace);
+  const swap_detail::UseIndex& uses = index_uses(trace);
   std::vector<PlannedSwap> plan;
   std::vector<std::uint8_t> chosen(trace.tensors.size());
   for (const auto& [b, e] : swap_detail::iteration_ranges(trace)) {
@@ -88,7 +88,7 @@ void VdnnPolicy::prepare(const MemoryView& view) {
         const std::uint32_t s = trace.storage_of(index_of(x));
         if (chosen[s] != 0 || !feature_map(trace.tensors[s]) || trace.tensors[s].size.value == 0) continue;
         chosen[s] = 1;
-        const auto& u = uses_->uses(s);
+        const auto& u = uses.uses(s);
         const auto first_bwd = std::lower_bound(u.begin(), u.end(), backward);
         if (first_bwd == u.end() || *first_bwd >= e || first_bwd == u.begin()) continue;
         const std::uint32_t last_fwd = *(first_bwd - 1), use = *first_bwd;
@@ -100,20 +100,7 @@ void VdnnPolicy::prepare(const MemoryView& view) {
       }
     }
   }
-  schedule_->set(std::move(plan));
-}
-
-std::vector<Action> VdnnPolicy::after_event(const MemoryView& view) { return schedule_->due(view); }
-
-std::vector<Action> VdnnPolicy::on_alloc_failure(const AllocRequest&, const MemoryView& view) {
-  if (!opts_.fallback || !uses_) return {};
-  return swap_detail::furthest_next_use_swap_out(*uses_, view);
-}
-
-std::vector<VdnnPolicy::Entry> VdnnPolicy::plan() const {
-  std::vector<Entry> out;
-  for (const PlannedSwap& p : schedule_->plan()) out.push_back({p.tensor, p.out_at, p.in_at, p.use_at});
-  return out;
+  set_plan(std::move(plan));
 }
 
 // Its line in the registry (src/policy/registry.cpp).

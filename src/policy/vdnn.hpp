@@ -17,20 +17,16 @@
 #include <vector>
 
 #include "coopsim/policy/policy.hpp"
+#include "scheduled_swap.hpp"
 
 namespace coopsim {
-
-namespace swap_detail {
-class UseIndex;
-class SwapSchedule;
-}  // namespace swap_detail
 
 struct VdnnOptions {
   bool conv_only = false;  // vDNN_conv; false = vDNN_all
   bool fallback = false;
 };
 
-class VdnnPolicy final : public Policy {
+class VdnnPolicy final : public ScheduledSwapPolicy {
  public:
   static constexpr std::string_view kName = "vdnn";
   static constexpr std::string_view kHelp =
@@ -43,20 +39,12 @@ class VdnnPolicy final : public Policy {
   ~VdnnPolicy() override;
 
   void prepare(const MemoryView& view) override;
-  [[nodiscard]] std::vector<Action> on_alloc_failure(const AllocRequest& request, const MemoryView& view) override;
-  [[nodiscard]] std::vector<Action> after_event(const MemoryView& view) override;
-
-  // The plan made by prepare(), sorted by swap-out index.
-  using Entry = SwapPlanEntry;
-  [[nodiscard]] std::vector<Entry> plan() const;
 
   // vDNN_conv's layer test on an op name ("aten::convolution", "conv2d", ...).
   static bool is_conv(std::string_view op_name);
 
  private:
   VdnnOptions opts_;
-  std::unique_ptr<swap_detail::UseIndex> uses_;
-  std::unique_ptr<swap_detail::SwapSchedule> schedule_;
 };
 
 }  // namespace coopsim
