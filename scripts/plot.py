@@ -28,7 +28,8 @@ import os
 import sys
 from collections import OrderedDict
 
-from coopsim_record.trace import output_file
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
+from coopsim.recording.trace import output_file  # noqa: E402
 
 import matplotlib
 

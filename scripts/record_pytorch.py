@@ -13,7 +13,7 @@ Durations: CUDA events around each op on a GPU, the wall clock on the CPU, or, w
 a100|h100 (implied by --fake), a roofline estimate max(FLOPs / peak FLOP/s, bytes / HBM bandwidth) from
 the vendors' datasheets: A100 SXM4 80GB (NVIDIA A100 datasheet r4: FP32 19.5, TF32 tensor 156 dense,
 FP16/BF16 tensor 312 dense TFLOP/s, 2,039 GB/s) and H100 SXM5 80GB (NVIDIA H100 datasheet: FP32 67,
-TF32 tensor 494.5 dense, FP16/BF16 tensor 989.5 dense TFLOP/s, 3.35 TB/s). See coopsim_record/cost.py.
+TF32 tensor 494.5 dense, FP16/BF16 tensor 989.5 dense TFLOP/s, 3.35 TB/s). See python/coopsim/recording/cost.py.
 
 --fake runs the model on FakeTensors (torch._subclasses.fake_tensor): shapes and storage sizes are exact,
 no memory is used, so full-size models record on a small CPU machine.
@@ -26,7 +26,7 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
 
 
 def parse_args(argv, models):
@@ -61,11 +61,11 @@ def main(argv=None):
     except ImportError as e:
         print(f"record_pytorch: error: torch is not importable ({e}); install python3-torch", file=sys.stderr)
         return 1
-    from coopsim_record import compat
-    from coopsim_record.cost import Roofline
-    from coopsim_record.models import MODELS
-    from coopsim_record.session import record
-    from coopsim_record.timing import CudaEvents, Estimate, WallClock
+    from coopsim.recording import compat
+    from coopsim.recording.cost import Roofline
+    from coopsim.recording.models import MODELS
+    from coopsim.recording.session import record
+    from coopsim.recording.timing import CudaEvents, Estimate, WallClock
 
     args = parse_args(argv, MODELS)
     spec = MODELS[args.model]
