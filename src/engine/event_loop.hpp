@@ -176,7 +176,7 @@ class EventLoop {
   bool oom_ = false;  // the run stopped: out of memory, or (recompute policies) thrashing
   std::chrono::steady_clock::duration search_{0};
   std::uint64_t scanned_ = 0;
-  std::uint64_t logged_allocated_ = ~0ULL, logged_reserved_ = ~0ULL;
+  Bytes logged_allocated_{~0ULL}, logged_reserved_{~0ULL};  // the last Memory record's figures
 };
 
 inline SimTime Executor::now() const { return loop_.now(); }

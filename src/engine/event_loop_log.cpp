@@ -72,15 +72,15 @@ void EventLoop::log_stall(SimTime from, SimTime to) {
 void EventLoop::log_memory() {
   if (!logging()) return;
   const AllocatorStats s = alloc_.stats();
-  if (s.allocated.value == logged_allocated_ && s.reserved.value == logged_reserved_) return;
-  logged_allocated_ = s.allocated.value;
-  logged_reserved_ = s.reserved.value;
+  if (s.allocated == logged_allocated_ && s.reserved == logged_reserved_) return;
+  logged_allocated_ = s.allocated;
+  logged_reserved_ = s.reserved;
   LogRecord r;
   r.kind = LogKind::Memory;
   r.start = r.end = now_;
   r.event = static_cast<std::uint32_t>(index_);
-  r.a = s.allocated.value;
-  r.b = s.reserved.value;
+  r.allocated = s.allocated;
+  r.reserved = s.reserved;
   opt_.log->add(r);
 }
 

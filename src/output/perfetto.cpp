@@ -166,9 +166,9 @@ class Writer {
       const LogRecord& r = log_.records[order[k]];
       if (k + 1 < order.size() && log_.records[order[k + 1]].start == r.start) continue;
       event(fmt::format(R"({{"ph":"C","pid":{},"name":"allocated","ts":{},"args":{{"bytes":{}}}}})", kPid,
-                        micros(r.start), r.a));
+                        micros(r.start), r.allocated.value));
       event(fmt::format(R"({{"ph":"C","pid":{},"name":"reserved","ts":{},"args":{{"bytes":{}}}}})", kPid,
-                        micros(r.start), r.b));
+                        micros(r.start), r.reserved.value));
     }
   }
 

@@ -254,9 +254,11 @@ void Validator::evict(const LogRecord& rec) {
 }
 
 void Validator::memory(const LogRecord& rec) {
-  if (rec.a > rec.b) fail(kNoIndex, fmt::format("allocated {} bytes exceed reserved {}", rec.a, rec.b));
-  if (rec.b > log_.budget.value)
-    fail(kNoIndex, fmt::format("reserved {} bytes exceed the budget of {}", rec.b, log_.budget.value));
+  if (rec.allocated > rec.reserved) {
+    fail(kNoIndex, fmt::format("allocated {} bytes exceed reserved {}", rec.allocated.value, rec.reserved.value));
+  }
+  if (rec.reserved > log_.budget)
+    fail(kNoIndex, fmt::format("reserved {} bytes exceed the budget of {}", rec.reserved.value, log_.budget.value));
 }
 
 }  // namespace check_detail

@@ -110,8 +110,8 @@ inline LogScenario swap_scenario(const std::set<std::uint32_t>& drop = {}) {
   }
   // A Memory record as the engine writes them: it carries no step.
   LogRecord mem = log_record(LogKind::Memory, 0);
-  mem.a = 3072;
-  mem.b = 3072;
+  mem.allocated = Bytes{3072};
+  mem.reserved = Bytes{3072};
   s.log.add(mem);
   return s;
 }

@@ -62,8 +62,8 @@ class LogBuilder {
   LogBuilder& stall(std::uint32_t ev, std::int64_t t0, std::int64_t t1) { return add(LogKind::Stall, ev, t0, t1, {}); }
   LogBuilder& memory(std::uint32_t ev, std::uint64_t allocated, std::uint64_t reserved, std::int64_t t = 0) {
     add(LogKind::Memory, ev, t, t, {});
-    log_.records.back().a = allocated;
-    log_.records.back().b = reserved;
+    log_.records.back().allocated = Bytes{allocated};
+    log_.records.back().reserved = Bytes{reserved};
     return *this;
   }
   [[nodiscard]] const RunLog& log() const { return log_; }

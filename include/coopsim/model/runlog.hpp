@@ -49,7 +49,7 @@ enum class LogKind : std::uint8_t {
               // (`forced`: chosen by the policy; else eager); a Free follows unless the block
               // was handed to the value that replaces it in place
   Stall,      // the compute stream waited over [start, end) for a transfer
-  Memory,     // the allocator's figures changed at `start`: allocated = a, reserved = b bytes
+  Memory,     // the allocator's figures changed at `start`: `allocated`, `reserved`
 };
 
 struct LogRecord {
@@ -63,7 +63,7 @@ struct LogRecord {
   std::uint32_t origin = kNoRecord;  // Recompute: index of the Compute record it repeats
   std::uint32_t first = 0;           // index of the first ref
   std::uint32_t reads = 0, writes = 0;
-  std::uint64_t a = 0, b = 0;  // Memory: allocated, reserved
+  Bytes allocated, reserved;  // Memory: the allocator's allocated and reserved bytes
 };
 
 struct RunLog {
