@@ -1,2 +1,34 @@
-"""coopsim's Python package (docs/python.md): record PyTorch training steps as coopsim traces, run the
-simulator, and plot its results."""
+"""coopsim's Python package (docs/python.md).
+
+    coopsim.record(model, batch, loss_fn, optimizer, ...)   # a PyTorch training step -> trace v1 (needs torch)
+    coopsim.run(trace, allocator=..., policy=..., budget=...)  # -> pandas.DataFrame, one row per run
+    coopsim.sweep(config, output_dir)                        # -> pandas.DataFrame of results.csv
+    coopsim.minbudget(trace, policy, allocator)              # -> dict
+    coopsim.plot.figures(sweep_dir)                          # figures of a sweep (needs matplotlib)
+
+Importing coopsim imports neither torch nor pandas nor matplotlib: each is imported by what needs it.
+"""
+from .sim import CoopsimError, find_binary, minbudget, run, sweep, validate
+
+__version__ = "0.17.0"
+__all__ = ["record", "run", "sweep", "minbudget", "validate", "find_binary", "CoopsimError", "Spec", "MODELS"]
+
+
+def record(model, batch, loss_fn, optimizer="adamw", **options):
+    """Records training steps of a PyTorch model as a coopsim trace; returns its path.
+    See coopsim.recording.api.record for the options."""
+    from .recording.api import record as _record
+    return _record(model, batch, loss_fn, optimizer, **options)
+
+
+def __getattr__(name):
+    if name == "Spec":
+        from .recording.models import Spec
+        return Spec
+    if name == "MODELS":
+        from .recording.models import MODELS
+        return MODELS
+    if name == "plot":
+        import importlib
+        return importlib.import_module(".plot", __name__)
+    raise AttributeError(f"module 'coopsim' has no attribute {name!r}")

@@ -1,7 +1,7 @@
-#!/usr/bin/env python3
 """Figures from a `coopsim sweep` output directory (docs/sweep.md, docs/user-guide.md).
 
-    python3 scripts/plot.py SWEEP_DIR [-o OUT_DIR] [--overhead compute|recompute]
+    coopsim.plot.figures(SWEEP_DIR, output=None, overhead="compute") -> [paths written]
+    python3 scripts/plot.py SWEEP_DIR [-o OUT_DIR] [--overhead compute|recompute]   (the same, as a command)
 
 Reads SWEEP_DIR/results.csv (and SWEEP_DIR/minbudget.csv when present) and writes, as PNG and
 SVG, into OUT_DIR (default SWEEP_DIR/plots):
@@ -19,7 +19,7 @@ SVG, into OUT_DIR (default SWEEP_DIR/plots):
   minbudget            minimum budget as a ratio of the peak per trace and series
                        (minbudget.csv; skipped when the sweep has no searches).
 
-Needs python3 and matplotlib (Debian: python3-matplotlib); uses the Agg backend, no display.
+Needs python3 and matplotlib (Debian: python3-matplotlib); the command uses the Agg backend (no display).
 The figures depend only on the CSV files: the same sweep gives the same pictures.
 """
 import argparse
@@ -28,14 +28,12 @@ import os
 import sys
 from collections import OrderedDict
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
-from coopsim.recording.trace import output_file  # noqa: E402
+from .recording.trace import output_file
 
 import matplotlib
+import matplotlib.pyplot as plt
 
-matplotlib.use("Agg")
 matplotlib.rcParams["svg.hashsalt"] = "coopsim"  # stable SVG ids
-import matplotlib.pyplot as plt  # noqa: E402
 
 MARKERS = "osD^v<>pXh*"
 
@@ -150,20 +148,24 @@ def bar_figure(name, title, panels, traces, labels, out_dir, written):
     save(fig, out_dir, name, written)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("sweep_dir", help="a `coopsim sweep` (or `coopsim merge`) output directory")
-    ap.add_argument("-o", "--output", help="figure directory (default: SWEEP_DIR/plots)")
-    ap.add_argument("--overhead", choices=("compute", "recompute"), default="compute",
-                    help="compute_overhead (simulated / trace time; default) or recompute_overhead (Coop's clock)")
-    args = ap.parse_args()
-    results = os.path.join(args.sweep_dir, "results.csv")
+class PlotError(ValueError):
+    """The sweep directory cannot be plotted (no results.csv, or no runs in it)."""
+
+
+def figures(sweep_dir, output=None, overhead="compute"):
+    """Writes the figures of a sweep output directory (PNG and SVG each) into output (default
+    SWEEP_DIR/plots) and returns their paths. overhead: 'compute' (simulated / trace time) or
+    'recompute' (Coop's clock)."""
+    if overhead not in ("compute", "recompute"):
+        raise ValueError(f"overhead must be 'compute' or 'recompute', not {overhead!r}")
+    sweep_dir = os.fspath(sweep_dir)
+    results = os.path.join(sweep_dir, "results.csv")
     if not os.path.exists(results):
-        sys.exit(f"plot.py: error: {results}: missing (not a sweep output directory)")
+        raise PlotError(f"{results}: missing (not a sweep output directory)")
     rows = read_csv(results)
     if not rows:
-        sys.exit(f"plot.py: error: {results}: no runs")
-    out_dir = args.output or os.path.join(args.sweep_dir, "plots")
+        raise PlotError(f"{results}: no runs")
+    out_dir = os.fspath(output) if output else os.path.join(sweep_dir, "plots")
     os.makedirs(out_dir, exist_ok=True)
     several = len({r["allocator"] for r in rows}) > 1
     for r in rows:
@@ -174,8 +176,7 @@ def main():
     done = [r for r in rows if r["status"] == "completed"]
     written = []
 
-    overhead_figure(rows, traces, labels, f"{args.overhead}_overhead", out_dir, written)
-
+    overhead_figure(rows, traces, labels, f"{overhead}_overhead", out_dir, written)
     def mean_of(column, scale=1.0):
         def value(trace, label):
             m = mean([number(r[column]) for r in done if r["_trace"] == trace and r["_series"] == label])
@@ -222,9 +223,20 @@ def main():
         bar_figure("minbudget", "Minimum budget that completes (ratio of the no-eviction peak)",
                    [("minimum budget / peak", ratio, False)], ordered(r["_trace"] for r in mb), mb_labels, out_dir,
                    written)
+    return written
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="plot.py", description=__doc__.split("\n")[0])
+    ap.add_argument("sweep_dir", help="a `coopsim sweep` (or `coopsim merge`) output directory")
+    ap.add_argument("-o", "--output", help="figure directory (default: SWEEP_DIR/plots)")
+    ap.add_argument("--overhead", choices=("compute", "recompute"), default="compute",
+                    help="compute_overhead (simulated / trace time; default) or recompute_overhead (Coop's clock)")
+    args = ap.parse_args(argv)
+    plt.switch_backend("Agg")  # no display needed
+    try:
+        written = figures(args.sweep_dir, args.output, args.overhead)
+    except PlotError as e:
+        sys.exit(f"plot.py: error: {e}")
     for w in written:
         print(w)
-
-
-if __name__ == "__main__":
-    main()

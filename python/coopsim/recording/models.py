@@ -1,4 +1,5 @@
-"""The recordable models: the eight DNNs of the Coop evaluation, a GPT-2-style decoder and a tiny MLP.
+"""The recordable models: the eight DNNs of the Coop evaluation, a GPT-2-style decoder, two Llama-style
+decoders (llama.py) and a tiny MLP.
 
 Default batch sizes and inputs are those of Coop's evaluation (docs/models/coop.md, "Evaluation
 models", from the plotting script of the Coop artifact): ResNet-50 115, ResNet-152 55,
@@ -7,17 +8,37 @@ Inception-v3 96 at 299x299, U-Net 5 at 460x608, BERT-Large 4 at sequence 512, Sw
 that list) uses batch 8 at its full context of 1024. All weights are random (torchvision models are built
 without weights: nothing is downloaded). Losses are cross-entropy against random labels.
 """
+import re
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .llama import LLAMA_1B, LLAMA_7B, Llama, causal_lm_loss, token_batch
 from .transformer import GPT2, BertPreTraining
 
 
 class Spec:
-    def __init__(self, name, batch, build, inputs, loss, optimizer, summary):
+    """A recordable model: build() -> nn.Module, inputs(batch, device) -> dict of tensors, loss(model,
+    batch) -> loss, the optimizer's name (or a callable(params)), the default batch size, a one-line
+    summary, and optionally its blocks: the qualified names of the modules that `--checkpoint
+    all-blocks` checkpoints (a list, or a predicate (name, module) -> bool)."""
+
+    def __init__(self, name, batch, build, inputs, loss, optimizer="adamw", summary="", blocks=None):
         self.name, self.batch, self.build, self.inputs = name, batch, build, inputs
-        self.loss, self.optimizer, self.summary = loss, optimizer, summary
+        self.loss, self.optimizer, self.summary, self.blocks = loss, optimizer, summary or name, blocks
+
+    def checkpoint_blocks(self):
+        """What `--checkpoint all-blocks` passes on: the block names or predicate."""
+        if self.blocks is None:
+            raise ValueError(f"{self.name} defines no blocks: name the modules to checkpoint")
+        return self.blocks
+
+
+def _numbered(prefix):
+    """blocks: the entries of the ModuleList `prefix` (prefix.0, prefix.1, ...)."""
+    pattern = re.compile(re.escape(prefix) + r"\.\d+")
+    return lambda name, module: pattern.fullmatch(name) is not None
 
 
 def _tv(name, **kwargs):
@@ -161,7 +182,7 @@ SPECS = [
          _inception_loss, "sgd", "torchvision Inception-v3 with the auxiliary classifier (loss weight 0.4), 299x299"),
     Spec("unet", 5, UNet, _unet_inputs, _unet_loss, "sgd", "U-Net, 3 -> 2 classes, 460x608, per-pixel cross-entropy"),
     Spec("bert_large", 4, BertPreTraining, _bert_inputs, _bert_loss, "adamw",
-         "BERT-Large pre-training (MLM over all 512 positions + NSP), sequence 512"),
+         "BERT-Large pre-training (MLM over all 512 positions + NSP), sequence 512", blocks=_numbered("layers")),
     Spec("swin_t", 40, _tv("swin_t"), _images((224, 224)), _classify, "adamw",
          "torchvision Swin-T, 224x224, 1000 classes"),
     Spec("bilstm", 2048, BiLSTM, _lstm_inputs, _lstm_loss, "sgd",
@@ -169,7 +190,13 @@ SPECS = [
     Spec("densenet121", 70, _tv("densenet121"), _images((224, 224)), _classify, "sgd",
          "torchvision DenseNet-121, 224x224, 1000 classes"),
     Spec("gpt2", 8, GPT2, _gpt2_inputs, _gpt2_loss, "adamw",
-         "GPT-2 small-style decoder (124M), context 1024, next-token loss"),
+         "GPT-2 small-style decoder (124M), context 1024, next-token loss", blocks=_numbered("h")),
+    Spec("llama_1b", 4, lambda: Llama(LLAMA_1B), token_batch(LLAMA_1B.vocab, LLAMA_1B.context), causal_lm_loss, "adamw",
+         "Llama-3.2-1B-style decoder (1.24B): hidden 2048, 16 layers, 32 heads, 8 KV heads, FFN 8192, "
+         "vocabulary 128256, tied embeddings, fused (flash) attention, sequence 2048", blocks=_numbered("layers")),
+    Spec("llama_7b", 1, lambda: Llama(LLAMA_7B), token_batch(LLAMA_7B.vocab, LLAMA_7B.context), causal_lm_loss, "adamw",
+         "Llama-2-7B-style decoder (6.74B): hidden 4096, 32 layers, 32 heads (multi-head), FFN 11008, "
+         "vocabulary 32000, fused (flash) attention, sequence 4096", blocks=_numbered("layers")),
     Spec("mlp-tiny", 8, _mlp, _mlp_inputs, _mlp_loss, "sgd", "Linear(32,64)-ReLU-Dropout-Linear(64,10), for tests"),
 ]
 MODELS = {s.name: s for s in SPECS}

@@ -6,6 +6,13 @@ StepCountAdamW runs the same update as torch.optim.AdamW's single-tensor path (d
 Loshchilov & Hutter 2019; the op sequence of torch 1.13's _single_tensor_adamw) with the step count as
 a Python int, so fake and real recordings make the same device ops: two states per parameter allocated
 on the first step (exp_avg, exp_avg_sq), sqrt/div temporaries each step, in-place updates.
+StepCountAdam is the same for torch.optim.Adam (L2 weight decay: grad + wd * param, a temporary, when
+the decay is not 0; torch 1.13's _single_tensor_adam).
+
+make_optimizer also takes a callable(params) -> torch.optim.Optimizer. Under FakeTensors a
+torch.optim.Adam or AdamW it returns is replaced by the step-count version with the same parameter
+groups and hyper-parameters (amsgrad, foreach, fused, capturable and maximize are refused: their op
+sequences differ); any other optimizer runs as it is and must not read tensor values on the host.
 """
 import math
 
@@ -13,6 +20,8 @@ import torch
 
 
 class StepCountAdamW(torch.optim.Optimizer):
+    decoupled = True
+
     def __init__(self, params, lr=1e-4, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
 
@@ -31,7 +40,10 @@ class StepCountAdamW(torch.optim.Optimizer):
                     state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
                 state["step"] += 1
                 step, exp_avg, exp_avg_sq, grad = state["step"], state["exp_avg"], state["exp_avg_sq"], p.grad
-                p.mul_(1 - lr * wd)
+                if self.decoupled:
+                    p.mul_(1 - lr * wd)
+                elif wd != 0:
+                    grad = grad.add(p, alpha=wd)
                 exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
                 exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
                 bias_correction1 = 1 - beta1 ** step
@@ -41,10 +53,44 @@ class StepCountAdamW(torch.optim.Optimizer):
         return None
 
 
+class StepCountAdam(StepCountAdamW):
+    decoupled = False
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+
+
+OPTIMIZERS = ("sgd", "adam", "adamw")
+_UNSUPPORTED_UNDER_FAKE = ("amsgrad", "foreach", "fused", "capturable", "maximize", "differentiable")
+
+
 def make_optimizer(kind, params, fake):
-    """'sgd': SGD, momentum 0.9, weight decay 1e-4; 'adamw': AdamW, weight decay 0.01."""
+    """'sgd': SGD, momentum 0.9, weight decay 1e-4; 'adamw': AdamW, weight decay 0.01; 'adam': Adam,
+    no weight decay; or a callable(params) -> torch.optim.Optimizer."""
+    params = list(params)
+    if callable(kind):
+        opt = kind(params)
+        if not isinstance(opt, torch.optim.Optimizer):
+            raise TypeError(f"the optimizer callable returned {type(opt).__name__}, not a torch.optim.Optimizer")
+        if fake and type(opt) in (torch.optim.Adam, torch.optim.AdamW):
+            return _step_count_copy(opt)
+        return opt
     if kind == "sgd":
         return torch.optim.SGD(params, lr=0.1, momentum=0.9, weight_decay=1e-4)
     if kind == "adamw":
         return StepCountAdamW(params) if fake else torch.optim.AdamW(params, lr=1e-4, weight_decay=0.01)
-    raise ValueError(f"unknown optimizer {kind!r}")
+    if kind == "adam":
+        return StepCountAdam(params) if fake else torch.optim.Adam(params, lr=1e-3)
+    raise ValueError(f"unknown optimizer {kind!r} (valid: {', '.join(OPTIMIZERS)}, or a callable(params))")
+
+
+def _step_count_copy(opt):
+    cls = StepCountAdamW if type(opt) is torch.optim.AdamW else StepCountAdam
+    groups = []
+    for g in opt.param_groups:
+        bad = [k for k in _UNSUPPORTED_UNDER_FAKE if g.get(k)]
+        if bad:
+            raise ValueError(f"{type(opt).__name__} with {', '.join(bad)} cannot be recorded under fake=True "
+                             "(its update reads tensor values or differs in ops); use fake=False")
+        groups.append({k: g[k] for k in ("params", "lr", "betas", "eps", "weight_decay")})
+    return cls(groups)

@@ -51,6 +51,8 @@ class Recorder(TorchDispatchMode):
         self.objects = {}   # id(tensor object) -> (weakref, trace tensor id)
         self.paused = False
         self.context = "setup"
+        self.phase_context = "setup"  # the context outside any module: the phase's name
+        self.recomputing = 0  # > 0 while a checkpointed module's forward runs again in backward
         self.ops_seen = 0
 
     # --- helpers ---------------------------------------------------------------------------------
@@ -165,7 +167,8 @@ class Recorder(TorchDispatchMode):
             elif key in self.storages:
                 self._remember(t, self.storages[key].tid)
             elif s.nbytes() > 0:
-                tid = self.b.storage_tensor(("out", self.b.phase, name, occurrence, idx), s.nbytes(), label)
+                role = "activation" if self.recomputing else None  # a recomputed forward tensor
+                tid = self.b.storage_tensor(("out", self.b.phase, name, occurrence, idx), s.nbytes(), label, role)
                 allocs.append(tid)
                 self._track(s, tid, s.nbytes())
                 self._remember(t, tid)

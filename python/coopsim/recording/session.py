@@ -1,78 +1,199 @@
 """Records N training iterations of a model into a TraceBuilder.
 
-Before iteration 0: parameters (role parameter) and buffers (role other) are allocated. Each iteration:
-`iteration` record, input batch allocated (role input), forward (new tensors: activation), mark
-`backward`, loss.backward() (new tensors: gradient), mark `optimizer`, optimizer.step() (temporaries:
-other; states it creates are relabelled optimizer_state, and each parameter's .grad is relabelled
-gradient `<param>.grad`), then zero_grad(set_to_none=True) so gradients die at the end of the iteration
-(the order of Hugging Face's Trainer: step, then zero_grad). Frees appear when the storage dies.
+Before iteration 0: parameters (role parameter) and buffers (role other) are allocated. Each iteration
+(one optimizer step): `iteration` record, then per micro-batch (`accumulation` of them; with more than
+one, each starts with a mark `forward`): input batch allocated (role input), forward under autocast when
+amp is set (new tensors: activation), mark `backward`, loss.backward() (new tensors: gradient; the
+recomputation of checkpointed modules: activation); then mark `optimizer`, optimizer.step()
+(temporaries: other; states it creates are relabelled optimizer_state, and each parameter's .grad is
+relabelled gradient `<param>.grad`), then zero_grad(set_to_none) so gradients die at the end of the
+iteration, or are zeroed in place and stay (the order of Hugging Face's Trainer: step, then zero_grad).
+Frees appear when the storage dies.
 """
 import contextlib
+import copy
 import gc
 
 import torch
 from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 
-from .compat import FakeTensorMode
+from . import amp as amp_mod
+from .compat import FakeTensorMode, is_fake
 from .optim import make_optimizer
 from .recorder import Recorder
 from .trace import TraceBuilder
 
 
+class ModuleNames:
+    """Sets recorder.context to the qualified name of the innermost module running forward; inside
+    a checkpointed module's recomputation (during backward) its outputs are activations."""
+
+    def __init__(self, model, recorder):
+        self.names = {id(m): (n or type(m).__name__) for n, m in model.named_modules()}
+        self.rec = recorder
+        self.stack = []
+        self.handles = []
+
+    def push(self, name):
+        self.stack.append(name)
+        self.rec.context = name
+
+    def pop(self):
+        if self.stack:
+            self.stack.pop()
+        self.rec.context = self.stack[-1] if self.stack else self.rec.phase_context
+
+    def __enter__(self):
+        def pre(module, _inputs):
+            if id(module) in self.names:
+                self.push(self.names[id(module)])
+
+        def post(module, _inputs, _output):
+            if id(module) in self.names and self.stack:
+                self.pop()
+        self.handles = [register_module_forward_pre_hook(pre), register_module_forward_hook(post)]
+        return self
+
+    def __exit__(self, *exc):
+        for h in self.handles:
+            h.remove()
+        return False
+
+    @contextlib.contextmanager
+    def recompute(self, name):
+        """Around a checkpointed module's forward when checkpoint runs it again in backward."""
+        self.push(name)
+        self.rec.recomputing += 1
+        try:
+            yield
+        finally:
+            self.rec.recomputing -= 1
+            self.pop()
+
+
+def fake_module(model, fake_mode):
+    """A copy of an already-built module whose parameters and buffers are FakeTensors of the same
+    shapes, dtypes and requires_grad (the module itself is untouched and nothing is copied: deepcopy
+    finds every tensor in its memo already converted)."""
+    memo = {}
+    for t in list(model.parameters()) + list(model.buffers()):
+        if id(t) in memo:
+            continue
+        f = fake_mode.from_tensor(t.detach())
+        memo[id(t)] = torch.nn.Parameter(f, requires_grad=t.requires_grad) if isinstance(t, torch.nn.Parameter) else f
+    return copy.deepcopy(model, memo)
+
+
+def checkpoint_names(model, checkpoint):
+    """Qualified names of the modules to checkpoint: a list of names (each must exist) or a predicate
+    (name, module) -> bool."""
+    if checkpoint is None:
+        return []
+    modules = dict(model.named_modules())
+    if callable(checkpoint):
+        return [n for n, m in modules.items() if n and checkpoint(n, m)]
+    names = [checkpoint] if isinstance(checkpoint, str) else list(checkpoint)
+    missing = [n for n in names if n not in modules or not n]
+    if missing:
+        sample = ", ".join(n for n in list(modules)[1:9])
+        raise ValueError(f"checkpoint: no module named {', '.join(map(repr, missing))} (modules: {sample}, ...)")
+    return names
+
+
 @contextlib.contextmanager
-def module_names(model, recorder):
-    """Sets recorder.context to the qualified name of the innermost module running forward."""
-    names = {id(m): (n or type(m).__name__) for n, m in model.named_modules()}
-    stack = []
+def checkpointed(model, names, module_names):
+    """Wraps the forward of each named module in torch.utils.checkpoint.checkpoint (non-reentrant:
+    the forward keeps no intermediate tensors, the first use of one in backward recomputes the module's
+    forward), restoring the forwards afterwards. The recomputation runs under the autocast region the
+    forward ran in, as torch.utils.checkpoint does for torch.autocast."""
+    from torch.utils.checkpoint import checkpoint
+    modules = dict(model.named_modules())
+    patched = []
+    for name in names:
+        module = modules[name]
+        original = module.forward
 
-    def pre(module, _inputs):
-        if id(module) in names:
-            stack.append(names[id(module)])
-            recorder.context = stack[-1]
+        def forward(*args, _original=original, _name=name, **kwargs):
+            dtype = amp_mod.CudaAutocast.current_dtype()
 
-    def post(module, _inputs, _output):
-        if id(module) in names and stack:
-            stack.pop()
-            recorder.context = stack[-1] if stack else "forward"
-    handles = [register_module_forward_pre_hook(pre), register_module_forward_hook(post)]
+            def run(*a, **k):
+                if torch.is_grad_enabled() and module_names.rec.b.phase == "backward":
+                    cast = amp_mod.CudaAutocast(dtype) if dtype is not None else contextlib.nullcontext()
+                    with module_names.recompute(_name), cast:
+                        return _original(*a, **k)
+                return _original(*a, **k)
+            return checkpoint(run, *args, use_reentrant=False, **kwargs)
+        module.forward = forward
+        patched.append(module)
     try:
         yield
     finally:
-        for h in handles:
-            h.remove()
+        for module in patched:
+            del module.forward  # the instance attribute: the class's forward shows through again
 
 
-def record(spec, batch, iterations, device, fake, timer, log=None):
-    """Returns a TraceBuilder holding `iterations` training steps of spec at batch size `batch`."""
+def record(model, make_batch, loss_fn, optimizer, *, iterations, device, fake, timer, log=None, amp=None,
+           checkpoint=None, accumulation=1, set_to_none=True):
+    """Returns a TraceBuilder holding `iterations` optimizer steps.
+
+    model: an nn.Module or a zero-argument callable building one (under fake, built inside the fake
+    mode); make_batch(device) -> dict of tensors, called once per micro-batch; loss_fn(model, batch) ->
+    scalar loss; optimizer: a name of optim.make_optimizer or a callable(params)."""
     fake_mode = FakeTensorMode() if fake else contextlib.nullcontext()
     with fake_mode:
-        model = spec.build().to(device)
+        if not isinstance(model, torch.nn.Module):
+            model = model()
+            if not isinstance(model, torch.nn.Module):
+                raise TypeError(f"the model callable returned {type(model).__name__}, not a torch.nn.Module")
+        if fake and not all(is_fake(t) for t in list(model.parameters()) + list(model.buffers())):
+            model = fake_module(model, fake_mode)
+        model = model.to(device)
         model.train()
-        optimizer = make_optimizer(spec.optimizer, model.parameters(), fake)
+        opt = make_optimizer(optimizer, model.parameters(), fake)
+        scaler = amp_mod.LossScaler(device) if amp == "fp16" else None
+    names = checkpoint_names(model, checkpoint)
     builder = TraceBuilder()
-    rec = Recorder(builder, timer, torch.device(device).type, fake)
+    builder.model_name, builder.model_dtype, builder.checkpointed = type(model).__name__, _dtype(model), names
+    device_type = torch.device(device).type
+    rec = Recorder(builder, timer, device_type, fake)
     param_names = {}
     for name, p in model.named_parameters():
         rec.register(p, "parameter", name)
         param_names[id(p)] = name
     for name, b in model.named_buffers():
         rec.register(b, "other", name)
+    if scaler is not None:
+        rec.register(scaler.scale, "other", "grad_scaler.scale")
+        rec.register(scaler.growth_tracker, "other", "grad_scaler.growth_tracker")
+    params = list(model.parameters())
 
     gc_was_enabled = gc.isenabled()
     gc.disable()  # reference cycles are collected at iteration ends only, so frees do not depend on gc timing
     try:
-        with fake_mode, rec, module_names(model, rec):
+        with fake_mode, rec, ModuleNames(model, rec) as module_names, checkpointed(model, names, module_names):
             for it in range(iterations):
-                _phase(rec, "forward", iteration=True)
-                data = _load_batch(rec, spec, batch, device)
-                loss = spec.loss(model, data)
-                _phase(rec, "backward", mark="backward")
-                loss.backward()
-                del loss
+                data = None
+                for micro in range(accumulation):
+                    _phase(rec, "forward", iteration=micro == 0, mark="forward" if accumulation > 1 else None)
+                    # a loop's `data = next(batches)`: the previous micro-batch dies once the next exists
+                    data = _load_batch(rec, make_batch, device, fake_mode if fake else None)
+                    with amp_mod.autocast(amp, device_type) if amp else contextlib.nullcontext():
+                        loss = loss_fn(model, data)
+                    if accumulation > 1:
+                        loss = loss / accumulation
+                    if scaler is not None:
+                        loss = scaler.scaled(loss)
+                    _phase(rec, "backward", mark="backward")
+                    loss.backward()
+                    del loss
                 _phase(rec, "optimizer", mark="optimizer")
-                optimizer.step()
-                _label_training_state(rec, model, optimizer, param_names)
-                optimizer.zero_grad(set_to_none=True)
+                found_inf = scaler.unscale_(params) if scaler is not None else None
+                opt.step()
+                if scaler is not None:
+                    scaler.update(found_inf)
+                    del found_inf
+                _label_training_state(rec, model, opt, param_names)
+                opt.zero_grad(set_to_none=set_to_none)
                 del data
                 gc.collect()
                 timer.sync(builder)
@@ -85,16 +206,28 @@ def record(spec, batch, iterations, device, fake, timer, log=None):
     return builder
 
 
-def _load_batch(rec, spec, batch, device):
-    """Makes the input batch without recording its creation (it comes from the host) and allocates it."""
+def _load_batch(rec, make_batch, device, fake_mode):
+    """Makes the input batch without recording its creation (it comes from the host) and allocates it.
+    Under fake, real tensors in it become new FakeTensors (a fresh storage per micro-batch)."""
     rec.paused = True
     try:
-        data = spec.inputs(batch, device)
+        data = make_batch(device)
+        if not isinstance(data, dict):
+            raise TypeError(f"the batch must be a dict of tensors, not {type(data).__name__}")
+        if fake_mode is not None:
+            data = {k: fake_mode.from_tensor(v).to(device).clone() if isinstance(v, torch.Tensor) and not is_fake(v)
+                    else v for k, v in data.items()}
     finally:
         rec.paused = False
     for name, t in data.items():
-        rec.register(t, "input", name)
+        if isinstance(t, torch.Tensor) and rec.traced(t):
+            rec.register(t, "input", name)
     return data
+
+
+def _dtype(model):
+    """The dtype of the first floating parameter ('float32' when there is none)."""
+    return next((str(p.dtype).replace("torch.", "") for p in model.parameters() if p.is_floating_point()), "float32")
 
 
 def _phase(rec, phase, iteration=False, mark=None):
@@ -104,7 +237,7 @@ def _phase(rec, phase, iteration=False, mark=None):
     if mark:
         rec.b.mark(mark)
     rec.b.begin_phase(phase)
-    rec.context = phase
+    rec.context = rec.phase_context = phase
 
 
 def _label_training_state(rec, model, optimizer, param_names):

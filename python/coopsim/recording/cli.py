@@ -1,0 +1,156 @@
+"""The command line of scripts/record_pytorch.py (docs/recording.md)."""
+import argparse
+import importlib
+import importlib.util
+import os
+import sys
+import time
+
+TOOL = "scripts/record_pytorch.py"
+
+
+def parse_args(argv, models):
+    p = argparse.ArgumentParser(prog="record_pytorch.py",
+                                description="Record a coopsim trace from PyTorch training iterations.")
+    p.add_argument("--model", required=True, metavar="NAME|MODULE:FUNCTION",
+                   help=f"a bundled model ({', '.join(sorted(models))}) or MODULE:FUNCTION, a function returning "
+                        "an nn.Module or a Spec (MODULE: a dotted module name or a .py file)")
+    p.add_argument("--batch", type=int, help="batch size (default: the model's evaluation batch)")
+    p.add_argument("--iterations", type=int, default=2, help="training iterations to record (default 2)")
+    p.add_argument("-o", "--output", required=True, help="output trace (.jsonl or .jsonl.gz)")
+    p.add_argument("--fake", action="store_true", help="FakeTensors: exact sizes, no memory; implies an estimate")
+    p.add_argument("--device-profile", choices=["a100", "h100"],
+                   help="estimate durations with this GPU's roofline instead of measuring")
+    p.add_argument("--launch-overhead", type=float, default=0.0, metavar="NS",
+                   help="with an estimate: ns added to every op that launches a kernel (default 0)")
+    p.add_argument("--device", help="cpu or cuda[:N] (default: cuda when available, else cpu)")
+    p.add_argument("--amp", choices=["bf16", "fp16"],
+                   help="mixed precision: forward and loss under CUDA autocast's policy (fp16 adds a loss scaler)")
+    p.add_argument("--checkpoint", metavar="NAMES|all-blocks",
+                   help="activation checkpointing of these modules (comma list of qualified names), or of every "
+                        "block the model defines (all-blocks)")
+    p.add_argument("--accumulation", type=int, default=1, metavar="N",
+                   help="micro-batches (forward + backward) per optimizer step (default 1)")
+    p.add_argument("--optimizer", choices=["sgd", "adam", "adamw"], help="override the model's optimizer")
+    p.add_argument("--keep-grads", action="store_true",
+                   help="zero_grad(set_to_none=False): gradients are zeroed in place and stay allocated")
+    p.add_argument("--seed", type=int, default=0, help="torch.manual_seed (default 0)")
+    p.add_argument("--quiet", action="store_true", help="no progress or warnings on stderr")
+    args = p.parse_args(argv)
+    if ":" not in args.model and args.model not in models:
+        p.error(f"argument --model: invalid choice: {args.model!r} (choose from {', '.join(sorted(models))}, "
+                "or MODULE:FUNCTION)")
+    if args.batch is not None and args.batch < 1:
+        p.error("--batch must be at least 1")
+    if args.iterations < 1:
+        p.error("--iterations must be at least 1")
+    if args.accumulation < 1:
+        p.error("--accumulation must be at least 1")
+    if args.launch_overhead < 0:
+        p.error("--launch-overhead must be >= 0")
+    if args.launch_overhead and not (args.fake or args.device_profile):
+        p.error("--launch-overhead needs an estimate (--device-profile or --fake)")
+    return args
+
+
+def load_function(ref):
+    """MODULE:FUNCTION -> (python module, function); MODULE is a .py path or a dotted name importable
+    from the current directory or sys.path."""
+    module_ref, _, attr = ref.rpartition(":")
+    if module_ref.endswith(".py") or os.sep in module_ref:
+        spec = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(module_ref))[0], module_ref)
+        if spec is None or not os.path.exists(module_ref):
+            raise ImportError(f"{module_ref}: no such file")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    else:
+        if os.getcwd() not in sys.path:
+            sys.path.insert(0, os.getcwd())
+        module = importlib.import_module(module_ref)
+    if not hasattr(module, attr):
+        raise AttributeError(f"{module_ref} has no attribute {attr!r}")
+    return module, getattr(module, attr)
+
+
+def user_spec(ref, fake):
+    """The Spec of --model MODULE:FUNCTION. FUNCTION returns a Spec, or an nn.Module: then MODULE must
+    define inputs(batch, device) and loss(model, batch), and may define BATCH (default 1) and OPTIMIZER
+    (default adamw). Under --fake FUNCTION runs in a FakeTensorMode (and again when recording)."""
+    import torch
+
+    from .compat import FakeTensorMode
+    from .models import Spec
+    module, fn = load_function(ref)
+    if isinstance(fn, Spec):
+        return fn
+    with FakeTensorMode() if fake else torch.no_grad():
+        result = fn()
+    if isinstance(result, Spec):
+        return result
+    if not isinstance(result, torch.nn.Module):
+        raise TypeError(f"{ref} returned {type(result).__name__}, not an nn.Module or a Spec")
+    missing = [f for f in ("inputs", "loss") if not callable(getattr(module, f, None))]
+    if missing:
+        raise TypeError(f"{ref} returned an nn.Module, so {module.__name__} must define inputs(batch, device) and "
+                        f"loss(model, batch) (missing: {', '.join(missing)}), or {fn.__name__} must return a Spec")
+    built = result
+
+    def build():
+        return fn() if fake else built
+    return Spec(ref, getattr(module, "BATCH", 1), build, module.inputs, module.loss, getattr(module, "OPTIMIZER", "adamw"),
+                f"{type(result).__name__} from {ref}")
+
+
+def main(argv=None):
+    try:
+        import torch
+    except ImportError as e:
+        print(f"record_pytorch: error: torch is not importable ({e}); install python3-torch", file=sys.stderr)
+        return 1
+    from . import api
+    from .models import MODELS
+    from .session import record
+
+    args = parse_args(argv, MODELS)
+    label = args.model
+    log = None if args.quiet else (lambda msg: print(f"record_pytorch: {msg}", file=sys.stderr))
+    started = time.perf_counter()
+    try:
+        api.check_options(args.iterations, args.accumulation, args.amp, args.fake)
+        spec = MODELS[args.model] if args.model in MODELS else user_spec(args.model, args.fake)
+        batch = args.batch or spec.batch
+        device = api.default_device(args.device, args.fake)
+        timer, profile = api.make_timer(device, args.fake, args.device_profile, args.launch_overhead)
+        if profile is None and not device.startswith("cuda") and log:
+            print(f"record_pytorch: warning: {api.WALL_CLOCK_WARNING.replace('a device profile', '--device-profile')}",
+                  file=sys.stderr)
+        checkpoint = None
+        if args.checkpoint == "all-blocks":
+            checkpoint = spec.checkpoint_blocks()
+        elif args.checkpoint:
+            checkpoint = [n.strip() for n in args.checkpoint.split(",") if n.strip()]
+        optimizer = args.optimizer or spec.optimizer
+        torch.manual_seed(args.seed)
+        builder = record(spec.build, lambda dev: spec.inputs(batch, dev), spec.loss, optimizer,
+                         iterations=args.iterations, device=device, fake=args.fake, timer=timer, log=log, amp=args.amp,
+                         checkpoint=checkpoint, accumulation=args.accumulation,
+                         set_to_none=not args.keep_grads)
+        source = {"tool": TOOL, "torch": api.compat.version(), "model": spec.summary, "batch": batch,
+                  "evaluation_batch": spec.batch, "iterations": args.iterations,
+                  "optimizer": optimizer if isinstance(optimizer, str) else getattr(optimizer, "__qualname__", "callable"),
+                  "fake": args.fake, "seed": args.seed}
+        source.update(api.source_fields(model_dtype=builder.model_dtype, amp=args.amp,
+                                        checkpoint=api.describe_checkpoint(checkpoint, builder),
+                                        accumulation=args.accumulation, set_to_none=not args.keep_grads))
+        source["durations"] = timer.describe()
+        header = {"format": "coopsim-trace", "version": 1, "model": spec.name, "source": source, "time_unit": "ns",
+                  "iterations": args.iterations, "device": api.device_name(device, args.fake)}
+        builder.write(args.output, header)
+    except Exception as e:  # one line, no traceback: the recorder's contract with scripts and tests
+        print(f"record_pytorch: error: {label}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
+              file=sys.stderr)
+        return 1
+    if log:
+        log(f"wrote {args.output}: {len(builder.tensors)} tensors, {len(builder.ops)} ops, {len(builder.events)} "
+            f"events, peak live {builder.peak_live()} bytes, {time.perf_counter() - started:.1f} s")
+    return 0
