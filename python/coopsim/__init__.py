@@ -8,10 +8,12 @@
 
 Importing coopsim imports neither torch nor pandas nor matplotlib: each is imported by what needs it.
 """
+from .recording.trace import read_trace
 from .sim import CoopsimError, find_binary, minbudget, run, sweep, validate
 
 __version__ = "0.17.0"
-__all__ = ["record", "run", "sweep", "minbudget", "validate", "find_binary", "CoopsimError", "Spec", "MODELS"]
+__all__ = ["record", "run", "sweep", "minbudget", "validate", "find_binary", "read_trace", "CoopsimError", "Spec",
+           "MODELS"]
 
 
 def record(model, batch, loss_fn, optimizer="adamw", **options):

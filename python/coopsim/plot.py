@@ -209,7 +209,7 @@ def figures(sweep_dir, output=None, overhead="compute"):
     bar_figure("peak_reserved", f"Peak reserved memory per allocator ({policy}, largest budget all completed)",
                [("peak reserved (GiB)", reserved, False)], traces, allocators, out_dir, written)
 
-    minbudget = os.path.join(args.sweep_dir, "minbudget.csv")
+    minbudget = os.path.join(sweep_dir, "minbudget.csv")
     if os.path.exists(minbudget):
         mb = read_csv(minbudget)
         for r in mb:

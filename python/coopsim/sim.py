@@ -86,12 +86,12 @@ def _read_csv(path):
     return pandas.read_csv(path, keep_default_na=True)
 
 
-def run(trace, allocator="pytorch", policy="keep", budget=None, sets=None, config=None, binary=None, args=()):
+def run(trace, allocator=None, policy=None, budget=None, sets=None, config=None, binary=None, args=()):
     """`coopsim run TRACE ... --csv`: one DataFrame row per run (every allocator x policy x budget
     combination; the CSV columns of docs/architecture.md). allocator, policy and budget take a value
-    or a list ('all' for the first two); budget: bytes, '8GiB' or '60%'; sets: {'key': value} for
-    --set; config: a JSON config file; args: further command-line arguments. The text report is in
-    df.attrs['report']."""
+    or a list ('all' for the first two); None leaves the config's (default: pytorch, keep, no limit);
+    budget: bytes, '8GiB' or '60%'; sets: {'key': value} for --set; config: a JSON config file; args:
+    further command-line arguments. The text report is in df.attrs['report']."""
     with tempfile.TemporaryDirectory(prefix="coopsim-run-") as tmp:
         csv = os.path.join(tmp, "results.csv")
         report = call(["run", os.fspath(trace), *_options(allocator, policy, budget, sets, config), *args,

@@ -101,7 +101,7 @@ def user_spec(ref, fake):
                 f"{type(result).__name__} from {ref}")
 
 
-def main(argv=None):
+def main(argv=None, tool=TOOL):
     try:
         import torch
     except ImportError as e:
@@ -135,7 +135,7 @@ def main(argv=None):
                          iterations=args.iterations, device=device, fake=args.fake, timer=timer, log=log, amp=args.amp,
                          checkpoint=checkpoint, accumulation=args.accumulation,
                          set_to_none=not args.keep_grads)
-        source = {"tool": TOOL, "torch": api.compat.version(), "model": spec.summary, "batch": batch,
+        source = {"tool": tool, "torch": api.compat.version(), "model": spec.summary, "batch": batch,
                   "evaluation_batch": spec.batch, "iterations": args.iterations,
                   "optimizer": optimizer if isinstance(optimizer, str) else getattr(optimizer, "__qualname__", "callable"),
                   "fake": args.fake, "seed": args.seed}
@@ -154,3 +154,8 @@ def main(argv=None):
         log(f"wrote {args.output}: {len(builder.tensors)} tensors, {len(builder.ops)} ops, {len(builder.events)} "
             f"events, peak live {builder.peak_live()} bytes, {time.perf_counter() - started:.1f} s")
     return 0
+
+
+def console_main():
+    """The `coopsim-record` entry point of an installed package (same options as record_pytorch.py)."""
+    sys.exit(main(tool="coopsim-record"))

@@ -14,7 +14,8 @@ Which peak an op gets follows PyTorch's defaults on CUDA: float32 matrix multipl
 (torch.backends.cudnn.allow_tf32 is True), float16/bfloat16 matmuls and convolutions on FP16/BF16 tensor
 cores, everything else (element-wise, reductions, normalisation, optimizer updates) on the FP32 (or FP64)
 vector units. FLOPs: 2*m*k*n per matrix product, 2 * weight elements * batch * output positions per
-convolution (the same for each gradient it computes), one per element otherwise. Bytes: every distinct
+convolution (the same for each gradient it computes), 4*B*H*S*Sk*D for coopsim's fused attention
+(llama.py; halved when causal, twice that backward), one per element otherwise. Bytes: every distinct
 input tensor read once (its elements, at most its storage) plus every output written once; a mutated
 input counts as read and written. Ops that only make views, and empty allocations, take 0 ns.
 An optional per-kernel launch overhead (0 by default) can be added.
@@ -105,6 +106,14 @@ def matmul_flops(name, args, outputs):
             q, k, v = args[0], args[1], args[2]
             flops = 2 * _numel(q) * k.shape[-2] + 2 * math.prod(q.shape[:-1]) * k.shape[-2] * v.shape[-1]
             return 2 * flops if "backward" in base else flops
+        if base in ("coopsim::flash_attention", "coopsim::flash_attention_backward"):
+            # llama.py's fused attention: q [B, S, H, D], k [B, Sk, Hkv, D]; QK^T and PV, 2*B*H*S*Sk*D
+            # each, halved when causal (FlashAttention's count); backward twice the forward
+            backward = base.endswith("backward")
+            q, k, causal = (args[1], args[2], args[6]) if backward else (args[0], args[1], args[3])
+            b, s, h, d = q.shape
+            flops = 4 * b * h * s * k.shape[1] * d // (2 if causal else 1)
+            return 2 * flops if backward else flops
         if base in ("aten::_cudnn_rnn", "aten::_cudnn_rnn_backward", "aten::miopen_rnn"):
             inp, weights = args[0], [w for w in args[1] if w is not None and w.dim() == 2]
             tokens = inp.shape[0] * inp.shape[1] if inp.dim() == 3 else inp.shape[0]

@@ -79,7 +79,7 @@ def fake_module(model, fake_mode):
     for t in list(model.parameters()) + list(model.buffers()):
         if id(t) in memo:
             continue
-        f = fake_mode.from_tensor(t.detach())
+        f = fake_mode.from_tensor(t)
         memo[id(t)] = torch.nn.Parameter(f, requires_grad=t.requires_grad) if isinstance(t, torch.nn.Parameter) else f
     return copy.deepcopy(model, memo)
 

@@ -234,6 +234,16 @@ def output_file(path):
         raise
 
 
+def read_trace(path):
+    """(header, records) of a trace v1 file, gzip or not (detected from the content, as coopsim does)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    lines = [json.loads(line) for line in raw.decode("utf-8").splitlines() if line.strip()]
+    return lines[0], lines[1:]
+
+
 def _dump(obj):
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 

@@ -1,0 +1,73 @@
+"""coopsim.run / sweep / minbudget over the built binary, and its errors as CoopsimError."""
+import json
+import os
+
+import pytest
+
+pandas = pytest.importorskip("pandas")
+
+import coopsim  # noqa: E402
+from conftest import ROOT  # noqa: E402
+
+TRACE = os.path.join(ROOT, "traces", "default.jsonl.gz")
+COLUMNS = {"trace", "model", "allocator", "policy", "budget_bytes", "status", "peak_allocated_bytes",
+           "peak_reserved_bytes", "compute_overhead", "memory_ratio_of_peak"}
+
+
+def test_run_returns_one_row_per_combination(coopsim_bin):
+    df = coopsim.run(TRACE, allocator=["pytorch", "bestfit"], policy="dtr", budget=["60%", "100%"],
+                     binary=coopsim_bin)
+    assert isinstance(df, pandas.DataFrame)
+    assert COLUMNS <= set(df.columns)
+    assert sorted(zip(df["allocator"], df["memory_ratio_of_peak"])) == [
+        ("bestfit", 0.6), ("bestfit", 1.0), ("pytorch", 0.6), ("pytorch", 1.0)]
+    assert set(df["policy"]) == {"dtr"} and set(df["status"]) <= {"completed", "oom", "thrash"}
+    assert "dtr" in df.attrs["report"]
+
+
+def test_run_defaults_and_sets(coopsim_bin):
+    default = coopsim.run(TRACE, binary=coopsim_bin)
+    assert list(zip(default["allocator"], default["policy"], default["status"])) == [("pytorch", "keep", "completed")]
+    chosen = coopsim.run(TRACE, budget="100%", sets={"allocator": "bestfit", "policy": "dtr"}, binary=coopsim_bin)
+    assert list(zip(chosen["allocator"], chosen["policy"])) == [("bestfit", "dtr")]
+
+
+def test_sweep_returns_results_csv(tmp_path, coopsim_bin):
+    config = {"traces": [os.path.relpath(TRACE)], "allocators": ["bestfit"], "policies": ["keep", "coop"],
+              "budgets": {"ratios": [0.8, 1.0]}}
+    df = coopsim.sweep(config, tmp_path / "out", jobs=2, binary=coopsim_bin)
+    assert COLUMNS <= set(df.columns) and len(df) == 4
+    assert sorted(zip(df["policy"], df["memory_ratio_of_peak"])) == [
+        ("coop", 0.8), ("coop", 1.0), ("keep", 0.8), ("keep", 1.0)]
+    with open(tmp_path / "out" / "sweep-config.json") as f:
+        assert json.load(f)["traces"] == [TRACE]
+
+
+def test_minbudget_returns_a_dict(coopsim_bin):
+    found = coopsim.minbudget(TRACE, "dtr", "bestfit", binary=coopsim_bin)
+    assert found["found"] is True and found["policy"] == "dtr"
+    assert 0 < found["min_budget_bytes"] <= found["peak_live_bytes"]
+    assert found["failing_budget_bytes"] < found["min_budget_bytes"]
+
+
+def test_errors_carry_the_binary_message(tmp_path, coopsim_bin):
+    with pytest.raises(coopsim.CoopsimError) as e:
+        coopsim.run(TRACE, allocator="nosuch", binary=coopsim_bin)
+    assert str(e.value).startswith("allocator: unknown allocator 'nosuch' (valid: pytorch,")
+    assert e.value.returncode == 1 and "\n" not in str(e.value)
+    missing = tmp_path / "missing.jsonl"
+    with pytest.raises(coopsim.CoopsimError, match=r"missing\.jsonl:0: cannot open trace file"):
+        coopsim.run(missing, binary=coopsim_bin)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"format":"coopsim-trace","version":7}\n')
+    with pytest.raises(coopsim.CoopsimError, match="version"):
+        coopsim.validate(bad, binary=coopsim_bin)
+
+
+def test_binary_lookup(monkeypatch, tmp_path, coopsim_bin):
+    monkeypatch.setenv("COOPSIM_BIN", coopsim_bin)
+    assert coopsim.find_binary() == coopsim_bin
+    monkeypatch.setenv("COOPSIM_BIN", str(tmp_path / "nothing"))
+    with pytest.raises(coopsim.CoopsimError, match=r"nothing: no executable coopsim binary there \(\$COOPSIM_BIN\)"):
+        coopsim.find_binary()
+    assert coopsim.find_binary(coopsim_bin) == coopsim_bin  # the argument comes first
