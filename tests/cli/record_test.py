@@ -1,4 +1,4 @@
-#!/ usr / bin / env python3
+#!/usr/bin/env python3
 """End-to-end checks of scripts/record_pytorch.py, reported as TAP (one case per check).
 
 Usage: record_test.py PATH/TO/coopsim   (run from the project root)
@@ -108,8 +108,8 @@ def check_structure(label, header, records, iterations):
     case(f"{label}: views are declared", any(o.get("views") for o in ops.values()), "")
     return tensors, ops
 
-#-- - the tiny MLP, \
-    recorded for real on the CPU -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -
+
+# --- the tiny MLP, recorded for real on the CPU -------------------------------------------------------
 mlp = path("mlp.jsonl.gz")
 code, out, err = record("--model", "mlp-tiny", "--iterations", "3", "-o", mlp)
 case("mlp-tiny: records with the CPU wall clock", code == 0 and os.path.exists(mlp) and not os.path.exists(mlp + ".tmp"),
@@ -118,11 +118,10 @@ if code == 0:
     check_valid_and_replay("mlp-tiny", mlp, err)
     header, records = load(mlp)
     tensors, ops = check_structure("mlp-tiny", header, records, 3)
-#Linear(32, 64) and Linear(64, 10) in float32 : weights 32 * 64 * 4 and 64 * 10 * 4 bytes, biases 64 * 4 and 10 * 4.
+    # Linear(32, 64) and Linear(64, 10) in float32: weights 32*64*4 and 64*10*4 bytes, biases 64*4 and 10*4.
     sizes = {t["name"]: t["bytes"] for t in tensors.values() if t["role"] in ("parameter", "optimizer_state")}
     case("mlp-tiny: parameter sizes are the layers' float32 sizes",
-         {
-k: sizes.get(k) for k in ("0.weight", "0.bias", "3.weight", "3.bias")} ==
+         {k: sizes.get(k) for k in ("0.weight", "0.bias", "3.weight", "3.bias")} ==
          {"0.weight": 8192, "0.bias": 256, "3.weight": 2560, "3.bias": 40}, str(sizes))
     case("mlp-tiny: SGD momentum buffers are optimizer state of the parameter's size",
          sizes.get("0.weight.momentum_buffer") == 8192 and sizes.get("3.bias.momentum_buffer") == 40, str(sizes))
@@ -138,8 +137,7 @@ code2, _, err2 = record("--model", "mlp-tiny", "--fake", "-o", fake2)
 case("mlp-tiny --fake records twice byte-identically",
      code1 == 0 and code2 == 0 and open(fake1, "rb").read() == open(fake2, "rb").read(), err1 + err2)
 
-#-- - ResNet - 50 at batch 1 on FakeTensors, \
-    durations from the H100 roofline -- -- -- -- -- -- -- -- -- -- -- -- -- -- --
+# --- ResNet-50 at batch 1 on FakeTensors, durations from the H100 roofline ------------------------------
 r50 = path("resnet50.jsonl.gz")
 code, out, err = record("--model", "resnet50", "--batch", "1", "--fake", "--device-profile", "h100", "-o", r50)
 case("resnet50 --fake: records", code == 0 and os.path.exists(r50), err)
@@ -150,35 +148,34 @@ if code == 0:
     by_role = {}
     for t in tensors.values():
         by_role[t["role"]] = by_role.get(t["role"], 0) + t["bytes"]
-#torchvision's ResNet-50 has 25,557,032 parameters: 102,228,128 bytes in float32, and as much
-#SGD momentum.
+    # torchvision's ResNet-50 has 25,557,032 parameters: 102,228,128 bytes in float32, and as much
+    # SGD momentum.
     case("resnet50: parameters and momentum buffers are 25,557,032 floats each",
          by_role.get("parameter") == 102228128 and by_role.get("optimizer_state") == 102228128, str(by_role))
     images = [t["id"] for t in tensors.values() if t["name"] == "images"]
     case("resnet50: the input batch is 1x3x224x224 floats",
          [tensors[i]["bytes"] for i in images] == [602112], str(images))
-#conv1(3->64, 7x7, stride 2, 224->112) : 2 * 64 * 3 * 7 * 7 * 112 * 112 FLOPs on TF32 tensor cores
-#(494.5 TFLOP / s) against 602, 112 + 37, 632 + 3, 211, 264 bytes at 3.35 TB / s : memory - bound, 1149.55 ns.
+    # conv1 (3 -> 64, 7x7, stride 2, 224 -> 112): 2 * 64*3*7*7 * 112*112 FLOPs on TF32 tensor cores
+    # (494.5 TFLOP/s) against 602,112 + 37,632 + 3,211,264 bytes at 3.35 TB/s: memory-bound, 1149.55 ns.
     conv1 = [o for o in ops.values() if o["name"] == "aten::convolution" and images and images[0] in o["inputs"]]
     expected = round(max(2 * 64 * 3 * 7 * 7 * 112 * 112 / 494.5e12, (602112 + 37632 + 3211264) / 3.35e12) * 1e9)
     case("resnet50: conv1's duration is the H100 roofline estimate",
          len(conv1) == 1 and conv1[0].get("duration") == expected, f"{conv1} expected {expected}")
-#fc : [1, 2048] x[2048, 1000] + bias : 4, 096, 000 FLOPs at FP32 67 TFLOP / s against 4, 000 + 8, 192 +
-# 8, 192, 000 + 4, 000 bytes : memory - bound, 2450.2 ns.
+    # fc: [1, 2048] x [2048, 1000] + bias: 4,096,000 FLOPs at FP32 67 TFLOP/s against 4,000 + 8,192 +
+    # 8,192,000 + 4,000 bytes: memory-bound, 2450.2 ns.
     fc = [o for o in ops.values() if o["name"] == "aten::addmm"]
     expected_fc = round(max(2 * 2048 * 1000 / 67e12, (4000 + 8192 + 8192000 + 4000) / 3.35e12) * 1e9)
     case("resnet50: the classifier's addmm duration is the H100 roofline estimate",
          fc and all(o.get("duration") == expected_fc for o in fc), f"{fc} expected {expected_fc}")
 
-#The same step on real CPU tensors, timed with the same roofline : everything after the header must match
-#(fake tensors change nothing but the absence of data; conv backward's 1.13 shape rule is exact).
+# The same step on real CPU tensors, timed with the same roofline: everything after the header must match
+# (fake tensors change nothing but the absence of data; conv backward's 1.13 shape rule is exact).
 real = path("resnet50-real.jsonl.gz")
 code, out, err = record("--model", "resnet50", "--batch", "1", "--device-profile", "h100", "-o", real)
 same = code == 0 and os.path.exists(r50) and load(real)[1] == load(r50)[1]
 case("resnet50: real and fake recordings give identical records", same, err)
 
-#-- - \
-    errors -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- --
+# --- errors --------------------------------------------------------------------------------------------
 bad = path("no/such/dir/out.jsonl")
 code, out, err = record("--model", "mlp-tiny", "--quiet", "-o", bad)
 case("an unwritable output is a one-line error and leaves no file",
