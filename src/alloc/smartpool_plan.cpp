@@ -163,7 +163,7 @@ SmartPoolPlan plan_smartpool(const Trace& trace, const SmartPoolOptions& options
   for (std::uint64_t i = 0; i < trace.events.size(); ++i) {
     const TraceEvent& e = trace.events[i];
     if (e.kind == EventKind::Iteration) {
-      current = e.target;
+      current = e.iteration_index();
       if (current == static_cast<std::int64_t>(chosen) + 1) {
         window_end = i;
         break;
@@ -176,12 +176,13 @@ SmartPoolPlan plan_smartpool(const Trace& trace, const SmartPoolOptions& options
         ++plan.first_alloc;
         continue;
       }
-      open[e.target] = static_cast<std::uint32_t>(plan.slots.size());
-      plan.slots.push_back(SmartPoolSlot{e.target, trace.tensors[e.target].size, i, 0, false, 0});
+      const std::uint32_t t = index_of(e.tensor());
+      open[t] = static_cast<std::uint32_t>(plan.slots.size());
+      plan.slots.push_back(SmartPoolSlot{t, trace.tensors[t].size, i, 0, false, 0});
     } else if (e.kind == EventKind::Free && inside) {
       // A free of a tensor allocated before the iteration has no block (SINGA skips a pair
       // that starts with a Free).
-      auto it = open.find(e.target);
+      auto it = open.find(index_of(e.tensor()));
       if (it == open.end()) continue;
       plan.slots[it->second].d = i;
       open.erase(it);

@@ -83,9 +83,9 @@ SimTime EventLoop::run_op(const OpInfo& op) {
 }
 
 void EventLoop::process(const TraceEvent& e) {
-  if (e.time >= 0) {
-    if (t0_ < 0) t0_ = e.time;
-    const SimTime ts{e.time - t0_};
+  if (e.timed()) {
+    if (t0_ == TraceEvent::kNotRecorded) t0_ = e.time;
+    const SimTime ts = e.time - t0_;
     ideal_ = std::max(ideal_, ts);
     // Stalls and recomputation delay everything after them (their sum is part of now_).
     const SimTime delay = rep_.time.stall + rep_.time.recompute_time;
@@ -95,7 +95,7 @@ void EventLoop::process(const TraceEvent& e) {
                     }));
   }
   drain_until(now_);
-  if (e.kind == EventKind::Iteration) iteration_ = e.target;
+  if (e.kind == EventKind::Iteration) iteration_ = e.iteration_index();
   exec_->process(e);
 }
 

@@ -166,8 +166,8 @@ class EventLoop {
   Executor* exec_ = nullptr;  // set by run()
 
   SimTime now_{0}, ideal_{0}, d2h_free_{0}, h2d_free_{0};
-  SimTime op_time_{0};  // the trace's op time (executed ops, no recomputation)
-  std::int64_t t0_ = -1;
+  SimTime op_time_{0};                     // the trace's op time (executed ops, no recomputation)
+  SimTime t0_ = TraceEvent::kNotRecorded;  // the trace's first timestamp
   std::priority_queue<Completion, std::vector<Completion>, std::greater<>> queue_;
   std::uint64_t seq_ = 0;
   std::uint32_t swap_outs_in_flight_ = 0;  // queued D2H completions (they free memory)

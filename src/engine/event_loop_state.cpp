@@ -49,7 +49,7 @@ void EventLoop::record_oom(std::uint32_t t, Bytes requested) {
   for (std::size_t i = index_; i < trace_.events.size(); ++i) {
     const TraceEvent& e = trace_.events[i];
     if (e.kind != EventKind::Compute) continue;
-    const OpInfo& op = trace_.ops[e.target];
+    const OpInfo& op = trace_.op(e.compute_op());
     auto touches = [&](const std::vector<TensorId>& v) {
       return std::any_of(v.begin(), v.end(), [&](TensorId x) { return trace_.storage_of(index_of(x)) == t; });
     };

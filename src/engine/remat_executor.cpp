@@ -42,7 +42,7 @@ void RematExecutor::setup() {
   SimTime total{0};
   for (const TraceEvent& e : trace_.events) {
     if (e.kind == EventKind::Compute)
-      total = checked_add(total, trace_.ops[e.target].duration).value_or(SimTime::max());
+      total = checked_add(total, trace_.op(e.compute_op()).duration).value_or(SimTime::max());
   }
   if (options_.thrash_limit > 0.0) {
     // A limit past 2^63 - 1 ns is no limit (the double would not convert).
@@ -80,9 +80,9 @@ void RematExecutor::process(const TraceEvent& e) {
   if (simrd_done_) return;  // dtr.compat=simrd: already replayed by simrd::replay
   switch (e.kind) {
     case EventKind::Alloc: alloc_storage(e); break;
-    case EventKind::Free: free_storage(e.target); break;
+    case EventKind::Free: free_storage(index_of(e.tensor())); break;
     case EventKind::Access: {
-      const std::uint32_t v = current_[trace_.storage_of(e.target)];
+      const std::uint32_t v = current_[trace_.storage_of(index_of(e.tensor()))];
       graph_.pin(v);
       const bool ok = materialize(v);
       graph_.unpin(v);
@@ -92,7 +92,7 @@ void RematExecutor::process(const TraceEvent& e) {
       if (loop_.logging()) loop_.log_point(LogKind::Access, value_ref(v));
       break;
     }
-    case EventKind::Compute: compute(e.target); break;
+    case EventKind::Compute: compute(index_of(e.compute_op())); break;
     case EventKind::Iteration:  // the loop counts iterations
     case EventKind::Mark: break;
   }
@@ -116,7 +116,7 @@ void RematExecutor::apply(const Action& a) {
 }
 
 void RematExecutor::alloc_storage(const TraceEvent& e) {
-  const std::uint32_t s = e.target;
+  const std::uint32_t s = index_of(e.tensor());
   const TensorInfo& info = trace_.tensors[s];
   const std::uint32_t v = graph_.add_value(s, info.size, constant(s));
   value_version_.resize(graph_.value_count(), 0);

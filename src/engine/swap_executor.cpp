@@ -56,16 +56,18 @@ void SwapExecutor::ensure_resident(std::uint32_t t) {
 void SwapExecutor::process(const TraceEvent& e) {
   ++epoch_;  // the storages pinned by the previous event are free to move
   switch (e.kind) {
-    case EventKind::Alloc:
-      if (!allocate_storage(e.target, e.stream)) break;
-      residency_[e.target] = Residency::Resident;
-      version_[e.target] = 0;
-      loop_.log_alloc(e.target, blocks_[e.target], /*fresh=*/true);
-      if (e.addr != 0) loop_.check_address(e.addr, blocks_[e.target].addr);
+    case EventKind::Alloc: {
+      const std::uint32_t t = index_of(e.tensor());
+      if (!allocate_storage(t, e.stream)) break;
+      residency_[t] = Residency::Resident;
+      version_[t] = 0;
+      loop_.log_alloc(t, blocks_[t], /*fresh=*/true);
+      if (e.addr != 0) loop_.check_address(e.addr, blocks_[t].addr);
       break;
-    case EventKind::Free: free_storage(e.target); break;
+    }
+    case EventKind::Free: free_storage(index_of(e.tensor())); break;
     case EventKind::Access: {
-      const std::uint32_t s = trace_.storage_of(e.target);
+      const std::uint32_t s = trace_.storage_of(index_of(e.tensor()));
       pin_epoch_[s] = epoch_;
       ensure_resident(s);
       ++loop_.report().counters.accesses;
@@ -73,7 +75,8 @@ void SwapExecutor::process(const TraceEvent& e) {
       break;
     }
     case EventKind::Compute: {
-      const OpInfo& op = trace_.ops[e.target];
+      const OpId id = e.compute_op();
+      const OpInfo& op = trace_.op(id);
       for (const auto* list : {&op.inputs, &op.outputs}) {
         for (TensorId x : *list) pin_epoch_[trace_.storage_of(index_of(x))] = epoch_;
       }
@@ -81,7 +84,7 @@ void SwapExecutor::process(const TraceEvent& e) {
         for (TensorId x : *list) ensure_resident(trace_.storage_of(index_of(x)));
       }
       const SimTime start = loop_.run_op(op);
-      if (loop_.logging() && !loop_.stopped()) log_compute(e.target, start);
+      if (loop_.logging() && !loop_.stopped()) log_compute(index_of(id), start);
       break;
     }
     case EventKind::Iteration:  // the loop counts iterations

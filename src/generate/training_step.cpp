@@ -35,7 +35,7 @@ void Builder::alloc(std::uint32_t t) {
   if (open_[t] != kNoIndex && lifetimes_[open_[t]].life == Life::IterEnd) {
     throw std::logic_error("generator: " + tr_.tensors[t].name + " rewritten before iteration end");
   }
-  raw_.push_back(event(EventKind::Alloc, t));
+  raw_.push_back(TraceEvent::alloc(TensorId{t}));
   const auto pos = static_cast<std::uint32_t>(raw_.size() - 1);
   open_[t] = static_cast<std::uint32_t>(lifetimes_.size());
   lifetimes_.push_back({t, pos, pos, life_[t]});
@@ -54,13 +54,13 @@ void Builder::compute(std::uint32_t op_id) {
     if (tr_.tensors[t].is_view()) continue;
     alloc(t);
   }
-  raw_.push_back(event(EventKind::Compute, op_id));
+  raw_.push_back(TraceEvent::compute(OpId{op_id}));
   for (auto in : op.inputs) touch(index_of(in));
   for (auto out : op.outputs) touch(index_of(out));
 }
 
 void Builder::access(std::uint32_t t, bool write) {
-  raw_.push_back(access_event(t, write));
+  raw_.push_back(TraceEvent::access(TensorId{t}, write));
   touch(t);
 }
 
@@ -125,28 +125,28 @@ std::vector<TraceEvent> Builder::finish_iteration() {
     const auto lt = current[s];
     if (lifetimes_[lt].life == Life::LastUse && lifetimes_[lt].last == pos && !freed[lt]) {
       freed[lt] = true;
-      out.push_back(event(EventKind::Free, s));
+      out.push_back(TraceEvent::free(TensorId{s}));
     }
   };
   for (std::uint32_t i = 0; i < raw_.size(); ++i) {
     const TraceEvent& e = raw_[i];
     out.push_back(e);
     switch (e.kind) {
-      case EventKind::Alloc: current[e.target] = next++; break;
+      case EventKind::Alloc: current[index_of(e.tensor())] = next++; break;
       case EventKind::Compute: {
-        const auto& op = tr_.ops[e.target];
+        const auto& op = tr_.op(e.compute_op());
         for (auto t : op.inputs) maybe_free(index_of(t), i);
         for (auto t : op.outputs) maybe_free(index_of(t), i);
         break;
       }
-      case EventKind::Access: maybe_free(e.target, i); break;
+      case EventKind::Access: maybe_free(index_of(e.tensor()), i); break;
       default: break;
     }
   }
   for (std::uint32_t lt = 0; lt < lifetimes_.size(); ++lt) {
     if (lifetimes_[lt].life == Life::IterEnd) {
       freed[lt] = true;
-      out.push_back(event(EventKind::Free, lifetimes_[lt].tensor));
+      out.push_back(TraceEvent::free(TensorId{lifetimes_[lt].tensor}));
     }
   }
   if (std::find(freed.begin(), freed.end(), false) != freed.end()) {
@@ -189,11 +189,11 @@ Trace Builder::build() {
   tr_.events.reserve(total);
   for (std::uint32_t t = 0; t < tr_.tensors.size(); ++t) {
     if (life_[t] != Life::Persistent || tr_.tensors[t].is_view()) continue;
-    tr_.events.push_back(event(EventKind::Alloc, t));
-    tr_.events.push_back(access_event(t, /*write=*/true));
+    tr_.events.push_back(TraceEvent::alloc(TensorId{t}));
+    tr_.events.push_back(TraceEvent::access(TensorId{t}, /*write=*/true));
   }
   for (std::uint64_t it = 0; it < n; ++it) {
-    tr_.events.push_back(event(EventKind::Iteration, static_cast<std::uint32_t>(it)));
+    tr_.events.push_back(TraceEvent::iteration(static_cast<std::uint32_t>(it)));
     tr_.events.insert(tr_.events.end(), iteration.begin(), iteration.end());
   }
   return std::move(tr_);

@@ -131,19 +131,8 @@ class Builder {
     if (op_id != kNoIndex) compute(op_id);
   }
   void access(std::uint32_t t, bool write);
-  void mark(std::uint32_t label) { raw_.push_back(event(EventKind::Mark, label)); }
+  void mark(std::uint32_t label) { raw_.push_back(TraceEvent::mark(label)); }
   void run(const GradOp& g, std::int64_t micro);
-  static TraceEvent event(EventKind k, std::uint32_t target) {
-    TraceEvent e;
-    e.kind = k;
-    e.target = target;
-    return e;
-  }
-  static TraceEvent access_event(std::uint32_t t, bool write) {
-    TraceEvent e = event(EventKind::Access, t);
-    e.write = write;
-    return e;
-  }
 
   void schedule_micro_batch(std::int64_t micro);
   std::vector<TraceEvent> finish_iteration();

@@ -55,10 +55,7 @@ class DtrConverter {
     DtrRecord r;
     while (reader_.next(r)) dispatch(r);
     trace_.events = std::move(prelude_);
-    TraceEvent iteration;
-    iteration.kind = EventKind::Iteration;
-    iteration.target = 0;
-    trace_.events.push_back(iteration);
+    trace_.events.push_back(TraceEvent::iteration(0));
     const std::size_t body_offset = trace_.events.size();
     trace_.events.insert(trace_.events.end(), body_.begin(), body_.end());
     if (options_.simrd_compat) {
@@ -137,7 +134,7 @@ class DtrConverter {
     while (index < trace_.labels.size() && trace_.labels[index] != label) ++index;
     if (index == trace_.labels.size()) reader_.hold(trace_.labels, memory_cost::label(label));
     if (index == trace_.labels.size()) trace_.labels.push_back(label);
-    emit(EventKind::Mark, index);
+    emit(TraceEvent::mark(index));
   }
 
   // ---- records that follow CONSTANT and CALL --------------------------------------------
@@ -190,7 +187,7 @@ class DtrConverter {
   // Drops one reference; frees the storage when it was the last one on it.
   void drop_reference(std::uint32_t tensor, const std::string& where, const std::string& name, std::uint64_t line) {
     const std::uint32_t dead_root = refs_.drop_reference(tensor, where, name, line);
-    if (dead_root != DtrRefs::kNone && has_memory(dead_root)) emit(EventKind::Free, dead_root);
+    if (dead_root != DtrRefs::kNone && has_memory(dead_root)) emit(TraceEvent::free(TensorId{dead_root}));
     if (dead_root != DtrRefs::kNone && !has_memory(dead_root) && options_.simrd_compat) {
       simrd_.note_free(body_.size(), dead_root);
     }
@@ -207,7 +204,7 @@ class DtrConverter {
     refs_.bind(r.name, t, r.line);
     // simrd profile: at the record, where simrd's parse_file computes the constant (parse/parse.py),
     // which matters when a peak comes before a late constant.
-    if (m.memory > 0) emit_to(options_.simrd_compat ? body_ : prelude_, EventKind::Alloc, t);
+    if (m.memory > 0) emit_to(options_.simrd_compat ? body_ : prelude_, TraceEvent::alloc(TensorId{t}));
   }
 
   void on_call(const DtrRecord& r) {
@@ -257,7 +254,7 @@ class DtrConverter {
       if (has_memory(t)) op.outputs.push_back(TensorId{t});
       results.push_back(t);
     }
-    for (const auto t : fresh) emit(EventKind::Alloc, t);
+    for (const auto t : fresh) emit(TraceEvent::alloc(TensorId{t}));
     note_simrd_op(op, args, results);
     compute(std::move(op));
   }
@@ -303,7 +300,7 @@ class DtrConverter {
       versions.push_back(t);
       if (has_memory(t)) {
         op.outputs.push_back(TensorId{t});
-        emit(EventKind::Alloc, t);
+        emit(TraceEvent::alloc(TensorId{t}));
       }
     }
     note_simrd_op(op, args, versions);
@@ -340,7 +337,7 @@ class DtrConverter {
     refs_.add_reference(src);
     refs_.bind(r.dst, src, r.line);
     drop_reference(old, "COPY_FROM DST", r.dst, r.line);
-    if (has_memory(src)) emit(EventKind::Access, src);
+    if (has_memory(src)) emit(TraceEvent::access(TensorId{src}, /*write=*/false));
   }
 
   // ---- ops and events -------------------------------------------------------------------
@@ -364,18 +361,15 @@ class DtrConverter {
   }
 
   void compute(OpInfo op) {
-    const std::uint32_t index = index_of(op.id);
+    const OpId id = op.id;
     reader_.hold(trace_.ops, memory_cost::op(op));
     trace_.ops.push_back(std::move(op));
-    emit(EventKind::Compute, index);
+    emit(TraceEvent::compute(id));
   }
 
-  void emit(EventKind kind, std::uint32_t target) { emit_to(body_, kind, target); }
-  void emit_to(std::vector<TraceEvent>& to, EventKind kind, std::uint32_t target) {
+  void emit(const TraceEvent& e) { emit_to(body_, e); }
+  void emit_to(std::vector<TraceEvent>& to, const TraceEvent& e) {
     reader_.hold(to, 2 * memory_cost::kEvent);  // twice: the trace's events copy prelude and body
-    TraceEvent e;
-    e.kind = kind;
-    e.target = target;
     to.push_back(e);
   }
 

@@ -273,11 +273,8 @@ class Builder {
     return index;
   }
 
-  void push(EventKind kind, std::uint32_t target) {
-    TraceEvent e;
-    e.kind = kind;
-    e.target = target;
-    e.time = now_;
+  void push(TraceEvent e) {
+    e.time = SimTime{now_};
     trace_.events.push_back(e);
   }
 
@@ -299,7 +296,7 @@ class Builder {
   void emit() {
     // Storages that exist before the trace, then the ops; zero-byte storages are left out.
     for (std::uint32_t l = 0; l < lives_.size(); ++l) {
-      if (lives_[l].born == kNone && lives_[l].bytes > 0) push(EventKind::Alloc, define(l));
+      if (lives_[l].born == kNone && lives_[l].bytes > 0) push(TraceEvent::alloc(TensorId{define(l)}));
     }
     std::vector<std::vector<std::uint32_t>> frees(plans_.size());
     for (std::uint32_t l = 0; l < lives_.size(); ++l) {
@@ -311,14 +308,14 @@ class Builder {
       const OpPlan& p = plans_[k];
       if (p.step >= 0 && p.step != step) {
         step = p.step;
-        push(EventKind::Iteration, iterations_++);
+        push(TraceEvent::iteration(iterations_++));
         phase = Phase::None;
       }
       if (p.phase != phase && p.phase != Phase::None)
-        push(EventKind::Mark, label(kPhaseName[static_cast<int>(p.phase)]));
+        push(TraceEvent::mark(label(kPhaseName[static_cast<int>(p.phase)])));
       phase = p.phase;
       for (const std::uint32_t l : p.outputs) {
-        if (lives_[l].bytes > 0) push(EventKind::Alloc, define(l));
+        if (lives_[l].bytes > 0) push(TraceEvent::alloc(TensorId{define(l)}));
       }
       const EtNode& n = et_.nodes[p.node];
       OpInfo op;
@@ -334,9 +331,9 @@ class Builder {
       op.mutated = ids(p.mutated);
       op.random = p.random;
       trace_.ops.push_back(std::move(op));
-      push(EventKind::Compute, k);
+      push(TraceEvent::compute(OpId{k}));
       now_ = kineto_detail::add_ns(now_, op_ns_.empty() || kop == kNone ? 0 : op_ns_[kop]);
-      for (const std::uint32_t l : frees[k]) push(EventKind::Free, lives_[l].trace_index);
+      for (const std::uint32_t l : frees[k]) push(TraceEvent::free(TensorId{lives_[l].trace_index}));
     }
     fill_header();
   }

@@ -195,12 +195,8 @@ class Converter {
     return index;
   }
 
-  void push(EventKind kind, std::uint32_t target, std::int64_t ts, std::uint64_t addr = 0) {
-    TraceEvent e;
-    e.kind = kind;
-    e.target = target;
-    e.time = ts - origin_;
-    e.addr = addr;
+  void push(TraceEvent e, std::int64_t ts) {
+    e.time = SimTime{ts - origin_};
     trace_.events.push_back(e);
   }
 
@@ -230,22 +226,22 @@ class Converter {
     final_id_.assign(memory_.tensors.size(), kNoIndex);
 
     for (const std::uint32_t r : memory_.initially_live) {
-      push(EventKind::Alloc, define_tensor(r), origin_, memory_.tensors[r].addr);
+      push(TraceEvent::alloc(TensorId{define_tensor(r)}, 0, memory_.tensors[r].addr), origin_);
       state[r] = State::Live;
     }
     for (const Pending& p : pending) {
       switch (p.kind) {
-        case Pending::Kind::Iteration: push(EventKind::Iteration, p.index, p.ts); break;
+        case Pending::Kind::Iteration: push(TraceEvent::iteration(p.index), p.ts); break;
         case Pending::Kind::Memory: {
           const MemoryAction& a = memory_.actions[p.index];
           if (a.kind == MemoryAction::Kind::Alloc) {
-            push(EventKind::Alloc, define_tensor(a.tensor), p.ts, memory_.tensors[a.tensor].addr);
+            push(TraceEvent::alloc(TensorId{define_tensor(a.tensor)}, 0, memory_.tensors[a.tensor].addr), p.ts);
             state[a.tensor] = State::Live;
           } else if (a.kind == MemoryAction::Kind::Free) {
-            push(EventKind::Free, final_id_[a.tensor], p.ts);
+            push(TraceEvent::free(TensorId{final_id_[a.tensor]}), p.ts);
             state[a.tensor] = State::Freed;
           } else {
-            push(EventKind::Mark, label("oom"), p.ts);
+            push(TraceEvent::mark(label("oom")), p.ts);
           }
           break;
         }
@@ -262,7 +258,7 @@ class Converter {
             if (state[r] == State::Freed) trace_.tensors[final_id_[r]].role = TensorRole::Workspace;
           }
           trace_.ops.push_back(std::move(op));
-          push(EventKind::Compute, index, p.ts);
+          push(TraceEvent::compute(OpId{index}), p.ts);
           break;
         }
       }

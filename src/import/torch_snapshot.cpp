@@ -103,12 +103,7 @@ class Builder {
         if (a.time_us >= 0) origin_ = std::min(origin_, a.time_us);
       }
     }
-    for (const std::uint32_t tensor : h_.start_allocs) {
-      TraceEvent e;
-      e.kind = EventKind::Alloc;
-      e.target = tensor;
-      push(e, -1);
-    }
+    for (const std::uint32_t tensor : h_.start_allocs) push(TraceEvent::alloc(TensorId{tensor}), -1);
     // Annotations go after the entries recorded at or before their time.
     std::vector<const Annotation*> anns;
     for (const Annotation& a : snap_.annotations) anns.push_back(&a);
@@ -127,31 +122,19 @@ class Builder {
       annotations_until(en.time_us);
       entry_ = en.index;
       const std::uint32_t tensor = h_.tensor_of_entry[en.index];
-      TraceEvent e;
-      e.stream = dense_stream(h_, en.stream);
+      const std::uint16_t stream = dense_stream(h_, en.stream);
       switch (en.action) {
-        case Action::Alloc:
-          e.kind = EventKind::Alloc;
-          e.target = tensor;
-          e.addr = en.addr;
-          push(e, en.time_us);
-          break;
-        case Action::FreeCompleted:
-          e.kind = EventKind::Free;
-          e.target = tensor;
-          push(e, en.time_us);
-          break;
+        case Action::Alloc: push(TraceEvent::alloc(TensorId{tensor}, stream, en.addr), en.time_us); break;
+        case Action::FreeCompleted: push(TraceEvent::free(TensorId{tensor}, stream), en.time_us); break;
         case Action::FreeRequested: break;  // the block is not reusable yet: nothing changes for the allocator
         case Action::Annotate: mark(en.name.empty() ? "annotate" : "annotate " + en.name, en.time_us); break;
         case Action::Oom:
           mark("oom", en.time_us);
           if (tensor == ~std::uint32_t{0}) break;  // a 0-byte request: mark only
           oom_events_.push_back(t_.events.size());
-          e.kind = EventKind::Alloc;  // no recorded address: the request failed
-          e.target = tensor;
-          push(e, en.time_us);
-          e.kind = EventKind::Free;
-          push(e, en.time_us);
+          // No recorded address: the request failed.
+          push(TraceEvent::alloc(TensorId{tensor}, stream), en.time_us);
+          push(TraceEvent::free(TensorId{tensor}, stream), en.time_us);
           break;
         default: mark(std::string(action_name(en.action)), en.time_us); break;
       }
@@ -169,10 +152,7 @@ class Builder {
       it = labels_.emplace(label, static_cast<std::uint32_t>(t_.labels.size())).first;
       t_.labels.push_back(label);
     }
-    TraceEvent e;
-    e.kind = EventKind::Mark;
-    e.target = it->second;
-    push(e, time_us);
+    push(TraceEvent::mark(it->second), time_us);
   }
 
   // Timestamps in ns from the origin; kept non-decreasing (entries of several threads could
@@ -184,7 +164,8 @@ class Builder {
         ns = last_;
         ++clamped_;
       }
-      e.time = last_ = ns;
+      e.time = SimTime{ns};
+      last_ = ns;
     }
     t_.events.push_back(e);
     event_entry_.push_back(entry_);
@@ -233,7 +214,7 @@ std::optional<std::pair<std::uint64_t, std::uint64_t>> remainder_from_replay(con
   if (ev >= t.events.size() || ev >= entries.size()) return std::nullopt;
   const std::size_t entry = entries[ev];
   const std::uint64_t got = rep.addresses.first_got;
-  const std::uint64_t s = PyTorchCachingAllocator::round_size(t.tensors[t.events[ev].target].size.value, opts);
+  const std::uint64_t s = PyTorchCachingAllocator::round_size(t.tensor(t.events[ev].tensor()).size.value, opts);
   for (const History::Ambiguous& a : h.ambiguous) {
     if (a.addr + a.size != got || entry >= a.free_entry || a.limit - got < s) continue;
     const std::uint64_t gap = a.limit - got;

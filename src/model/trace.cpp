@@ -88,31 +88,36 @@ TraceSummary summarize(const Trace& trace) {
     switch (e.kind) {
       case EventKind::Alloc: {
         ++s.allocs;
-        if (e.target >= trace.tensors.size()) break;
-        const std::uint64_t size = trace.tensors[e.target].size.value;
+        const std::uint32_t t = index_of(e.tensor());
+        if (t >= trace.tensors.size()) break;
+        const std::uint64_t size = trace.tensors[t].size.value;
         total = sat_add(total, size);
-        if (!live[e.target]) {
-          live[e.target] = 1;
+        if (!live[t]) {
+          live[t] = 1;
           current = sat_add(current, size);
           if (current > peak) peak = current;
         }
         break;
       }
-      case EventKind::Free:
+      case EventKind::Free: {
         ++s.frees;
-        if (e.target < trace.tensors.size() && live[e.target]) {
-          live[e.target] = 0;
-          const std::uint64_t size = trace.tensors[e.target].size.value;
+        const std::uint32_t t = index_of(e.tensor());
+        if (t < trace.tensors.size() && live[t]) {
+          live[t] = 0;
+          const std::uint64_t size = trace.tensors[t].size.value;
           current = size > current ? 0 : current - size;
         }
         break;
+      }
       case EventKind::Access: ++s.accesses; break;
-      case EventKind::Compute:
+      case EventKind::Compute: {
         ++s.computes;
-        if (e.target < trace.ops.size() && trace.ops[e.target].duration.count() > 0) {
-          compute = sat_add(compute, trace.ops[e.target].duration.count());
+        const std::uint32_t op = index_of(e.compute_op());
+        if (op < trace.ops.size() && trace.ops[op].duration.count() > 0) {
+          compute = sat_add(compute, trace.ops[op].duration.count());
         }
         break;
+      }
       case EventKind::Iteration: ++s.iterations; break;
       case EventKind::Mark: break;
     }

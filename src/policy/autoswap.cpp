@@ -24,7 +24,7 @@ struct Candidate {
 bool writes(const Trace& trace, std::uint32_t at, std::uint32_t s) {
   const TraceEvent& e = trace.events[at];
   if (e.kind == EventKind::Access) return e.write;
-  const OpInfo& op = trace.ops[e.target];
+  const OpInfo& op = trace.op(e.compute_op());
   for (const auto* list : {&op.outputs, &op.mutated}) {
     for (TensorId x : *list) {
       if (trace.storage_of(index_of(x)) == s) return true;

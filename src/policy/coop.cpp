@@ -86,7 +86,7 @@ void CoopPolicy::prepare(const MemoryView& view) {
   std::vector<std::pair<std::uint32_t, double>> density;  // storage, ns per byte
   for (const TraceEvent& e : trace.events) {
     if (e.kind != EventKind::Compute) continue;
-    const OpInfo& op = trace.ops[e.target];
+    const OpInfo& op = trace.op(e.compute_op());
     auto classify = [&](TensorId t) {
       const std::uint32_t s = trace.storage_of(index_of(t));
       if (seen[s] != 0 || trace.tensors[index_of(t)].is_view()) return;

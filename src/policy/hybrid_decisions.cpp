@@ -59,9 +59,9 @@ HybridPlanner::HybridPlanner(const Trace& trace, const LinkModel& link, Bytes sm
   writers_.resize(trace.tensors.size());
   for (std::size_t i = 0; i < trace.events.size(); ++i) {
     const TraceEvent& ev = trace.events[i];
-    if (ev.kind == EventKind::Free) free_at_[ev.target] = static_cast<std::uint32_t>(i);
+    if (ev.kind == EventKind::Free) free_at_[index_of(ev.tensor())] = static_cast<std::uint32_t>(i);
     if (ev.kind != EventKind::Compute) continue;
-    const OpInfo& op = trace.ops[ev.target];
+    const OpInfo& op = trace.op(ev.compute_op());
     auto wrote = [&](std::uint32_t s) {
       if (writers_[s].empty() || writers_[s].back() != i) writers_[s].push_back(static_cast<std::uint32_t>(i));
     };
@@ -78,7 +78,7 @@ std::vector<Gap> HybridPlanner::gaps(std::size_t b, std::size_t e) const {
   std::vector<std::uint32_t> writer(trace_.tensors.size(), kNoIndex);
   for (std::size_t i = 0; i < e; ++i) {
     const TraceEvent& ev = trace_.events[i];
-    if (ev.kind == EventKind::Alloc) writer[ev.target] = kNoIndex;
+    if (ev.kind == EventKind::Alloc) writer[index_of(ev.tensor())] = kNoIndex;
     if (ev.kind != EventKind::Compute && ev.kind != EventKind::Access) continue;
     // Gaps opened by this use (uses are listed per storage in event order).
     auto open_gap = [&](std::uint32_t s) {
@@ -96,7 +96,7 @@ std::vector<Gap> HybridPlanner::gaps(std::size_t b, std::size_t e) const {
       g.out = link_.transfer_time(Direction::DeviceToHost, g.size);
       g.in = link_.transfer_time(Direction::HostToDevice, g.size);
       g.recomputable =
-          evictable_[s] != 0 && g.producer != kNoIndex && !trace_.ops[trace_.events[g.producer].target].random;
+          evictable_[s] != 0 && g.producer != kNoIndex && !trace_.op(trace_.events[g.producer].compute_op()).random;
       out.push_back(g);
     };
     std::vector<std::uint32_t> seen;
@@ -106,10 +106,10 @@ std::vector<Gap> HybridPlanner::gaps(std::size_t b, std::size_t e) const {
       open_gap(s);
     };
     if (ev.kind == EventKind::Access) {
-      once(trace_.storage_of(ev.target));
+      once(trace_.storage_of(index_of(ev.tensor())));
       continue;
     }
-    const OpInfo& op = trace_.ops[ev.target];
+    const OpInfo& op = trace_.op(ev.compute_op());
     for (const auto* list : {&op.inputs, &op.outputs}) {
       for (TensorId x : *list) {
         const std::uint32_t s = trace_.storage_of(index_of(x));
@@ -223,7 +223,7 @@ SimTime HybridPlanner::recompute_cost(const Gap& g, const std::vector<Gap>& chos
 // inputs that will be out of memory then.
 SimTime HybridPlanner::chain_cost(std::uint32_t producer_event, std::uint32_t at, const std::vector<Gap>& chosen,
                                   int depth) const {
-  const OpInfo& op = trace_.ops[trace_.events[producer_event].target];
+  const OpInfo& op = trace_.op(trace_.events[producer_event].compute_op());
   SimTime cost = op.duration;
   if (depth >= kMaxChainDepth) return cost;
   std::vector<std::uint32_t> seen;

@@ -15,9 +15,9 @@ UseIndex::UseIndex(const Trace& trace) : uses_(trace.tensors.size()) {
   for (std::uint32_t i = 0; i < trace.events.size(); ++i) {
     const TraceEvent& e = trace.events[i];
     if (e.kind == EventKind::Access) {
-      add(e.target, i);
+      add(index_of(e.tensor()), i);
     } else if (e.kind == EventKind::Compute) {
-      const OpInfo& op = trace.ops[e.target];
+      const OpInfo& op = trace.op(e.compute_op());
       for (TensorId x : op.inputs) add(index_of(x), i);
       for (TensorId x : op.outputs) add(index_of(x), i);
     }
@@ -35,16 +35,16 @@ EventTimes model_event_times(const Trace& trace) {
   t.start.resize(trace.events.size());
   t.end.resize(trace.events.size());
   SimTime now{0};
-  std::int64_t t0 = -1;
+  SimTime t0 = TraceEvent::kNotRecorded;  // the first timestamp
   for (std::size_t i = 0; i < trace.events.size(); ++i) {
     const TraceEvent& e = trace.events[i];
-    if (e.time >= 0) {
-      if (t0 < 0) t0 = e.time;
-      now = std::max(now, SimTime{e.time - t0});
+    if (e.timed()) {
+      if (t0 == TraceEvent::kNotRecorded) t0 = e.time;
+      now = std::max(now, e.time - t0);
     }
     t.start[i] = now;
     // Saturates: a trace whose op time passes 2^63 - 1 ns is stopped by the engine's clock.
-    if (e.kind == EventKind::Compute) now = sat_add(now, trace.ops[e.target].duration);
+    if (e.kind == EventKind::Compute) now = sat_add(now, trace.op(e.compute_op()).duration);
     t.end[i] = now;
   }
   return t;
@@ -75,8 +75,8 @@ std::vector<std::uint64_t> load_curve(const Trace& trace) {
   }
   for (std::size_t i = 0; i < trace.events.size(); ++i) {
     const TraceEvent& e = trace.events[i];
-    if (e.kind == EventKind::Alloc) live += trace.tensors[e.target].size.value;
-    if (e.kind == EventKind::Free) live -= std::min(live, trace.tensors[e.target].size.value);
+    if (e.kind == EventKind::Alloc) live += trace.tensor(e.tensor()).size.value;
+    if (e.kind == EventKind::Free) live -= std::min(live, trace.tensor(e.tensor()).size.value);
     load[i] = live;
   }
   return load;

@@ -23,7 +23,7 @@ bool contains(std::string_view haystack, std::string_view needle) {
 std::size_t find_mark(const Trace& trace, std::size_t b, std::size_t e, std::string_view label) {
   for (std::size_t i = b; i < e; ++i) {
     const TraceEvent& ev = trace.events[i];
-    if (ev.kind == EventKind::Mark && trace.labels[ev.target] == label) return i;
+    if (ev.kind == EventKind::Mark && trace.labels[ev.label_index()] == label) return i;
   }
   return e;
 }
@@ -82,7 +82,7 @@ void VdnnPolicy::prepare(const MemoryView& view) {
     for (std::size_t i = b; i < backward; ++i) {
       const TraceEvent& ev = trace.events[i];
       if (ev.kind != EventKind::Compute) continue;
-      const OpInfo& op = trace.ops[ev.target];
+      const OpInfo& op = trace.op(ev.compute_op());
       if (opts_.conv_only && !is_conv(op.name)) continue;
       for (TensorId x : op.inputs) {
         const std::uint32_t s = trace.storage_of(index_of(x));

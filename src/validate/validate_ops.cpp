@@ -23,14 +23,15 @@ void Validator::on_compute_stream(const LogRecord& rec, const std::string& what)
 // Trace compute events run once each, in trace order.
 void Validator::follow_trace(const LogRecord& rec, const OpInfo& op) {
   const std::uint32_t e = rec.event;
-  if (e >= trace_.events.size() || trace_.events[e].kind != EventKind::Compute || trace_.events[e].target != rec.op) {
+  if (e >= trace_.events.size() || trace_.events[e].kind != EventKind::Compute ||
+      index_of(trace_.events[e].compute_op()) != rec.op) {
     fail(kNoIndex, fmt::format("compute of op '{}' does not match the trace event", op.name));
     return;
   }
   while (next_compute_ < compute_events_.size() && compute_events_[next_compute_] < e) {
     const std::uint32_t skipped = compute_events_[next_compute_++];
     fail(kNoIndex, fmt::format("trace event {} (compute of op '{}') never ran", skipped,
-                               trace_.ops[trace_.events[skipped].target].name));
+                               trace_.op(trace_.events[skipped].compute_op()).name));
   }
   if (next_compute_ < compute_events_.size() && compute_events_[next_compute_] == e) {
     ++next_compute_;
@@ -224,7 +225,7 @@ void Validator::access(const LogRecord& rec) {
   const std::uint32_t s = r.storage;
   const std::uint32_t e = rec.event;
   if (e >= trace_.events.size() || trace_.events[e].kind != EventKind::Access ||
-      trace_.storage_of(trace_.events[e].target) != s) {
+      trace_.storage_of(index_of(trace_.events[e].tensor())) != s) {
     fail(s, "access does not match the trace event");
   }
   on_compute_stream(rec, "access");

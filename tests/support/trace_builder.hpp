@@ -51,31 +51,46 @@ class TraceBuilder {
     trace_.ops[op].random = true;
     return *this;
   }
-  TraceBuilder& alloc(std::uint32_t t, std::int64_t time = -1) { return ev(EventKind::Alloc, t, time); }
-  TraceBuilder& free(std::uint32_t t, std::int64_t time = -1) { return ev(EventKind::Free, t, time); }
-  TraceBuilder& compute(std::uint32_t op, std::int64_t time = -1) { return ev(EventKind::Compute, op, time); }
+  // Times in ns; kUntimed: the event carries no timestamp.
+  static constexpr std::int64_t kUntimed = TraceEvent::kNotRecorded.count();
+  TraceBuilder& alloc(std::uint32_t t, std::int64_t time = kUntimed) {
+    return ev(TraceEvent::alloc(TensorId{t}), time);
+  }
+  TraceBuilder& free(std::uint32_t t, std::int64_t time = kUntimed) { return ev(TraceEvent::free(TensorId{t}), time); }
+  TraceBuilder& compute(std::uint32_t op, std::int64_t time = kUntimed) {
+    return ev(TraceEvent::compute(OpId{op}), time);
+  }
   TraceBuilder& access(std::uint32_t t, bool write = false) {
-    ev(EventKind::Access, t, -1);
-    trace_.events.back().write = write;
-    return *this;
+    return ev(TraceEvent::access(TensorId{t}, write), kUntimed);
   }
   TraceBuilder& iteration(std::uint32_t i) {
     trace_.header.iterations = i + 1;
-    return ev(EventKind::Iteration, i, -1);
+    return ev(TraceEvent::iteration(i), kUntimed);
   }
   [[nodiscard]] const Trace& trace() const { return trace_; }
   Trace& mutable_trace() { return trace_; }
 
  private:
-  TraceBuilder& ev(EventKind k, std::uint32_t target, std::int64_t time) {
-    TraceEvent e;
-    e.kind = k;
-    e.target = target;
-    e.time = time;
+  TraceBuilder& ev(TraceEvent e, std::int64_t time) {
+    e.time = SimTime{time};
     trace_.events.push_back(e);
     return *this;
   }
   Trace trace_;
 };
+
+// The index an event is about, whatever its kind (tensor, op, iteration or label), for tests
+// that print events.
+inline std::uint32_t subject_index(const TraceEvent& e) {
+  switch (e.kind) {
+    case EventKind::Alloc:
+    case EventKind::Free:
+    case EventKind::Access: return index_of(e.tensor());
+    case EventKind::Compute: return index_of(e.compute_op());
+    case EventKind::Iteration: return e.iteration_index();
+    case EventKind::Mark: return e.label_index();
+  }
+  return kNoIndex;
+}
 
 }  // namespace coopsim::test

@@ -39,7 +39,7 @@ std::size_t first_event(const Trace& t, EventKind kind, const std::string& tenso
   for (std::size_t i = 0; i < t.events.size(); ++i) {
     const TraceEvent& e = t.events[i];
     if (e.kind != kind) continue;
-    const std::string& n = kind == EventKind::Compute ? t.ops[e.target].name : t.tensors[e.target].name;
+    const std::string& n = kind == EventKind::Compute ? t.op(e.compute_op()).name : t.tensor(e.tensor()).name;
     if (n == tensor_or_op) return i;
   }
   return t.events.size();

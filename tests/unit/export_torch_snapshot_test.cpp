@@ -30,13 +30,13 @@ constexpr std::uint64_t kBase = DeviceMemory::kBaseAddress;
 using Step = std::tuple<std::string, std::uint64_t, std::uint64_t>;
 std::vector<Step> alloc_free_sequence(const Trace& t) {
   std::vector<Step> out;
-  std::map<std::uint32_t, std::uint64_t> addr;
+  std::map<TensorId, std::uint64_t> addr;
   for (const TraceEvent& e : t.events) {
     if (e.kind == EventKind::Alloc) {
-      addr[e.target] = e.addr;
-      out.emplace_back("alloc", e.addr, t.tensors[e.target].size.value);
+      addr[e.tensor()] = e.addr;
+      out.emplace_back("alloc", e.addr, t.tensor(e.tensor()).size.value);
     } else if (e.kind == EventKind::Free) {
-      out.emplace_back("free", addr.at(e.target), t.tensors[e.target].size.value);
+      out.emplace_back("free", addr.at(e.tensor()), t.tensor(e.tensor()).size.value);
     }
   }
   return out;

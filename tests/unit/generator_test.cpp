@@ -76,40 +76,42 @@ Check check_trace(const Trace& tr) {
   };
   for (std::size_t i = 0; i < tr.events.size(); ++i) {
     const auto& e = tr.events[i];
-    if (e.time != -1) fail(i, "timestamp recorded");
+    if (e.timed()) fail(i, "timestamp recorded");
     switch (e.kind) {
       case EventKind::Alloc: {
         ++c.allocs;
-        const auto& t = tr.tensors.at(e.target);
+        const std::uint32_t ti = index_of(e.tensor());
+        const auto& t = tr.tensors.at(ti);
         if (t.is_view()) fail(i, "alloc of a view");
-        if (live[e.target]) fail(i, "double alloc of " + t.name);
-        live[e.target] = true;
+        if (live[ti]) fail(i, "double alloc of " + t.name);
+        live[ti] = true;
         live_bytes += t.size.value;
         c.peak_live = std::max(c.peak_live, live_bytes);
         break;
       }
       case EventKind::Free: {
         ++c.frees;
-        const auto& t = tr.tensors.at(e.target);
+        const std::uint32_t ti = index_of(e.tensor());
+        const auto& t = tr.tensors.at(ti);
         if (t.is_view()) fail(i, "free of a view");
-        if (!live[e.target]) fail(i, "free of dead " + t.name);
-        live[e.target] = false;
+        if (!live[ti]) fail(i, "free of dead " + t.name);
+        live[ti] = false;
         live_bytes -= t.size.value;
         break;
       }
       case EventKind::Access:
         ++c.accesses;
-        need_live(i, e.target, "access");
+        need_live(i, index_of(e.tensor()), "access");
         break;
       case EventKind::Compute: {
         ++c.computes;
-        const auto& op = tr.ops.at(e.target);
+        const auto& op = tr.ops.at(index_of(e.compute_op()));
         for (auto t : op.inputs) need_live(i, index_of(t), op.name + " input");
         for (auto t : op.outputs) need_live(i, index_of(t), op.name + " output");
         break;
       }
       case EventKind::Iteration:
-        if (e.target != c.iterations) fail(i, "iteration index out of order");
+        if (e.iteration_index() != c.iterations) fail(i, "iteration index out of order");
         ++c.iterations;
         if (!have_baseline) {
           baseline = live_set();
@@ -120,10 +122,10 @@ Check check_trace(const Trace& tr) {
         }
         break;
       case EventKind::Mark:
-        if (e.target >= tr.labels.size())
+        if (e.label_index() >= tr.labels.size())
           fail(i, "bad label");
         else
-          ++c.marks[tr.labels[e.target]];
+          ++c.marks[tr.labels[e.label_index()]];
         break;
     }
   }
@@ -179,11 +181,7 @@ bool same_structure(const Trace& a, const Trace& b) {
     }
   }
   for (std::size_t i = 0; i < a.events.size(); ++i) {
-    const auto &x = a.events[i], &y = b.events[i];
-    if (x.kind != y.kind || x.target != y.target || x.write != y.write || x.op != y.op || x.stream != y.stream ||
-        x.time != y.time || x.addr != y.addr) {
-      return false;
-    }
+    if (!(a.events[i] == b.events[i])) return false;
   }
   return true;
 }
@@ -270,13 +268,13 @@ TEST_CASE("tiny mlp with workspaces: one per linear op, sized by its largest ope
   // Each workspace is allocated right before its op and freed right after it.
   for (std::size_t i = 0; i + 2 < tr.events.size(); ++i) {
     const auto& e = tr.events[i];
-    if (e.kind != EventKind::Alloc || tr.tensors[e.target].role != TensorRole::Workspace) continue;
-    CHECK(tr.events[i + 1].kind == EventKind::Compute);
-    const auto& op = tr.ops[tr.events[i + 1].target];
-    CHECK(index_of(op.outputs.back()) == e.target);
+    if (e.kind != EventKind::Alloc || tr.tensor(e.tensor()).role != TensorRole::Workspace) continue;
+    REQUIRE(tr.events[i + 1].kind == EventKind::Compute);
+    const auto& op = tr.op(tr.events[i + 1].compute_op());
+    CHECK(op.outputs.back() == e.tensor());
     bool freed_next = false;
     for (std::size_t j = i + 2; j < tr.events.size() && tr.events[j].kind == EventKind::Free; ++j) {
-      freed_next = freed_next || tr.events[j].target == e.target;
+      freed_next = freed_next || tr.events[j].tensor() == e.tensor();
     }
     CHECK(freed_next);
   }
@@ -351,7 +349,7 @@ TEST_CASE("default cnn trace: roles, views, in-place and multi-output ops", "[ge
   while (tr.events[first_iter].kind != EventKind::Iteration) ++first_iter;
   for (std::size_t i = 0; i < tr.events.size(); ++i) {
     const auto& e = tr.events[i];
-    if (e.kind == EventKind::Alloc && tr.tensors[e.target].role == TensorRole::Parameter) {
+    if (e.kind == EventKind::Alloc && tr.tensor(e.tensor()).role == TensorRole::Parameter) {
       CHECK(i < first_iter);
     }
   }

@@ -38,14 +38,14 @@ std::vector<std::string> events(const Trace& t) {
   std::vector<std::string> out;
   for (const auto& e : t.events) {
     switch (e.kind) {
-      case EventKind::Alloc: out.push_back("alloc " + tensor_name(t, e.target)); break;
-      case EventKind::Free: out.push_back("free " + tensor_name(t, e.target)); break;
+      case EventKind::Alloc: out.push_back("alloc " + tensor_name(t, index_of(e.tensor()))); break;
+      case EventKind::Free: out.push_back("free " + tensor_name(t, index_of(e.tensor()))); break;
       case EventKind::Access:
-        out.push_back(std::string(e.write ? "write " : "read ") + tensor_name(t, e.target));
+        out.push_back(std::string(e.write ? "write " : "read ") + tensor_name(t, index_of(e.tensor())));
         break;
-      case EventKind::Compute: out.push_back("compute " + t.ops[e.target].name); break;
-      case EventKind::Iteration: out.push_back("iteration " + std::to_string(e.target)); break;
-      case EventKind::Mark: out.push_back("mark " + t.labels[e.target]); break;
+      case EventKind::Compute: out.push_back("compute " + t.op(e.compute_op()).name); break;
+      case EventKind::Iteration: out.push_back("iteration " + std::to_string(e.iteration_index())); break;
+      case EventKind::Mark: out.push_back("mark " + t.labels[e.label_index()]); break;
     }
   }
   return out;

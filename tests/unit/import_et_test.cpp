@@ -32,6 +32,7 @@
 #include "coopsim/formats/trace_file.hpp"
 #include "import/et_detail.hpp"
 #include "test_paths.hpp"
+#include "trace_builder.hpp"
 #include "validated_run.hpp"
 
 namespace fs = std::filesystem;
@@ -77,8 +78,9 @@ std::string kinds(const Trace& t) {
   std::string s;
   for (const TraceEvent& e : t.events) {
     const char* k[] = {"A", "F", "X", "C", "I", "M"};
-    s += fmt::format("{}{} ", k[static_cast<int>(e.kind)],
-                     e.kind == EventKind::Mark || e.kind == EventKind::Iteration ? "" : std::to_string(e.target));
+    s += fmt::format(
+        "{}{} ", k[static_cast<int>(e.kind)],
+        e.kind == EventKind::Mark || e.kind == EventKind::Iteration ? "" : std::to_string(test::subject_index(e)));
   }
   return s;
 }
@@ -112,7 +114,7 @@ void check_tiny(const Trace& t) {
   CHECK(t.labels == std::vector<std::string>{"forward"});
   CHECK(t.header.iterations == 1);
   std::vector<std::int64_t> times;
-  for (const TraceEvent& e : t.events) times.push_back(e.time);
+  for (const TraceEvent& e : t.events) times.push_back(e.time.count());
   CHECK(times == std::vector<std::int64_t>{0, 0, 0, 0, 0, 0, 8000, 11000, 11000, 11000, 13000, 13000, 14000, 14000,
                                            14000, 18000});
   CHECK(summarize(t).peak_live.value == 24 + 48 + 32 + 4);

@@ -22,6 +22,7 @@
 #include "coopsim/formats/trace_file.hpp"
 #include "import/kineto_detail.hpp"
 #include "test_paths.hpp"
+#include "trace_builder.hpp"
 
 namespace fs = std::filesystem;
 using namespace coopsim;
@@ -66,8 +67,9 @@ std::string read_any(const fs::path& p) {
 std::vector<std::string> event_lines(const Trace& t) {
   std::vector<std::string> out;
   for (const TraceEvent& e : t.events) {
-    std::string s = fmt::format("{} {} @{}", to_string(e.kind),
-                                e.kind == EventKind::Mark ? t.labels[e.target] : std::to_string(e.target), e.time);
+    std::string s = fmt::format(
+        "{} {} @{}", to_string(e.kind),
+        e.kind == EventKind::Mark ? t.labels[e.label_index()] : std::to_string(test::subject_index(e)), e.time.count());
     if (e.addr != 0) s += fmt::format(" addr {}", e.addr);
     out.push_back(s);
   }

@@ -202,15 +202,15 @@ TEST_CASE("smartpool: an extra allocation shifts index matching but not tensor m
     std::map<std::uint32_t, Block> live;
     bool extra_done = false;
     for (const TraceEvent& e : t.events) {
-      if (e.kind == EventKind::Iteration && e.target == 2) {
+      if (e.kind == EventKind::Iteration && e.iteration_index() == 2) {
         a.deallocate(live.at(0));                                          // swap-out of W ...
         live[0] = *a.allocate(AllocRequest{Bytes{1000}, 0, TensorId{0}});  // ... and back in
         extra_done = true;
       } else if (e.kind == EventKind::Alloc) {
-        live[e.target] = *a.allocate(AllocRequest{t.tensors[e.target].size, 0, TensorId{e.target}});
+        live[index_of(e.tensor())] = *a.allocate(AllocRequest{t.tensor(e.tensor()).size, 0, e.tensor()});
       } else if (e.kind == EventKind::Free) {
-        a.deallocate(live.at(e.target));
-        live.erase(e.target);
+        a.deallocate(live.at(index_of(e.tensor())));
+        live.erase(index_of(e.tensor()));
       }
       a.check_invariants();
     }

@@ -32,17 +32,17 @@ inline SmartPoolOptions fit(SmartPoolFit f, bool quirk = true) {
 // Replays the trace's alloc/free events straight into the allocator (as the engine does under
 // keep), checking invariants after every step. Returns the block of every alloc, in order.
 inline std::vector<Block> replay(Allocator& a, const Trace& t) {
-  std::map<std::uint32_t, Block> live;
+  std::map<TensorId, Block> live;
   std::vector<Block> placed;
   for (const TraceEvent& e : t.events) {
     if (e.kind == EventKind::Alloc) {
-      auto b = a.allocate(AllocRequest{t.tensors[e.target].size, e.stream, TensorId{e.target}});
+      auto b = a.allocate(AllocRequest{t.tensor(e.tensor()).size, e.stream, e.tensor()});
       REQUIRE(b.has_value());
-      live[e.target] = *b;
+      live[e.tensor()] = *b;
       placed.push_back(*b);
     } else if (e.kind == EventKind::Free) {
-      a.deallocate(live.at(e.target));
-      live.erase(e.target);
+      a.deallocate(live.at(e.tensor()));
+      live.erase(e.tensor());
     } else {
       continue;
     }

@@ -191,10 +191,7 @@ TraceBuilder forward_backward() {
   b.alloc(x).alloc(y).compute(conv).alloc(z).compute(relu);
   Trace& t = b.mutable_trace();
   t.labels.push_back("backward");
-  TraceEvent mark;
-  mark.kind = EventKind::Mark;
-  mark.target = 0;
-  t.events.push_back(mark);
+  t.events.push_back(TraceEvent::mark(0));
   b.alloc(g).compute(relu_bwd).compute(conv_bwd).free(x).free(y).free(z).free(g);
   return b;
 }

@@ -133,40 +133,41 @@ TEST_CASE("trace v1: a valid multi-iteration trace loads with dense ids, views a
   SECTION("events: compact, times in ns, labels deduplicated") {
     REQUIRE(t.events.size() == 35);
     const TraceEvent& first = t.events[0];
-    CHECK(first.kind == EventKind::Alloc);
-    CHECK(first.target == 0);
-    CHECK(first.time == 0);
+    REQUIRE(first.kind == EventKind::Alloc);
+    CHECK(first.tensor() == TensorId{0});
+    CHECK(first.time == SimTime{0});
     CHECK(first.addr == 140737488355328ULL);
     CHECK(t.events[2].stream == 1);
-    CHECK(t.events[3].kind == EventKind::Iteration);
-    CHECK(t.events[3].target == 0);
-    CHECK(t.events[6].kind == EventKind::Compute);
-    CHECK(t.events[6].target == 1);  // op 2 (flatten)
-    CHECK(t.events[6].time == 2500);
-    CHECK(t.events[8].kind == EventKind::Compute);
-    CHECK(t.events[8].target == 2);  // op 6 (dropout)
+    REQUIRE(t.events[3].kind == EventKind::Iteration);
+    CHECK(t.events[3].iteration_index() == 0);
+    REQUIRE(t.events[6].kind == EventKind::Compute);
+    CHECK(t.events[6].compute_op() == OpId{1});  // op 2 (flatten)
+    CHECK(t.events[6].time == SimTime{2500});
+    REQUIRE(t.events[8].kind == EventKind::Compute);
+    CHECK(t.events[8].compute_op() == OpId{2});  // op 6 (dropout)
     CHECK(t.events[9].kind == EventKind::Free);
-    CHECK(t.events[9].time == 2501);
+    CHECK(t.events[9].time == SimTime{2501});
     const TraceEvent& mark = t.events[12];
     CHECK(mark.kind == EventKind::Mark);
-    CHECK(mark.time == 2751);
+    CHECK(mark.time == SimTime{2751});
     const TraceEvent& write = t.events[18];
-    CHECK(write.kind == EventKind::Access);
+    REQUIRE(write.kind == EventKind::Access);
     CHECK(write.write);
-    CHECK(write.op == 5);
-    CHECK(write.time == 5751);
+    CHECK(write.access_op() == OpId{5});
+    CHECK(write.time == SimTime{5751});
     const TraceEvent& read = t.events[24];
-    CHECK(read.kind == EventKind::Access);
+    REQUIRE(read.kind == EventKind::Access);
     CHECK_FALSE(read.write);
-    CHECK(read.target == 3);  // the view; storage_of resolves it
-    CHECK(read.op == kNoIndex);
+    CHECK(read.tensor() == TensorId{3});  // the view; storage_of resolves it
+    CHECK_FALSE(read.access_op());
     CHECK(read.stream == 2);
-    CHECK(read.time == -1);
-    CHECK(t.events.back().kind == EventKind::Mark);
+    CHECK_FALSE(read.timed());
+    CHECK(read.time == TraceEvent::kNotRecorded);
+    REQUIRE(t.events.back().kind == EventKind::Mark);
     CHECK(t.labels == std::vector<std::string>{"backward", "snapshot"});
-    CHECK(t.events[27].kind == EventKind::Mark);
-    CHECK(t.events[27].target == 0);  // second "backward"
-    CHECK(t.events.back().target == 1);
+    REQUIRE(t.events[27].kind == EventKind::Mark);
+    CHECK(t.events[27].label_index() == 0);  // second "backward"
+    CHECK(t.events.back().label_index() == 1);
   }
 
   SECTION("summary figures (peak worked out by hand)") {
@@ -245,8 +246,8 @@ TEST_CASE("trace v1: round trip through write_trace, plain and gzip", "[trace]")
 TEST_CASE("trace v1: writer keeps exact times in the header unit", "[trace]") {
   const fs::path dir = test::scratch_dir("trace-units");
   Trace t = load_trace(kSmall);
-  t.ops[0].duration = SimTime{1234567};              // 1.234567 ms
-  for (int i = 0; i < 4; ++i) t.events[i].time = 1;  // 0.000001 ms
+  t.ops[0].duration = SimTime{1234567};                       // 1.234567 ms
+  for (int i = 0; i < 4; ++i) t.events[i].time = SimTime{1};  // 0.000001 ms
   for (const char* unit : {"ns", "us", "ms", "s"}) {
     t.header.time_unit = unit;
     const std::string p = (dir / (std::string("u_") + unit + ".jsonl")).string();
@@ -287,7 +288,7 @@ TEST_CASE("trace v1: blank lines, CRLF, x_ keys and defaults", "[trace]") {
   CHECK(t.ops[0].duration == SimTime{0});
   CHECK(t.ops[0].name.empty());
   REQUIRE(t.events.size() == 3);
-  CHECK(t.events[1].time == 2);  // 1.5 ns rounds half up
+  CHECK(t.events[1].time == SimTime{2});  // 1.5 ns rounds half up
   CHECK(t.labels == std::vector<std::string>{"caf\xc3\xa9 \"quoted\"\n"});
 
   // The writer escapes the label so that it reads back identically.

@@ -5,10 +5,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cassert>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -70,17 +72,83 @@ enum class EventKind : std::uint8_t {
 };
 std::string_view to_string(EventKind k);
 
-struct TraceEvent {
+// One event of the stream. Its subject depends on its kind: a tensor (Alloc, Free, Access), an
+// op (Compute), an iteration number (Iteration) or a label (Mark). Events are made by the named
+// constructors and read through the accessor of their kind, which asserts the kind in debug
+// builds; the raw subject is private, so an op index is never read as a tensor. Events are hot
+// (a trace holds millions): 32 bytes, trivially copyable, accessors inline.
+class TraceEvent {
+ public:
+  static constexpr SimTime kNotRecorded{-1};  // `time` of an event the trace gave no timestamp
+
+  static constexpr TraceEvent alloc(TensorId t, std::uint16_t stream = 0, std::uint64_t addr = 0) {
+    TraceEvent e(EventKind::Alloc, index_of(t));
+    e.stream = stream;
+    e.addr = addr;
+    return e;
+  }
+  static constexpr TraceEvent free(TensorId t, std::uint16_t stream = 0) {
+    TraceEvent e(EventKind::Free, index_of(t));
+    e.stream = stream;
+    return e;
+  }
+  // `by`: the op that made the access, when the trace says.
+  static constexpr TraceEvent access(TensorId t, bool write, std::optional<OpId> by = std::nullopt) {
+    TraceEvent e(EventKind::Access, index_of(t));
+    e.write = write;
+    if (by) e.access_op_ = index_of(*by);
+    return e;
+  }
+  static constexpr TraceEvent compute(OpId op) { return TraceEvent(EventKind::Compute, index_of(op)); }
+  static constexpr TraceEvent iteration(std::uint32_t index) { return TraceEvent(EventKind::Iteration, index); }
+  static constexpr TraceEvent mark(std::uint32_t label) { return TraceEvent(EventKind::Mark, label); }
+
+  constexpr TraceEvent() = default;  // a Mark of label 0, as a placeholder
+
+  // Alloc, Free, Access: the tensor (for Access possibly a view; Alloc and Free name storages).
+  [[nodiscard]] constexpr TensorId tensor() const {
+    assert(has_tensor());
+    return TensorId{subject_};
+  }
+  [[nodiscard]] constexpr OpId compute_op() const {  // Compute: the op that runs
+    assert(kind == EventKind::Compute);
+    return OpId{subject_};
+  }
+  [[nodiscard]] constexpr std::uint32_t iteration_index() const {  // Iteration: 0, 1, ...
+    assert(kind == EventKind::Iteration);
+    return subject_;
+  }
+  [[nodiscard]] constexpr std::uint32_t label_index() const {  // Mark: index in Trace::labels
+    assert(kind == EventKind::Mark);
+    return subject_;
+  }
+  [[nodiscard]] constexpr std::optional<OpId> access_op() const {  // Access: the op, if recorded
+    assert(kind == EventKind::Access);
+    if (access_op_ == kNoIndex) return std::nullopt;
+    return OpId{access_op_};
+  }
+  [[nodiscard]] constexpr bool has_tensor() const {
+    return kind == EventKind::Alloc || kind == EventKind::Free || kind == EventKind::Access;
+  }
+  [[nodiscard]] constexpr bool timed() const { return time >= SimTime::zero(); }  // else kNotRecorded
+
   EventKind kind = EventKind::Mark;
-  bool write = false;           // Access: write (true) or read
-  std::uint16_t stream = 0;     // CUDA stream (0 = default)
-  std::uint32_t target = 0;     // Alloc/Free/Access: tensor index; Compute: op index;
-                                // Iteration: iteration index; Mark: label index
-  std::uint32_t op = kNoIndex;  // Access: op that made the access, or kNoIndex
-  std::int64_t time = -1;       // ns since trace start, or -1 when not recorded
+  bool write = false;        // Access: write (true) or read
+  std::uint16_t stream = 0;  // CUDA stream (0 = default)
+
+ private:
+  constexpr TraceEvent(EventKind k, std::uint32_t subject) : kind(k), subject_(subject) {}
+
+  std::uint32_t subject_ = 0;           // see the accessors
+  std::uint32_t access_op_ = kNoIndex;  // Access: op index, or kNoIndex
+
+ public:
+  SimTime time = kNotRecorded;  // since the trace's start
   std::uint64_t addr = 0;       // Alloc: recorded device address (0 = not recorded)
-  friend bool operator==(const TraceEvent&, const TraceEvent&) = default;
+  friend constexpr bool operator==(const TraceEvent&, const TraceEvent&) = default;
 };
+static_assert(sizeof(TraceEvent) == 32, "TraceEvent is hot: keep it at 32 bytes");
+static_assert(std::is_trivially_copyable_v<TraceEvent>);
 
 // Allocator state at the start of the trace (replays of recordings, e.g. memory snapshots):
 // device segments with their block layout. A block either belongs to a tensor, which is live

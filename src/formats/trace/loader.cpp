@@ -263,13 +263,14 @@ std::uint16_t Loader::read_stream() const {
 void Loader::read_t_stream(TraceEvent& e) {
   e.stream = read_stream();
   if (const JValue* v = slot_[kT]) {
-    e.time = read_time(
+    const std::int64_t t = read_time(
         *v, [this] { return record_prefix(); }, kT);
-    if (e.time < last_time_) {
+    if (t < last_time_) {
       fail(fmt::format("timestamp {} goes backwards (previous timestamp {} at line {})", describe(*v),
                        format_in_unit(last_time_, unit_exp_), last_time_line_));
     }
-    last_time_ = e.time;
+    e.time = SimTime{t};
+    last_time_ = t;
     last_time_line_ = line_;
   }
 }

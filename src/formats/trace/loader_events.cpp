@@ -7,9 +7,7 @@ namespace coopsim::trace_detail {
 void Loader::on_alloc() {
   const std::uint64_t id = req_u64(kTensor);
   const std::uint32_t idx = tensor_ref(id, "alloc");
-  TraceEvent e;
-  e.kind = EventKind::Alloc;
-  e.target = idx;
+  TraceEvent e = TraceEvent::alloc(TensorId{idx});
   if (const JValue* a = slot_[kAddr]) {
     if (!as_u64(*a, e.addr)) bad(record_prefix(), kAddr, "a non-negative integer", *a);
   }
@@ -32,9 +30,7 @@ void Loader::on_alloc() {
 void Loader::on_free() {
   const std::uint64_t id = req_u64(kTensor);
   const std::uint32_t idx = tensor_ref(id, "free");
-  TraceEvent e;
-  e.kind = EventKind::Free;
-  e.target = idx;
+  TraceEvent e = TraceEvent::free(TensorId{idx});
   read_t_stream(e);
   const TensorInfo& t = trace_.tensors[idx];
   if (t.is_view()) {
@@ -67,21 +63,20 @@ void Loader::check_live(std::uint32_t idx, Describe&& what) const {
 void Loader::on_access() {
   const std::uint64_t id = req_u64(kTensor);
   const std::uint32_t idx = tensor_ref(id, "access");
-  TraceEvent e;
-  e.kind = EventKind::Access;
-  e.target = idx;
   const JValue* mode = slot_[kMode];
   if (mode == nullptr) missing(record_prefix(), kMode);
-  if (mode->type == JType::String && mode->text == "write") {
-    e.write = true;
-  } else if (!(mode->type == JType::String && mode->text == "read")) {
+  const bool write = mode->type == JType::String && mode->text == "write";
+  if (!write && !(mode->type == JType::String && mode->text == "read")) {
     bad(record_prefix(), kMode, "'read' or 'write'", *mode);
   }
+  std::optional<OpId> by;
   if (slot_[kOp] != nullptr) {
     const std::uint64_t op_id = req_u64(kOp);
-    e.op = op_ids_.find(op_id);
-    if (e.op == kNoIndex) fail(fmt::format("access by undefined op {}", op_id));
+    const std::uint32_t op = op_ids_.find(op_id);
+    if (op == kNoIndex) fail(fmt::format("access by undefined op {}", op_id));
+    by = OpId{op};
   }
+  TraceEvent e = TraceEvent::access(TensorId{idx}, write, by);
   read_t_stream(e);
   check_live(idx, [&] { return fmt::format("access of tensor {}", id); });
   push_event(e);
@@ -91,9 +86,7 @@ void Loader::on_compute() {
   const std::uint64_t id = req_u64(kOp);
   const std::uint32_t idx = op_ids_.find(id);
   if (idx == kNoIndex) fail(fmt::format("compute of undefined op {}", id));
-  TraceEvent e;
-  e.kind = EventKind::Compute;
-  e.target = idx;
+  TraceEvent e = TraceEvent::compute(OpId{idx});
   read_t_stream(e);
   const OpInfo& op = trace_.ops[idx];
   for (const TensorId t : op.inputs) {
@@ -111,8 +104,8 @@ void Loader::on_compute() {
 
 void Loader::on_iteration() {
   const std::uint64_t index = req_u64(kIndex);
-  TraceEvent e;
-  e.kind = EventKind::Iteration;
+  // The index pushed is the one expected (checked below, after the timestamp).
+  TraceEvent e = TraceEvent::iteration(static_cast<std::uint32_t>(iterations_seen_));
   read_t_stream(e);
   if (index != iterations_seen_) {
     fail(fmt::format("iteration index {} out of order (expected {})", index, iterations_seen_));
@@ -121,7 +114,6 @@ void Loader::on_iteration() {
     fail(fmt::format("iteration index {} exceeds the {} iterations declared in the header", index,
                      trace_.header.iterations));
   }
-  e.target = static_cast<std::uint32_t>(index);
   ++iterations_seen_;
   push_event(e);
 }
@@ -130,16 +122,17 @@ void Loader::on_mark() {
   const JValue* label = slot_[kLabel];
   if (label == nullptr) missing(record_prefix(), kLabel);
   if (label->type != JType::String) bad(record_prefix(), kLabel, "a string", *label);
-  TraceEvent e;
-  e.kind = EventKind::Mark;
+  // A new label gets the next index; it is stored after the timestamp is checked.
+  const auto it = label_index_.find(label->text);
+  const bool known = it != label_index_.end();
+  const auto index = known ? it->second : static_cast<std::uint32_t>(trace_.labels.size());
+  TraceEvent e = TraceEvent::mark(index);
   read_t_stream(e);
-  auto it = label_index_.find(label->text);
-  if (it == label_index_.end()) {
+  if (!known) {
     hold(2 * memory_cost::label(label->text) + kMapNode);  // the label and its index entry
-    it = label_index_.emplace(std::string(label->text), static_cast<std::uint32_t>(trace_.labels.size())).first;
+    label_index_.emplace(std::string(label->text), index);
     trace_.labels.emplace_back(label->text);
   }
-  e.target = it->second;
   push_event(e);
 }
 

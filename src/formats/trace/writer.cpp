@@ -107,10 +107,12 @@ class Writer {
       if (!is_utf8(l)) fail("a mark label is not valid UTF-8");
     }
     for (const auto& e : trace_.events) {
-      const bool tensor_target = e.kind == EventKind::Alloc || e.kind == EventKind::Free || e.kind == EventKind::Access;
-      if ((tensor_target && e.target >= nt) || (e.kind == EventKind::Compute && e.target >= trace_.ops.size()) ||
-          (e.kind == EventKind::Mark && e.target >= trace_.labels.size()) ||
-          (e.kind == EventKind::Access && e.op != kNoIndex && e.op >= trace_.ops.size())) {
+      const bool out_of_range =
+          (e.has_tensor() && index_of(e.tensor()) >= nt) ||
+          (e.kind == EventKind::Compute && index_of(e.compute_op()) >= trace_.ops.size()) ||
+          (e.kind == EventKind::Mark && e.label_index() >= trace_.labels.size()) ||
+          (e.kind == EventKind::Access && e.access_op() && index_of(*e.access_op()) >= trace_.ops.size());
+      if (out_of_range) {
         fail(fmt::format("{} event refers to an index out of range", to_string(e.kind)));
       }
     }
@@ -149,7 +151,7 @@ class Writer {
     buf_.push_back('"');
   }
 
-  void time(std::int64_t ns) { buf_.append(trace_detail::format_in_unit(ns, exp_)); }
+  void time(SimTime t) { buf_.append(trace_detail::format_in_unit(t.count(), exp_)); }
 
   void json(const nlohmann::json& j) {
     try {
@@ -211,7 +213,7 @@ class Writer {
       string(op.name);
     }
     buf_.append(std::string_view(R"(,"duration":)"));
-    time(op.duration.count());
+    time(op.duration);
     ids("inputs", op.inputs);
     ids("outputs", op.outputs);
     if (!op.views.empty()) {
@@ -260,23 +262,25 @@ class Writer {
     switch (e.kind) {
       case EventKind::Alloc:
       case EventKind::Free:
-        fmt::format_to(std::back_inserter(buf_), R"(,"tensor":{})", trace_.tensors[e.target].file_id);
+        fmt::format_to(std::back_inserter(buf_), R"(,"tensor":{})", trace_.tensor(e.tensor()).file_id);
         break;
       case EventKind::Access:
-        fmt::format_to(std::back_inserter(buf_), R"(,"tensor":{},"mode":"{}")", trace_.tensors[e.target].file_id,
+        fmt::format_to(std::back_inserter(buf_), R"(,"tensor":{},"mode":"{}")", trace_.tensor(e.tensor()).file_id,
                        e.write ? "write" : "read");
-        if (e.op != kNoIndex) fmt::format_to(std::back_inserter(buf_), R"(,"op":{})", trace_.ops[e.op].file_id);
+        if (const auto by = e.access_op()) {
+          fmt::format_to(std::back_inserter(buf_), R"(,"op":{})", trace_.op(*by).file_id);
+        }
         break;
       case EventKind::Compute:
-        fmt::format_to(std::back_inserter(buf_), R"(,"op":{})", trace_.ops[e.target].file_id);
+        fmt::format_to(std::back_inserter(buf_), R"(,"op":{})", trace_.op(e.compute_op()).file_id);
         break;
-      case EventKind::Iteration: fmt::format_to(std::back_inserter(buf_), R"(,"index":{})", e.target); break;
+      case EventKind::Iteration: fmt::format_to(std::back_inserter(buf_), R"(,"index":{})", e.iteration_index()); break;
       case EventKind::Mark:
         buf_.append(std::string_view(R"(,"label":)"));
-        string(trace_.labels[e.target]);
+        string(trace_.labels[e.label_index()]);
         break;
     }
-    if (e.time >= 0) {
+    if (e.timed()) {
       buf_.append(std::string_view(R"(,"t":)"));
       time(e.time);
     }

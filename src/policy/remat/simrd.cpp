@@ -119,7 +119,7 @@ void State::advance(std::int64_t cost) {
 Result State::run() {
   for (const TraceEvent& e : trace_.events) {
     if (e.kind == EventKind::Compute)  // saturated: the clock stops the run before it gets there
-      result_.baseline = sat_add(SimTime{result_.baseline}, trace_.ops[e.target].duration).count();
+      result_.baseline = sat_add(SimTime{result_.baseline}, trace_.op(e.compute_op()).duration).count();
   }
   if (config_.overhead_limit > 0.0) {
     remat_limit_ = static_cast<double>(result_.baseline) * (config_.overhead_limit - 1.0);
@@ -136,14 +136,18 @@ Result State::run() {
       zero_frees_until(event_);
       const TraceEvent& e = trace_.events[event_];
       switch (e.kind) {
-        case EventKind::Alloc:
-          if (producer_[e.target] == kNone) on_constant(e.target);
+        case EventKind::Alloc: {
+          const std::uint32_t t = index_of(e.tensor());
+          if (producer_[t] == kNone) on_constant(t);
           break;
-        case EventKind::Free:
-          released_[e.target] = 1;
-          on_release(e.target);
+        }
+        case EventKind::Free: {
+          const std::uint32_t t = index_of(e.tensor());
+          released_[t] = 1;
+          on_release(t);
           break;
-        case EventKind::Compute: on_compute(e.target); break;
+        }
+        case EventKind::Compute: on_compute(index_of(e.compute_op())); break;
         default: break;  // accesses (simrd's get), iterations and marks change nothing
       }
     }
