@@ -80,7 +80,7 @@ def record(model, batch, loss_fn, optimizer="adamw", *, iterations=2, fake=True,
     amp: None | 'bf16' | 'fp16': forward and loss under CUDA autocast's policy (float32 parameters,
         gradients and optimizer states; fp16 adds a loss scaler).
     checkpoint: qualified module names, or a predicate (name, module) -> bool: those modules run under
-        torch.utils.checkpoint (non-reentrant) and are recomputed in backward.
+        torch.utils.checkpoint (reentrant; see session.checkpointed) and are recomputed in backward.
     device_profile: 'a100' | 'h100': durations from that GPU's roofline (default under fake: a100);
         without one and without fake, durations are measured (CPU wall clock, with a warning, or CUDA
         events).

@@ -102,10 +102,18 @@ def checkpoint_names(model, checkpoint):
 
 @contextlib.contextmanager
 def checkpointed(model, names, module_names):
-    """Wraps the forward of each named module in torch.utils.checkpoint.checkpoint (non-reentrant:
-    the forward keeps no intermediate tensors, the first use of one in backward recomputes the module's
-    forward), restoring the forwards afterwards. The recomputation runs under the autocast region the
-    forward ran in, as torch.utils.checkpoint does for torch.autocast."""
+    """Wraps the forward of each named module in torch.utils.checkpoint.checkpoint, restoring the
+    forwards afterwards: the forward keeps only the module's inputs, backward runs the module's forward
+    again. The recomputation runs under the autocast region the forward ran in, as
+    torch.utils.checkpoint does for torch.autocast.
+
+    Reentrant checkpointing (use_reentrant=True: torch's default before 2.4, and Hugging Face's): the
+    non-reentrant kind fails on FakeTensors in torch 1.13 as soon as the module divides by a Python
+    number (its saved-tensor hook is handed the wrapped number as a float). Reentrant checkpointing
+    takes no keyword arguments, so a module called with some is checkpointed non-reentrantly. It also
+    gives the module's parameters no gradients unless an input requires grad; when none does, the first
+    floating input is passed as a detached copy that requires grad (what Hugging Face's
+    enable_input_require_grads achieves), so backward also computes that input's gradient."""
     from torch.utils.checkpoint import checkpoint
     modules = dict(model.named_modules())
     patched = []
@@ -122,7 +130,10 @@ def checkpointed(model, names, module_names):
                     with module_names.recompute(_name), cast:
                         return _original(*a, **k)
                 return _original(*a, **k)
-            return checkpoint(run, *args, use_reentrant=False, **kwargs)
+            if kwargs:
+                return checkpoint(run, *args, use_reentrant=False, **kwargs)
+            args = _one_input_requires_grad(args)
+            return checkpoint(run, *args, use_reentrant=True)
         module.forward = forward
         patched.append(module)
     try:
@@ -130,6 +141,17 @@ def checkpointed(model, names, module_names):
     finally:
         for module in patched:
             del module.forward  # the instance attribute: the class's forward shows through again
+
+
+def _one_input_requires_grad(args):
+    if any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+        return args
+    args = list(args)
+    for i, a in enumerate(args):
+        if isinstance(a, torch.Tensor) and a.is_floating_point():
+            args[i] = a.detach().requires_grad_()
+            break
+    return args
 
 
 def record(model, make_batch, loss_fn, optimizer, *, iterations, device, fake, timer, log=None, amp=None,
