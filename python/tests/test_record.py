@@ -229,6 +229,17 @@ def test_built_module_is_copied_to_fake_tensors(tmp_path):
     assert header["source"]["fake"] is True and header["source"]["optimizer"] == "adamw"
 
 
+def test_optimizer_callable_under_fake(tmp_path):
+    header, records = record(tmp_path, optimizer=lambda params: torch.optim.AdamW(params, lr=1e-3, weight_decay=0.1))
+    states = sorted(t["name"] for t in tensors(records).values() if t["role"] == "optimizer_state")
+    names = [f"{i}.{w}" for i in (0, 2, 4, 6) for w in ("bias", "weight")]
+    assert states == sorted(f"{n}.{k}" for n in names for k in ("exp_avg", "exp_avg_sq"))
+    with pytest.raises(ValueError, match="AdamW with amsgrad cannot be recorded under fake=True"):
+        record(tmp_path, optimizer=lambda params: torch.optim.AdamW(params, amsgrad=True))
+    with pytest.raises(TypeError, match="not a torch.optim.Optimizer"):
+        record(tmp_path, optimizer=lambda params: "sgd")
+
+
 def test_batch_dict_and_real_run_warns(tmp_path):
     data = {"x": torch.randn(N, DIMS[0])}
     with pytest.warns(UserWarning, match="CPU wall-clock"):
