@@ -19,8 +19,7 @@ std::string op_overflow(const OpInfo& op, SimTime at) {
 }  // namespace
 
 std::optional<Block> EventLoop::obtain_block(AllocRequest req) {
-  const std::uint32_t t = index_of(req.tensor);
-  req.high_end = policy_.place_high(t, *exec_);
+  req.high_end = policy_.place_high(req.tensor, *exec_);
   bool needed_room = false;
   Bytes allocated_before;
   for (;;) {
@@ -51,7 +50,7 @@ std::optional<Block> EventLoop::obtain_block(AllocRequest req) {
     }
     const auto actions = timed_policy_call([&] { return policy_.on_alloc_failure(req, *exec_); });
     if (actions.empty()) {
-      record_oom(t, req.size);
+      record_oom(req.tensor, req.size);
       return std::nullopt;
     }
     apply(actions);
@@ -59,7 +58,7 @@ std::optional<Block> EventLoop::obtain_block(AllocRequest req) {
   }
 }
 
-void EventLoop::release_block(std::uint32_t storage, const Block& b) {
+void EventLoop::release_block(TensorId storage, const Block& b) {
   alloc_.deallocate(b);
   ++rep_.counters.frees;
   log_free(storage, b);

@@ -30,7 +30,7 @@ struct Completion {
   SimTime start;          // when it began on its stream
   std::uint8_t priority;  // at equal time: swap-out completions (which free memory) first
   std::uint64_t seq;
-  std::uint32_t subject;  // what moves: a trace storage (SwapExecutor) or a RematGraph value
+  std::uint32_t subject;  // index of what moves: a storage (SwapExecutor) or a ValueId (RematExecutor)
   Direction direction;
   friend bool operator>(const Completion& a, const Completion& b) {
     if (a.time != b.time) return a.time > b.time;
@@ -59,7 +59,7 @@ class Executor : public MemoryView {
   // Once, after the allocator is prepared and before the recorded initial state is seeded.
   virtual void setup() {}
   // A storage of the recorded initial state, resident in `b` from the start.
-  virtual void seed(std::uint32_t storage, const Block& b) = 0;
+  virtual void seed(TensorId storage, const Block& b) = 0;
   // One trace event, after the clock moved to it and the copies ending by then completed.
   virtual void process(const TraceEvent& e) = 0;
   // A copy ends (for a swap-out the loop has already counted it off the copies in flight).
@@ -97,7 +97,7 @@ class EventLoop {
   // recording an OOM (the allocation was for trace storage `request.tensor`).
   std::optional<Block> obtain_block(AllocRequest request);
   // Gives `b` of `storage` back to the allocator: counted, logged and observed.
-  void release_block(std::uint32_t storage, const Block& b);
+  void release_block(TensorId storage, const Block& b);
   // Starts a copy of `size` bytes of `subject` on the stream of direction `d`, counted as a swap.
   void start_copy(Direction d, Bytes size, std::uint32_t subject);
   // Stalls the compute stream until the earliest copy in flight completes; false when none is.
@@ -127,12 +127,12 @@ class EventLoop {
 
   // The run's event log (EngineOptions::log, event_loop_log.cpp), written only when it is set.
   [[nodiscard]] bool logging() const { return opt_.log != nullptr; }
-  void log_alloc(std::uint32_t storage, const Block& b, bool fresh);
-  void log_free(std::uint32_t storage, const Block& b);
+  void log_alloc(TensorId storage, const Block& b, bool fresh);
+  void log_free(TensorId storage, const Block& b);
   void log_transfer(LogKind kind, const Completion& c, const LogRef& ref);
   // A record of `kind` at the current time and event touching `ref` (an access, an eviction).
   void log_point(LogKind kind, const LogRef& ref, bool forced = false);
-  std::uint32_t log_op(LogKind kind, std::uint32_t op, SimTime start, const std::vector<LogRef>& reads,
+  std::uint32_t log_op(LogKind kind, OpId op, SimTime start, const std::vector<LogRef>& reads,
                        const std::vector<LogRef>& writes, std::uint32_t origin = kNoRecord);
 
   // t + d on the engine's clocks; a run whose time would pass 2^63 - 1 ns stops with an Error
@@ -149,7 +149,7 @@ class EventLoop {
   void apply(const std::vector<Action>& actions);
   void drain_until(SimTime t);
   void complete(const Completion& c);
-  void record_oom(std::uint32_t t, Bytes requested);
+  void record_oom(TensorId t, Bytes requested);
   void seed_initial_state();
   void finish_report();
   void log_stall(SimTime from, SimTime to);

@@ -24,7 +24,7 @@ std::string_view to_string(LogKind k) {
 
 namespace engine_detail {
 
-void EventLoop::log_alloc(std::uint32_t storage, const Block& b, bool fresh) {
+void EventLoop::log_alloc(TensorId storage, const Block& b, bool fresh) {
   if (!logging()) return;
   LogRecord r;
   r.kind = LogKind::Alloc;
@@ -32,11 +32,11 @@ void EventLoop::log_alloc(std::uint32_t storage, const Block& b, bool fresh) {
   r.stream = b.stream;
   r.start = r.end = now_;
   r.event = static_cast<std::uint32_t>(index_);
-  opt_.log->add(r, {LogRef{storage, 0, b.addr, b.size}});
+  opt_.log->add(r, {LogRef{index_of(storage), 0, b.addr, b.size}});
 }
 
-void EventLoop::log_free(std::uint32_t storage, const Block& b) {
-  log_point(LogKind::Free, LogRef{storage, 0, b.addr, b.size});
+void EventLoop::log_free(TensorId storage, const Block& b) {
+  log_point(LogKind::Free, LogRef{index_of(storage), 0, b.addr, b.size});
 }
 
 void EventLoop::log_transfer(LogKind kind, const Completion& c, const LogRef& ref) {
@@ -84,7 +84,7 @@ void EventLoop::log_memory() {
   opt_.log->add(r);
 }
 
-std::uint32_t EventLoop::log_op(LogKind kind, std::uint32_t op, SimTime start, const std::vector<LogRef>& reads,
+std::uint32_t EventLoop::log_op(LogKind kind, OpId op, SimTime start, const std::vector<LogRef>& reads,
                                 const std::vector<LogRef>& writes, std::uint32_t origin) {
   if (!logging()) return kNoRecord;
   RunLog& log = *opt_.log;
@@ -92,7 +92,7 @@ std::uint32_t EventLoop::log_op(LogKind kind, std::uint32_t op, SimTime start, c
   r.kind = kind;
   r.start = start;
   r.end = now_;
-  r.op = op;
+  r.op = index_of(op);
   r.event = static_cast<std::uint32_t>(index_);
   r.origin = origin;
   r.reads = static_cast<std::uint32_t>(reads.size());

@@ -33,13 +33,13 @@ void EventLoop::check_address(std::uint64_t recorded, std::uint64_t placed) {
   }
 }
 
-void EventLoop::record_oom(std::uint32_t t, Bytes requested) {
+void EventLoop::record_oom(TensorId t, Bytes requested) {
   stop(RunStatus::OutOfMemory);
   OomPoint p;
   p.event_index = index_;
   p.iteration = iteration_;
-  p.tensor_file_id = trace_.tensors[t].file_id;
-  p.tensor_name = trace_.tensors[t].name;
+  p.tensor_file_id = trace_.tensor(t).file_id;
+  p.tensor_name = trace_.tensor(t).name;
   p.requested = requested;
   const AllocatorStats s = alloc_.stats();
   p.allocated = s.allocated;
@@ -51,7 +51,7 @@ void EventLoop::record_oom(std::uint32_t t, Bytes requested) {
     if (e.kind != EventKind::Compute) continue;
     const OpInfo& op = trace_.op(e.compute_op());
     auto touches = [&](const std::vector<TensorId>& v) {
-      return std::any_of(v.begin(), v.end(), [&](TensorId x) { return trace_.storage_of(index_of(x)) == t; });
+      return std::any_of(v.begin(), v.end(), [&](TensorId x) { return trace_.storage_of(x) == t; });
     };
     if (touches(op.outputs) || touches(op.inputs)) {
       p.has_op = true;
@@ -70,7 +70,7 @@ void EventLoop::seed_initial_state() {
   alloc_.plan_segment_addresses(trace_.segment_addresses);
   if (trace_.initial_segments.empty()) return;
   std::vector<SeedSegment> seeds;
-  std::vector<std::uint32_t> owners;  // tensor of each allocated seed block, in order
+  std::vector<TensorId> owners;  // tensor of each allocated seed block, in order
   seeds.reserve(trace_.initial_segments.size());
   for (const InitialSegment& s : trace_.initial_segments) {
     SeedSegment& g = seeds.emplace_back();
@@ -81,7 +81,7 @@ void EventLoop::seed_initial_state() {
     for (const InitialBlock& b : s.blocks) {
       const bool allocated = !b.is_free();
       g.blocks.push_back({b.size, allocated ? trace_.tensors[b.tensor].size : Bytes{0}, allocated});
-      if (allocated) owners.push_back(b.tensor);
+      if (allocated) owners.push_back(TensorId{b.tensor});
     }
   }
   std::vector<Block> placed;

@@ -10,61 +10,61 @@
 
 namespace coopsim::engine_detail {
 
-void RematExecutor::compute(std::uint32_t op_index) {
-  const OpInfo& op = trace_.ops[op_index];
+void RematExecutor::compute(OpId op_id) {
+  const OpInfo& op = trace_.op(op_id);
   const bool cow = options_.inplace == InPlaceMode::CopyOnWrite;
-  std::vector<std::uint32_t> inputs;  // values read, as listed (one pin each)
-  for (TensorId t : op.inputs) inputs.push_back(current_[trace_.storage_of(index_of(t))]);
-  std::vector<std::uint32_t> written;  // storages the op writes: outputs that are not views
+  std::vector<ValueId> inputs;  // values read, as listed (one pin each)
+  for (TensorId t : op.inputs) inputs.push_back(current_[index_of(trace_.storage_of(t))]);
+  std::vector<TensorId> written;  // storages the op writes: outputs that are not views
   for (TensorId t : op.outputs) {
-    if (!trace_.tensors[index_of(t)].is_view()) push_unique(written, index_of(t));
+    if (!trace_.tensor(t).is_view()) push_unique(written, t);
   }
-  std::vector<std::uint32_t> mutated;
-  for (TensorId t : op.mutated) push_unique(mutated, trace_.storage_of(index_of(t)));
+  std::vector<TensorId> mutated;
+  for (TensorId t : op.mutated) push_unique(mutated, trace_.storage_of(t));
   // Mutable inputs of an op with outputs of its own are state (BN statistics, optimizer state).
   if (!written.empty()) {
-    for (std::uint32_t s : mutated) graph_.set_unevictable(current_[s]);
+    for (TensorId s : mutated) graph_.set_unevictable(current_[index_of(s)]);
   } else {
     written = mutated;  // an in-place op: its result is the updated tensor
   }
 
-  for (std::uint32_t v : inputs) graph_.pin(v);
-  for (std::uint32_t v : inputs) {
+  for (ValueId v : inputs) graph_.pin(v);
+  for (ValueId v : inputs) {
     if (!materialize(v)) return;
   }
   // Storages the op writes without reading them may sit on the host (hybrid policies).
-  std::vector<std::uint32_t> fetched;
+  std::vector<ValueId> fetched;
   for (const auto* list : {&written, &mutated}) {
-    for (std::uint32_t s : *list) {
-      const std::uint32_t v = current_[s];
+    for (TensorId s : *list) {
+      const ValueId v = current_[index_of(s)];
       if (!in_swap(graph_.value(v).state)) continue;
       graph_.pin(v);
       fetched.push_back(v);
       if (!bring_back(v)) return;
     }
   }
-  for (std::uint32_t v : inputs) {  // plan check: the op never reads an absent value
+  for (ValueId v : inputs) {  // plan check: the op never reads an absent value
     if (graph_.value(v).state != ValueState::Resident) throw std::logic_error("engine: op input not resident");
   }
 
-  std::vector<std::uint32_t> fresh;       // values this execution produces
-  std::vector<std::uint32_t> not_read;    // values written before ever being computed
-  std::vector<std::uint32_t> replaced;    // old values of updated storages
-  std::vector<std::uint32_t> hand_over;   // recomputable in-place: (old, new) pairs, flattened
-  std::vector<Block> moved_away;          // copy-on-write constants: their old blocks
-  std::vector<std::uint32_t> moved_from;  // and their storages
+  std::vector<ValueId> fresh;        // values this execution produces
+  std::vector<ValueId> not_read;     // values written before ever being computed
+  std::vector<ValueId> replaced;     // old values of updated storages
+  std::vector<ValueId> hand_over;    // recomputable in-place: (old, new) pairs, flattened
+  std::vector<Block> moved_away;     // copy-on-write constants: their old blocks
+  std::vector<TensorId> moved_from;  // and their storages
   std::vector<LogRef> reads_log, writes_log;
-  std::vector<std::uint32_t> written_values;  // value holding each written storage's new version
+  std::vector<ValueId> written_values;  // value holding each written storage's new version
   if (loop_.logging()) {
-    std::vector<std::uint32_t> seen;
-    for (std::uint32_t v : inputs) {
+    std::vector<ValueId> seen;
+    for (ValueId v : inputs) {
       if (std::find(seen.begin(), seen.end(), v) != seen.end()) continue;
       seen.push_back(v);
       reads_log.push_back(value_ref(v));
     }
   }
-  for (std::uint32_t s : written) {
-    const std::uint32_t old = current_[s];
+  for (TensorId s : written) {
+    const ValueId old = current_[index_of(s)];
     const RematValue& ov = graph_.value(old);
     if (ov.producer == kNoIndex && !constant(s)) {
       fresh.push_back(old);  // first computation (possibly by an in-place op on fresh memory)
@@ -77,7 +77,7 @@ void RematExecutor::compute(std::uint32_t op_index) {
       // A constant updated in place: no history to keep. Copy-on-write moves it.
       written_values.push_back(old);
       if (!cow) continue;
-      auto b = loop_.obtain_block(AllocRequest{ov.size, 0, TensorId{s}});
+      auto b = loop_.obtain_block(AllocRequest{ov.size, 0, s});
       if (!b) return;
       loop_.log_alloc(s, *b, /*fresh=*/false);
       moved_away.push_back(graph_.value(old).block);
@@ -86,14 +86,14 @@ void RematExecutor::compute(std::uint32_t op_index) {
       graph_.place(old, *b);
       continue;
     }
-    const std::uint32_t n = graph_.add_value(s, ov.size, graph_.value(old).unevictable);
+    const ValueId n = graph_.add_value(s, ov.size, graph_.value(old).unevictable);
     value_version_.resize(graph_.value_count(), 0);
     written_values.push_back(n);
-    current_[s] = n;
+    current_[index_of(s)] = n;
     replaced.push_back(old);
     fresh.push_back(n);
     if (cow) {
-      auto b = loop_.obtain_block(AllocRequest{graph_.value(n).size, 0, TensorId{s}});
+      auto b = loop_.obtain_block(AllocRequest{graph_.value(n).size, 0, s});
       if (!b) return;
       loop_.log_alloc(s, *b, /*fresh=*/false);
       graph_.place(n, *b);
@@ -109,60 +109,63 @@ void RematExecutor::compute(std::uint32_t op_index) {
 
   // The execution reads what it read, except values it overwrites before their first
   // computation (their old contents were never a value).
-  std::vector<std::uint32_t> reads;
-  for (std::uint32_t v : inputs) {
+  std::vector<ValueId> reads;
+  for (ValueId v : inputs) {
     if (std::find(not_read.begin(), not_read.end(), v) == not_read.end()) reads.push_back(v);
   }
-  const std::uint32_t exec = graph_.add_execution(op_index, op.duration, reads, fresh);
+  const std::uint32_t exec = graph_.add_execution(op_id, op.duration, reads, fresh);
   for (std::size_t i = 0; i < hand_over.size(); i += 2) {
     const Block b = graph_.value(hand_over[i]).block;
     graph_.evict(hand_over[i]);  // the old value: no memory, recomputable by its producer
     graph_.place(hand_over[i + 1], b);
   }
-  for (std::uint32_t v : fresh) {
+  for (ValueId v : fresh) {
     graph_.set_producer(v, exec);
     if (op.random) graph_.set_unevictable(v);
     graph_.computed(v);
   }
   // Content versions: each written storage, and each mutated state storage, gets the next one.
-  for (std::uint32_t v : written_values) value_version_[v] = ++storage_version_[graph_.value(v).storage];
-  for (std::uint32_t s : mutated) {  // state mutated by an op with outputs of its own
+  for (ValueId v : written_values) {
+    value_version_[index_of(v)] = ++storage_version_[index_of(graph_.value(v).storage)];
+  }
+  for (TensorId s : mutated) {  // state mutated by an op with outputs of its own
     if (std::find(written.begin(), written.end(), s) != written.end()) continue;
-    value_version_[current_[s]] = ++storage_version_[s];
-    written_values.push_back(current_[s]);
+    const ValueId v = current_[index_of(s)];
+    value_version_[index_of(v)] = ++storage_version_[index_of(s)];
+    written_values.push_back(v);
   }
   if (loop_.logging()) {
-    for (std::uint32_t v : written_values) writes_log.push_back(value_ref(v));
+    for (ValueId v : written_values) writes_log.push_back(value_ref(v));
     exec_record_.resize(exec + 1, kNoRecord);
-    exec_record_[exec] = loop_.log_op(LogKind::Compute, op_index, start, reads_log, writes_log);
+    exec_record_[exec] = loop_.log_op(LogKind::Compute, op_id, start, reads_log, writes_log);
   }
-  for (std::uint32_t v : fetched) graph_.unpin(v);
-  for (std::uint32_t v : inputs) {
+  for (ValueId v : fetched) graph_.unpin(v);
+  for (ValueId v : inputs) {
     graph_.touch(v);
     graph_.unpin(v);
   }
-  for (std::uint32_t v : not_read) graph_.unpin(v);
+  for (ValueId v : not_read) graph_.unpin(v);
   if (cow) {
-    for (std::uint32_t v : fresh) {
+    for (ValueId v : fresh) {
       if (std::find(not_read.begin(), not_read.end(), v) == not_read.end()) graph_.unpin(v);
     }
   }
-  for (std::uint32_t old : replaced) release_value(old);
+  for (ValueId old : replaced) release_value(old);
   for (std::size_t i = 0; i < moved_away.size(); ++i) loop_.release_block(moved_from[i], moved_away[i]);
 }
 
-bool RematExecutor::materialize(std::uint32_t target) {
+bool RematExecutor::materialize(ValueId target) {
   if (graph_.value(target).state == ValueState::Resident) return true;
   if (in_swap(graph_.value(target).state)) return bring_back(target);
   struct Frame {
     std::uint32_t execution;
     std::uint32_t next_input;
-    std::uint32_t keep;  // the value the frame below waits for
+    ValueId keep;  // the value the frame below waits for
   };
-  auto frame_for = [&](std::uint32_t v) {
+  auto frame_for = [&](ValueId v) {
     const RematValue& x = graph_.value(v);
     if (x.state != ValueState::Evicted || x.producer == kNoIndex) {
-      throw std::logic_error("engine: value of tensor " + std::to_string(trace_.tensors[x.storage].file_id) +
+      throw std::logic_error("engine: value of tensor " + std::to_string(trace_.tensor(x.storage).file_id) +
                              " is needed but cannot be recomputed");
     }
     return Frame{x.producer, 0, v};
@@ -172,7 +175,7 @@ bool RematExecutor::materialize(std::uint32_t target) {
     Frame& f = stack.back();
     const RematExecution& x = graph_.execution(f.execution);
     if (f.next_input < x.inputs.size()) {
-      const std::uint32_t u = x.inputs[f.next_input];
+      const ValueId u = x.inputs[f.next_input];
       if (in_swap(graph_.value(u).state) && !bring_back(u)) return false;
       if (graph_.value(u).state == ValueState::Resident) {
         graph_.pin(u);  // kept while its siblings are rematerialized
@@ -183,7 +186,7 @@ bool RematExecutor::materialize(std::uint32_t target) {
           throw Error(fmt::format(
               "{}: event {}: rematerializing tensor {} needs more than {} nested "
               "recomputations (limits.max_recompute_depth)",
-              trace_.path, loop_.event_index(), trace_.tensors[graph_.value(target).storage].file_id, max_depth));
+              trace_.path, loop_.event_index(), trace_.tensor(graph_.value(target).storage).file_id, max_depth));
         }
         stack.push_back(frame_for(u));
       }
@@ -197,20 +200,22 @@ bool RematExecutor::materialize(std::uint32_t target) {
 }
 
 // Re-runs `execution`, whose inputs are resident and pinned (one pin per listed input).
-bool RematExecutor::recompute(std::uint32_t execution, std::uint32_t keep) {
+bool RematExecutor::recompute(std::uint32_t execution, ValueId keep) {
   const RematExecution& x = graph_.execution(execution);
-  std::vector<std::uint32_t> placed;
+  std::vector<ValueId> placed;
   std::vector<Block> temporaries;
-  std::vector<std::uint32_t> temporary_of;  // their storages
-  std::vector<std::uint32_t> outputs;
+  std::vector<TensorId> temporary_of;  // their storages
+  std::vector<ValueId> outputs;
   std::vector<LogRef> writes;
-  for (std::uint32_t w : x.outputs) push_unique(outputs, w);
-  for (std::uint32_t w : outputs) {
+  for (ValueId w : x.outputs) push_unique(outputs, w);
+  for (ValueId w : outputs) {
     const RematValue& wv = graph_.value(w);
-    auto b = loop_.obtain_block(AllocRequest{wv.size, 0, TensorId{wv.storage}});
+    auto b = loop_.obtain_block(AllocRequest{wv.size, 0, wv.storage});
     if (!b) return false;
     loop_.log_alloc(wv.storage, *b, /*fresh=*/false);
-    if (loop_.logging()) writes.push_back(LogRef{wv.storage, value_version_[w], b->addr, b->size});
+    if (loop_.logging()) {
+      writes.push_back(LogRef{index_of(wv.storage), value_version_[index_of(w)], b->addr, b->size});
+    }
     if (wv.state == ValueState::Evicted) {
       graph_.place(w, *b);
       graph_.pin(w);
@@ -221,14 +226,14 @@ bool RematExecutor::recompute(std::uint32_t execution, std::uint32_t keep) {
     }
   }
   const SimTime start = loop_.advance(x.cost, [&] {
-    return fmt::format("recomputing op {} ({} ns) at {} ns", trace_.ops[x.op].file_id, x.cost.count(),
+    return fmt::format("recomputing op {} ({} ns) at {} ns", trace_.op(x.op).file_id, x.cost.count(),
                        loop_.now().count());
   });
   graph_.advance(x.cost);
   if (loop_.logging()) {
     std::vector<LogRef> reads;
-    std::vector<std::uint32_t> seen;
-    for (std::uint32_t u : x.inputs) {
+    std::vector<ValueId> seen;
+    for (ValueId u : x.inputs) {
       if (std::find(seen.begin(), seen.end(), u) != seen.end()) continue;
       seen.push_back(u);
       reads.push_back(value_ref(u));
@@ -238,21 +243,21 @@ bool RematExecutor::recompute(std::uint32_t execution, std::uint32_t keep) {
   TimeFigures& time = loop_.report().time;
   ++time.recomputes;
   time.recompute_time += x.cost;
-  for (std::uint32_t w : placed) graph_.computed(w);
-  for (std::uint32_t u : x.inputs) {
+  for (ValueId w : placed) graph_.computed(w);
+  for (ValueId u : x.inputs) {
     graph_.touch(u);
     graph_.unpin(u);
   }
-  for (std::uint32_t w : placed) graph_.unpin(w);
+  for (ValueId w : placed) graph_.unpin(w);
   for (std::size_t i = 0; i < temporaries.size(); ++i) loop_.release_block(temporary_of[i], temporaries[i]);
   // Eager eviction after recompute: released values were only needed for this.
-  std::vector<std::uint32_t> inputs;
-  for (std::uint32_t u : x.inputs) push_unique(inputs, u);
-  for (std::uint32_t u : inputs) {
+  std::vector<ValueId> inputs;
+  for (ValueId u : x.inputs) push_unique(inputs, u);
+  for (ValueId u : inputs) {
     const RematValue& uv = graph_.value(u);
     if (uv.released && uv.pins == 0 && uv.state == ValueState::Resident && !uv.unevictable) evict_value(u, false);
   }
-  for (std::uint32_t w : placed) {
+  for (ValueId w : placed) {
     const RematValue& wv = graph_.value(w);
     if (w != keep && wv.released && wv.pins == 0 && wv.state == ValueState::Resident) evict_value(w, false);
   }

@@ -29,13 +29,13 @@ namespace coopsim::engine_detail {
 void RematExecutor::setup() {
   for (const OpInfo& op : trace_.ops) {
     const bool updates_state = std::any_of(op.mutated.begin(), op.mutated.end(), [&](TensorId m) {
-      const TensorRole r = trace_.tensors[trace_.storage_of(index_of(m))].role;
+      const TensorRole r = trace_.tensor(trace_.storage_of(m)).role;
       return r == TensorRole::Parameter || r == TensorRole::OptimizerState;
     });
     if (!updates_state) continue;
     for (TensorId x : op.inputs) {
-      const std::uint32_t s = trace_.storage_of(index_of(x));
-      if (trace_.tensors[s].role == TensorRole::Gradient) acc_grad_[s] = 1;
+      const TensorId s = trace_.storage_of(x);
+      if (trace_.tensor(s).role == TensorRole::Gradient) acc_grad_[index_of(s)] = 1;
     }
   }
   // The trace's op time, saturated: a run whose clock gets that far stops anyway (later()).
@@ -52,19 +52,19 @@ void RematExecutor::setup() {
   if (simrd_profile()) run_simrd_profile();
 }
 
-void RematExecutor::seed(std::uint32_t storage, const Block& b) {
+void RematExecutor::seed(TensorId storage, const Block& b) {
   // Every live storage has a value in the remat graph (the trace's free releases it). A block
   // live before the recording has no producer: it can never be recomputed, so it is unevictable
   // and freed for good on release.
-  const std::uint32_t v = graph_.add_value(storage, trace_.tensors[storage].size, /*unevictable=*/true);
+  const ValueId v = graph_.add_value(storage, trace_.tensor(storage).size, /*unevictable=*/true);
   value_version_.resize(graph_.value_count(), 0);
-  current_[storage] = v;
+  current_[index_of(storage)] = v;
   graph_.place(v, b);
 }
 
 Residency RematExecutor::residency(TensorId t) const {
-  const std::uint32_t v = current_[index_of(t)];
-  if (v == kNoIndex) return Residency::NotAllocated;
+  const ValueId v = current_[index_of(t)];
+  if (v == kNoValue) return Residency::NotAllocated;
   switch (graph_.value(v).state) {
     case ValueState::Resident: return Residency::Resident;
     case ValueState::SwappingOut: return Residency::SwappingOut;
@@ -80,9 +80,9 @@ void RematExecutor::process(const TraceEvent& e) {
   if (simrd_done_) return;  // dtr.compat=simrd: already replayed by simrd::replay
   switch (e.kind) {
     case EventKind::Alloc: alloc_storage(e); break;
-    case EventKind::Free: free_storage(index_of(e.tensor())); break;
+    case EventKind::Free: free_storage(e.tensor()); break;
     case EventKind::Access: {
-      const std::uint32_t v = current_[trace_.storage_of(index_of(e.tensor()))];
+      const ValueId v = current_[index_of(trace_.storage_of(e.tensor()))];
       graph_.pin(v);
       const bool ok = materialize(v);
       graph_.unpin(v);
@@ -92,7 +92,7 @@ void RematExecutor::process(const TraceEvent& e) {
       if (loop_.logging()) loop_.log_point(LogKind::Access, value_ref(v));
       break;
     }
-    case EventKind::Compute: compute(index_of(e.compute_op())); break;
+    case EventKind::Compute: compute(e.compute_op()); break;
     case EventKind::Iteration:  // the loop counts iterations
     case EventKind::Mark: break;
   }
@@ -103,11 +103,10 @@ void RematExecutor::apply(const Action& a) {
     evict_value(a.value, /*forced=*/true);
     return;
   }
-  const std::uint32_t t = index_of(a.tensor);
-  if (t >= current_.size()) throw std::logic_error("policy named an unknown tensor");
+  if (index_of(a.tensor) >= current_.size()) throw std::logic_error("policy named an unknown tensor");
   // Hybrid policies: the storage's current value moves.
-  const std::uint32_t v = current_[trace_.storage_of(t)];
-  if (v == kNoIndex) throw std::logic_error("policy asked to swap a tensor that is not allocated");
+  const ValueId v = current_[index_of(trace_.storage_of(a.tensor))];
+  if (v == kNoValue) throw std::logic_error("policy asked to swap a tensor that is not allocated");
   if (a.kind == Action::Kind::SwapOut) {
     swap_out(v);
   } else {
@@ -116,22 +115,22 @@ void RematExecutor::apply(const Action& a) {
 }
 
 void RematExecutor::alloc_storage(const TraceEvent& e) {
-  const std::uint32_t s = index_of(e.tensor());
-  const TensorInfo& info = trace_.tensors[s];
-  const std::uint32_t v = graph_.add_value(s, info.size, constant(s));
+  const TensorId s = e.tensor();
+  const TensorInfo& info = trace_.tensor(s);
+  const ValueId v = graph_.add_value(s, info.size, constant(s));
   value_version_.resize(graph_.value_count(), 0);
-  storage_version_[s] = 0;
-  current_[s] = v;
-  auto b = loop_.obtain_block(AllocRequest{info.size, e.stream, TensorId{s}});
+  storage_version_[index_of(s)] = 0;
+  current_[index_of(s)] = v;
+  auto b = loop_.obtain_block(AllocRequest{info.size, e.stream, s});
   if (!b) return;
   graph_.place(v, *b);
   loop_.log_alloc(s, *b, /*fresh=*/true);
   if (e.addr != 0) loop_.check_address(e.addr, b->addr);
 }
 
-void RematExecutor::evict_value(std::uint32_t v, bool forced) {
-  if (v >= graph_.value_count() || (forced && !graph_.evictable(v))) {
-    throw std::logic_error("policy asked to evict value " + std::to_string(v) +
+void RematExecutor::evict_value(ValueId v, bool forced) {
+  if (index_of(v) >= graph_.value_count() || (forced && !graph_.evictable(v))) {
+    throw std::logic_error("policy asked to evict value " + std::to_string(index_of(v)) +
                            ", which is not resident and evictable");
   }
   const Block b = graph_.value(v).block;
@@ -142,14 +141,14 @@ void RematExecutor::evict_value(std::uint32_t v, bool forced) {
   ++(forced ? n.forced_evictions : n.eager_evictions);
 }
 
-void RematExecutor::free_storage(std::uint32_t storage) {
-  const std::uint32_t v = current_[storage];
-  current_[storage] = kNoIndex;
+void RematExecutor::free_storage(TensorId storage) {
+  const ValueId v = current_[index_of(storage)];
+  current_[index_of(storage)] = kNoValue;
   release_value(v);
 }
 
 // The last external reference to `v` is gone (trace free, or replaced by copy-on-write).
-void RematExecutor::release_value(std::uint32_t v) {
+void RematExecutor::release_value(ValueId v) {
   graph_.set_released(v);
   const ValueState state = graph_.value(v).state;
   if (state == ValueState::SwappedOut) {  // on the host: kept only for evicted values needing it
@@ -183,7 +182,7 @@ void RematExecutor::release_value(std::uint32_t v) {
 }
 
 // Frees v for good. Resident values that could only be recomputed through it are locked.
-void RematExecutor::drop_value(std::uint32_t v) {
+void RematExecutor::drop_value(ValueId v) {
   graph_.lock_dependents(v);
   const Block b = graph_.value(v).block;
   graph_.drop(v);
@@ -201,7 +200,7 @@ void RematExecutor::check_plan() const {
     const bool holds_block =
         x.state == ValueState::Resident || x.state == ValueState::SwappingOut || x.state == ValueState::SwappingIn;
     if (!holds_block || x.block.addr != addr) {
-      throw InvariantError("remat: address map out of date at value " + std::to_string(v));
+      throw InvariantError("remat: address map out of date at value " + std::to_string(index_of(v)));
     }
     if (addresses && addr < end) throw InvariantError("remat: resident blocks overlap at " + std::to_string(addr));
     end = addr + x.block.size.value;

@@ -13,7 +13,8 @@
 namespace coopsim::engine_detail {
 
 // Appends x unless v holds it already (op lists are short: a linear scan).
-inline void push_unique(std::vector<std::uint32_t>& v, std::uint32_t x) {
+template <class Id>
+inline void push_unique(std::vector<Id>& v, Id x) {
   if (std::find(v.begin(), v.end(), x) == v.end()) v.push_back(x);
 }
 
@@ -22,27 +23,27 @@ class RematExecutor final : public Executor {
   RematExecutor(EventLoop& loop, const Trace& trace, const RematOptions& options)
       : Executor(loop, trace),
         options_(options),
-        current_(trace.tensors.size(), kNoIndex),
+        current_(trace.tensors.size(), kNoValue),
         acc_grad_(trace.tensors.size(), 0),
         storage_version_(trace.tensors.size(), 0) {}
 
   // MemoryView: a storage answers as its current value.
   [[nodiscard]] Residency residency(TensorId t) const override;
   [[nodiscard]] bool pinned(TensorId t) const override {
-    const std::uint32_t v = current_[index_of(t)];
-    return v != kNoIndex && graph_.value(v).pins > 0;
+    const ValueId v = current_[index_of(t)];
+    return v != kNoValue && graph_.value(v).pins > 0;
   }
   [[nodiscard]] std::optional<Block> block(TensorId t) const override {
-    const std::uint32_t v = current_[index_of(t)];
-    if (v == kNoIndex || graph_.value(v).state != ValueState::Resident) return std::nullopt;
+    const ValueId v = current_[index_of(t)];
+    if (v == kNoValue || graph_.value(v).state != ValueState::Resident) return std::nullopt;
     return graph_.value(v).block;
   }
   [[nodiscard]] const RematGraph* remat() const override { return &graph_; }
-  [[nodiscard]] std::uint32_t current_value(TensorId t) const override { return current_[index_of(t)]; }
+  [[nodiscard]] ValueId current_value(TensorId t) const override { return current_[index_of(t)]; }
 
   // Executor
   void setup() override;
-  void seed(std::uint32_t storage, const Block& b) override;
+  void seed(TensorId storage, const Block& b) override;
   void process(const TraceEvent& e) override;
   void complete(const Completion& c) override;
   void apply(const Action& a) override;
@@ -51,19 +52,19 @@ class RematExecutor final : public Executor {
  private:
   // remat_executor.cpp: trace events, release and eviction
   void alloc_storage(const TraceEvent& e);
-  void free_storage(std::uint32_t storage);
-  void evict_value(std::uint32_t value, bool forced);
-  void release_value(std::uint32_t value);
-  void drop_value(std::uint32_t value);
+  void free_storage(TensorId storage);
+  void evict_value(ValueId value, bool forced);
+  void release_value(ValueId value);
+  void drop_value(ValueId value);
   void record_thrash();
   // remat_compute.cpp: an op of the trace, and the recomputations that bring values back
-  void compute(std::uint32_t op_index);
-  bool materialize(std::uint32_t value);
-  bool recompute(std::uint32_t execution, std::uint32_t keep);
+  void compute(OpId op_id);
+  bool materialize(ValueId value);
+  bool recompute(std::uint32_t execution, ValueId keep);
   // remat_hybrid.cpp: swaps under recompute policies (PoocH-like, Capuchin-like hybrids)
-  void swap_out(std::uint32_t value);
-  bool swap_in(std::uint32_t value);
-  bool bring_back(std::uint32_t value);  // a swapped value made resident again (stalls)
+  void swap_out(ValueId value);
+  bool swap_in(ValueId value);
+  bool bring_back(ValueId value);  // a swapped value made resident again (stalls)
   [[nodiscard]] static bool in_swap(ValueState s) {
     return s == ValueState::SwappingOut || s == ValueState::SwappedOut || s == ValueState::SwappingIn;
   }
@@ -71,24 +72,24 @@ class RematExecutor final : public Executor {
   [[nodiscard]] bool simrd_profile() const;
   void run_simrd_profile();
   // Parameters, step inputs, optimizer state and accumulated gradients: never recomputed.
-  [[nodiscard]] bool constant(std::uint32_t storage) const {
-    const TensorRole r = trace_.tensors[storage].role;
+  [[nodiscard]] bool constant(TensorId storage) const {
+    const TensorRole r = trace_.tensor(storage).role;
     return r == TensorRole::Parameter || r == TensorRole::Input || r == TensorRole::OptimizerState ||
-           acc_grad_[storage] != 0;
+           acc_grad_[index_of(storage)] != 0;
   }
   // The run log: a value's version is the one its storage had when the value was written.
-  [[nodiscard]] LogRef value_ref(std::uint32_t value) const {
+  [[nodiscard]] LogRef value_ref(ValueId value) const {
     const RematValue& x = graph_.value(value);
-    return LogRef{x.storage, value_version_[value], x.block.addr, x.block.size};
+    return LogRef{index_of(x.storage), value_version_[index_of(value)], x.block.addr, x.block.size};
   }
 
   RematOptions options_;
   RematGraph graph_;
-  std::vector<std::uint32_t> current_;          // per storage: the value it holds (kNoIndex: none)
+  std::vector<ValueId> current_;                // per storage: the value it holds (kNoValue: none)
   std::vector<std::uint8_t> acc_grad_;          // per storage: an accumulated gradient (unevictable)
   SimTime thrash_at_{-1};                       // recompute time at which the run thrashes (-1: never)
   std::vector<std::uint32_t> storage_version_;  // per storage: writes since its trace allocation
-  std::vector<std::uint32_t> value_version_;    // content version of each value
+  std::vector<std::uint32_t> value_version_;    // per value: its content version
   std::vector<std::uint32_t> exec_record_;      // log record of each execution's first run
   bool simrd_done_ = false;                     // dtr.compat=simrd: the replay ran in setup(); events are skipped
 };

@@ -12,34 +12,34 @@
 
 namespace coopsim::engine_detail {
 
-void RematExecutor::swap_out(std::uint32_t v) {
+void RematExecutor::swap_out(ValueId v) {
   const RematValue& x = graph_.value(v);
   if (x.state != ValueState::Resident || x.pins > 0) {
-    throw std::logic_error("policy asked to swap out tensor " + std::to_string(trace_.tensors[x.storage].file_id) +
+    throw std::logic_error("policy asked to swap out tensor " + std::to_string(trace_.tensor(x.storage).file_id) +
                            ", which is not resident or is in use");
   }
   graph_.begin_swap_out(v);
-  loop_.start_copy(Direction::DeviceToHost, x.size, v);
+  loop_.start_copy(Direction::DeviceToHost, x.size, index_of(v));
 }
 
-bool RematExecutor::swap_in(std::uint32_t v) {
+bool RematExecutor::swap_in(ValueId v) {
   if (graph_.value(v).state != ValueState::SwappedOut) {
-    throw std::logic_error("swap-in of tensor " + std::to_string(trace_.tensors[graph_.value(v).storage].file_id) +
+    throw std::logic_error("swap-in of tensor " + std::to_string(trace_.tensor(graph_.value(v).storage).file_id) +
                            ", which is not swapped out");
   }
-  const std::uint32_t s = graph_.value(v).storage;
-  auto b = loop_.obtain_block(AllocRequest{graph_.value(v).size, 0, TensorId{s}});
+  const TensorId s = graph_.value(v).storage;
+  auto b = loop_.obtain_block(AllocRequest{graph_.value(v).size, 0, s});
   if (!b) return false;  // OOM recorded
   // The policy may have been asked for room: the value is still on the host (nothing can
   // move it while it is swapped out).
   loop_.log_alloc(s, *b, /*fresh=*/false);
   graph_.begin_swap_in(v, *b);
-  loop_.start_copy(Direction::HostToDevice, graph_.value(v).size, v);
+  loop_.start_copy(Direction::HostToDevice, graph_.value(v).size, index_of(v));
   return true;
 }
 
 void RematExecutor::complete(const Completion& c) {
-  const std::uint32_t v = c.subject;
+  const ValueId v{c.subject};
   if (c.direction == Direction::DeviceToHost) {
     loop_.log_transfer(LogKind::SwapOut, c, value_ref(v));
     const Block b = graph_.value(v).block;
@@ -56,7 +56,7 @@ void RematExecutor::complete(const Completion& c) {
   if (graph_.value(v).released && graph_.value(v).pins == 0) release_value(v);
 }
 
-bool RematExecutor::bring_back(std::uint32_t v) {
+bool RematExecutor::bring_back(ValueId v) {
   while (!loop_.stopped()) {
     switch (graph_.value(v).state) {
       case ValueState::Resident: return true;

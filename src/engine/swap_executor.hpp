@@ -30,21 +30,22 @@ class SwapExecutor final : public Executor {
   }
 
   // Executor
-  void seed(std::uint32_t storage, const Block& b) override;
+  void seed(TensorId storage, const Block& b) override;
   void process(const TraceEvent& e) override;
   void complete(const Completion& c) override;
   void apply(const Action& a) override;
 
  private:
   // Places storage t, asking the policy for room as often as it can help; false on OOM.
-  bool allocate_storage(std::uint32_t t, std::uint16_t stream);
-  void free_storage(std::uint32_t t);
-  void ensure_resident(std::uint32_t t);
-  void start_swap_out(std::uint32_t t);
-  void start_swap_in(std::uint32_t t);
-  [[nodiscard]] LogRef storage_ref(std::uint32_t storage) const;
-  void log_compute(std::uint32_t op, SimTime start);  // bumps the written storages' versions
+  bool allocate_storage(TensorId t, std::uint16_t stream);
+  void free_storage(TensorId t);
+  void ensure_resident(TensorId t);
+  void start_swap_out(TensorId t);
+  void start_swap_in(TensorId t);
+  [[nodiscard]] LogRef storage_ref(TensorId storage) const;
+  void log_compute(OpId op, SimTime start);  // bumps the written storages' versions
 
+  // Per storage, indexed by index_of(TensorId):
   std::vector<Residency> residency_;
   std::vector<Block> blocks_;
   // A storage is pinned while the event that uses it runs: its pin epoch is the event's.

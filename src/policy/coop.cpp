@@ -121,18 +121,18 @@ std::vector<Action> CoopPolicy::window_eviction(const AllocRequest& request, con
   const RematGraph& g = *view.remat();
   const std::vector<Range> ranges = a.ranges();
   std::vector<WindowPiece> pieces;
-  std::vector<std::uint32_t> owner;
+  std::vector<ValueId> owner;  // the value evicted with each piece, or kNoValue
   pieces.reserve(ranges.size() + 8);
   owner.reserve(ranges.size() + 8);
   for (std::size_t i = 0; i < ranges.size(); ++i) {
     const Range& r = ranges[i];
     if (i > 0 && r.segment != ranges[i - 1].segment) {  // windows never span two reservations
       pieces.push_back(WindowPiece{Bytes{0}, true, 0.0});
-      owner.push_back(kNoIndex);
+      owner.push_back(kNoValue);
     }
     if (r.free) {
       pieces.push_back(WindowPiece{r.size, false, 0.0});
-      owner.push_back(kNoIndex);
+      owner.push_back(kNoValue);
       continue;
     }
     const auto v = g.resident_at(r.addr);
@@ -142,7 +142,7 @@ std::vector<Action> CoopPolicy::window_eviction(const AllocRequest& request, con
       owner.push_back(*v);
     } else {
       pieces.push_back(WindowPiece{r.size, true, 0.0});
-      owner.push_back(kNoIndex);
+      owner.push_back(kNoValue);
     }
   }
   WindowSearchStats stats;
@@ -151,7 +151,7 @@ std::vector<Action> CoopPolicy::window_eviction(const AllocRequest& request, con
   std::vector<Action> out;
   if (!w) return out;
   for (std::size_t i = w->first; i < w->last; ++i) {
-    if (owner[i] != kNoIndex) out.push_back(Action::evict(owner[i]));
+    if (owner[i] != kNoValue) out.push_back(Action::evict(owner[i]));
   }
   return out;
 }

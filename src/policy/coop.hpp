@@ -51,8 +51,9 @@ class CoopPolicy final : public Policy {
   void prepare(const MemoryView& view) override;
   [[nodiscard]] std::vector<Action> on_alloc_failure(const AllocRequest& request, const MemoryView& view) override;
   [[nodiscard]] std::optional<RematOptions> remat_options() const override { return opts_.remat; }
-  [[nodiscard]] bool place_high(std::uint32_t storage, const MemoryView&) const override {
-    return opts_.op_guided_allocation && storage < cheap_.size() && cheap_[storage] != 0;
+  [[nodiscard]] bool place_high(TensorId storage, const MemoryView&) const override {
+    const std::uint32_t s = index_of(storage);
+    return opts_.op_guided_allocation && s < cheap_.size() && cheap_[s] != 0;
   }
 
   // OneFlow's expensive ops (is_high_op) and their ATen counterparts; `name` as in traces

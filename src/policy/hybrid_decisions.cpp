@@ -268,8 +268,8 @@ std::vector<Action> HybridExecutor::due(const MemoryView& view) {
   while (next_eviction_ < evictions_.size() && evictions_[next_eviction_].first <= i) {
     const auto [at, s] = evictions_[next_eviction_++];
     if (at < i || g == nullptr) continue;  // its moment passed
-    const std::uint32_t v = view.current_value(TensorId{s});
-    if (v != kNoIndex && g->evictable(v)) out.push_back(Action::evict(v));
+    const ValueId v = view.current_value(TensorId{s});
+    if (v != kNoValue && g->evictable(v)) out.push_back(Action::evict(v));
   }
   auto swaps = swaps_.due(view);
   out.insert(out.end(), swaps.begin(), swaps.end());

@@ -19,18 +19,18 @@ Block block_at(std::uint64_t addr) { return Block{addr, Bytes{100}, Bytes{100}, 
 TEST_CASE("remat graph: eq-class, neighbourhood and ancestor costs", "[remat][graph]") {
   // x0 (constant) -e1(10)-> a -e2(20)-> b -e3(30)-> {c, d};  c -e4(40)-> f.
   RematGraph g;
-  const auto x0 = g.add_value(0, Bytes{100}, true);
-  const auto a = g.add_value(1, Bytes{100}, false), b = g.add_value(2, Bytes{100}, false);
-  const auto c = g.add_value(3, Bytes{100}, false), d = g.add_value(4, Bytes{100}, false);
-  const auto f = g.add_value(5, Bytes{100}, false);
+  const auto x0 = g.add_value(TensorId{0}, Bytes{100}, true);
+  const auto a = g.add_value(TensorId{1}, Bytes{100}, false), b = g.add_value(TensorId{2}, Bytes{100}, false);
+  const auto c = g.add_value(TensorId{3}, Bytes{100}, false), d = g.add_value(TensorId{4}, Bytes{100}, false);
+  const auto f = g.add_value(TensorId{5}, Bytes{100}, false);
   std::uint64_t addr = 0;
   for (auto v : {x0, a, b, c, d, f}) g.place(v, block_at(addr += 100));
-  g.set_producer(a, g.add_execution(0, SimTime{10}, {x0}, {a}));
-  g.set_producer(b, g.add_execution(1, SimTime{20}, {a}, {b}));
-  const auto e3 = g.add_execution(2, SimTime{30}, {b}, {c, d});
+  g.set_producer(a, g.add_execution(OpId{0}, SimTime{10}, {x0}, {a}));
+  g.set_producer(b, g.add_execution(OpId{1}, SimTime{20}, {a}, {b}));
+  const auto e3 = g.add_execution(OpId{2}, SimTime{30}, {b}, {c, d});
   g.set_producer(c, e3);
   g.set_producer(d, e3);
-  g.set_producer(f, g.add_execution(3, SimTime{40}, {c}, {f}));
+  g.set_producer(f, g.add_execution(OpId{3}, SimTime{40}, {c}, {f}));
 
   CHECK(g.eq_class_cost(d) == 30.0);  // nothing evicted yet
   g.evict(a);

@@ -206,6 +206,7 @@ struct Trace {
     const auto& t = tensors[tensor_index];
     return t.is_view() ? t.view_of : tensor_index;
   }
+  [[nodiscard]] TensorId storage_of(TensorId t) const { return TensorId{storage_of(index_of(t))}; }
 };
 
 // Summary figures computed from a loaded trace (no allocator involved).

@@ -45,10 +45,10 @@ class MemoryView {
   [[nodiscard]] virtual const LinkModel& link() const = 0;  // the engine's host<->device link
   // The rematerialization graph, under a recompute policy (Policy::remat_options()); else null.
   [[nodiscard]] virtual const RematGraph* remat() const { return nullptr; }
-  // Under a recompute policy: the value a storage holds now (kNoIndex when not allocated).
-  [[nodiscard]] virtual std::uint32_t current_value(TensorId storage) const {
+  // Under a recompute policy: the value a storage holds now (kNoValue when not allocated).
+  [[nodiscard]] virtual ValueId current_value(TensorId storage) const {
     (void)storage;
-    return kNoIndex;
+    return kNoValue;
   }
   // Counts work done by a policy's eviction search (pieces or tensors examined): the
   // deterministic search-latency figure of the report.
@@ -59,12 +59,12 @@ struct Action {
   enum class Kind : std::uint8_t {
     SwapOut,  // `tensor`: copy to the host, then free its block
     SwapIn,   // `tensor`: copy back
-    Evict,    // `value` (RematGraph index): free its block; it stays recomputable
+    Evict,    // `value`: free its block; it stays recomputable
   } kind = Kind::SwapOut;
   // Swaps name a storage; under a recompute policy (hybrids) the storage's current value moves.
   TensorId tensor{};
-  std::uint32_t value = kNoIndex;
-  static Action evict(std::uint32_t v) { return Action{Kind::Evict, TensorId{}, v}; }
+  ValueId value = kNoValue;
+  static Action evict(ValueId v) { return Action{Kind::Evict, TensorId{}, v}; }
 };
 
 // One planned swap of an offline swap policy (autoswap, vdnn): tensor, the event index after
@@ -108,10 +108,9 @@ class Policy {
   // Recompute policies return their runtime options: the engine then keeps a RematGraph and
   // follows DTR's rules (pinning, recursive rematerialization, eager eviction, thrash limit).
   [[nodiscard]] virtual std::optional<RematOptions> remat_options() const { return std::nullopt; }
-  // Placement hint for an allocation of `storage` (a trace tensor index): true asks the
-  // allocator for the high end of the chosen hole (Coop's cheap tensors). Allocators without
-  // address placement ignore it.
-  [[nodiscard]] virtual bool place_high(std::uint32_t storage, const MemoryView&) const {
+  // Placement hint for an allocation of `storage`: true asks the allocator for the high end of
+  // the chosen hole (Coop's cheap tensors). Allocators without address placement ignore it.
+  [[nodiscard]] virtual bool place_high(TensorId storage, const MemoryView&) const {
     (void)storage;
     return false;
   }

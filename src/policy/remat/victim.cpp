@@ -46,8 +46,8 @@ double SeededDraws::next() {
   return static_cast<double>(z >> 11) * 0x1.0p-53;
 }
 
-double eviction_score(const RematGraph& g, std::uint32_t v, EvictionScore score, Bytes free_adjacent,
-                      SeededDraws& draws, std::uint64_t* scanned) {
+double eviction_score(const RematGraph& g, ValueId v, EvictionScore score, Bytes free_adjacent, SeededDraws& draws,
+                      std::uint64_t* scanned) {
   const RematValue& x = g.value(v);
   const double m = static_cast<double>(x.size.value);
   const double s = static_cast<double>(g.staleness(v).count());
@@ -65,13 +65,13 @@ double eviction_score(const RematGraph& g, std::uint32_t v, EvictionScore score,
   throw std::logic_error("unknown eviction score");
 }
 
-std::optional<std::uint32_t> find_victim(const MemoryView& view, EvictionScore score, SeededDraws& draws) {
+std::optional<ValueId> find_victim(const MemoryView& view, EvictionScore score, SeededDraws& draws) {
   const RematGraph* g = view.remat();
   if (g == nullptr) throw std::logic_error("find_victim: the engine keeps no remat graph");
-  std::optional<std::uint32_t> best;
+  std::optional<ValueId> best;
   double best_score = std::numeric_limits<double>::infinity();
   std::uint64_t scanned = 0;
-  auto consider = [&](std::uint32_t v, Bytes free_adjacent) {
+  auto consider = [&](ValueId v, Bytes free_adjacent) {
     ++scanned;
     if (!g->evictable(v)) return;
     const double h = eviction_score(*g, v, score, free_adjacent, draws, &scanned);

@@ -38,8 +38,13 @@ enum class ValueState : std::uint8_t {
   SwappingIn,   // copy back in flight into a new block
 };
 
+// A value of the graph: indexes RematGraph's values as TensorId indexes Trace::tensors.
+enum class ValueId : std::uint32_t {};
+constexpr std::uint32_t index_of(ValueId id) { return static_cast<std::uint32_t>(id); }
+inline constexpr ValueId kNoValue{kNoIndex};  // e.g. the current value of a storage not allocated
+
 struct RematValue {
-  std::uint32_t storage = kNoIndex;  // trace tensor index of the storage root
+  TensorId storage{kNoIndex};  // the storage root
   Bytes size;
   std::uint32_t producer = kNoIndex;  // execution that computed it; kNoIndex: none yet / constant
   ValueState state = ValueState::Resident;
@@ -53,34 +58,34 @@ struct RematValue {
 };
 
 struct RematExecution {
-  std::uint32_t op = kNoIndex;  // trace op index
+  OpId op{kNoIndex};
   SimTime cost{0};
-  std::vector<std::uint32_t> inputs, outputs;  // value indices
+  std::vector<ValueId> inputs, outputs;
 };
 
 class RematGraph {
  public:
   // ---- read side (policies) ----
-  [[nodiscard]] const RematValue& value(std::uint32_t v) const { return values_[v]; }
+  [[nodiscard]] const RematValue& value(ValueId v) const { return values_[index_of(v)]; }
   [[nodiscard]] const RematExecution& execution(std::uint32_t e) const { return executions_[e]; }
   [[nodiscard]] std::size_t value_count() const { return values_.size(); }
   [[nodiscard]] SimTime clock() const { return clock_; }
   // Consumers: executions that read the value.
-  [[nodiscard]] const std::vector<std::uint32_t>& consumers(std::uint32_t v) const { return consumers_[v]; }
+  [[nodiscard]] const std::vector<std::uint32_t>& consumers(ValueId v) const { return consumers_[index_of(v)]; }
 
   // Resident, unpinned, not unevictable, and with a producer to recompute it.
-  [[nodiscard]] bool evictable(std::uint32_t v) const {
-    const RematValue& x = values_[v];
+  [[nodiscard]] bool evictable(ValueId v) const {
+    const RematValue& x = value(v);
     return x.state == ValueState::Resident && x.pins == 0 && !x.unevictable && x.producer != kNoIndex;
   }
-  [[nodiscard]] SimTime staleness(std::uint32_t v) const {
-    const SimTime s = clock_ - values_[v].last_access;
+  [[nodiscard]] SimTime staleness(ValueId v) const {
+    const SimTime s = clock_ - value(v).last_access;
     return s < SimTime{1} ? SimTime{1} : s;
   }
   // Values holding a block (resident, or with a copy in flight) by block address (address
   // order is the scan order of per-tensor loops).
-  [[nodiscard]] const std::map<std::uint64_t, std::uint32_t>& resident_by_address() const { return by_addr_; }
-  [[nodiscard]] std::optional<std::uint32_t> resident_at(std::uint64_t addr) const {
+  [[nodiscard]] const std::map<std::uint64_t, ValueId>& resident_by_address() const { return by_addr_; }
+  [[nodiscard]] std::optional<ValueId> resident_at(std::uint64_t addr) const {
     auto it = by_addr_.find(addr);
     if (it == by_addr_.end()) return std::nullopt;
     return it->second;
@@ -89,62 +94,63 @@ class RematGraph {
   // Costs, in ns of compute (see the header comment and docs/models/dtr-dte.md).
   // Coop / DTR prototype eq-class approximation: c(t) + sum over evicted inputs and outputs u
   // of t's producer of max(cost of u's class, c(u)).
-  [[nodiscard]] double eq_class_cost(std::uint32_t v) const;
+  [[nodiscard]] double eq_class_cost(ValueId v) const;
   // h_DTR's full evicted neighbourhood: c(t) + c(evicted ancestors reachable through evicted
   // values) + c(evicted descendants reachable through evicted values); each value once.
   // `scanned` (optional) counts the values visited.
-  [[nodiscard]] double neighbourhood_cost(std::uint32_t v, std::uint64_t* scanned = nullptr) const;
+  [[nodiscard]] double neighbourhood_cost(ValueId v, std::uint64_t* scanned = nullptr) const;
   // c(t) + c(evicted ancestors): what rematerializing t would recompute (MSPS).
-  [[nodiscard]] double ancestor_cost(std::uint32_t v, std::uint64_t* scanned = nullptr) const;
+  [[nodiscard]] double ancestor_cost(ValueId v, std::uint64_t* scanned = nullptr) const;
 
   // Some evicted descendant, reachable through evicted values, still has an external
   // reference: freeing v for good would make it impossible to recompute.
-  [[nodiscard]] bool needed_by_evicted(std::uint32_t v) const;
+  [[nodiscard]] bool needed_by_evicted(ValueId v) const;
   // v's producer can run again: it exists, is not random, and none of its inputs is gone.
-  [[nodiscard]] bool recomputable(std::uint32_t v, const Trace& trace) const;
+  [[nodiscard]] bool recomputable(ValueId v, const Trace& trace) const;
 
   // ---- write side (engine) ----
-  std::uint32_t add_value(std::uint32_t storage, Bytes size, bool unevictable);
-  std::uint32_t add_execution(std::uint32_t op, SimTime cost, std::vector<std::uint32_t> inputs,
-                              std::vector<std::uint32_t> outputs);
+  ValueId add_value(TensorId storage, Bytes size, bool unevictable);
+  // Returns the execution's index (executions are only named by RematValue::producer).
+  std::uint32_t add_execution(OpId op, SimTime cost, std::vector<ValueId> inputs, std::vector<ValueId> outputs);
   void advance(SimTime cost) { clock_ += cost; }
-  void touch(std::uint32_t v) { values_[v].last_access = clock_; }
-  void pin(std::uint32_t v) { ++values_[v].pins; }
-  void unpin(std::uint32_t v) { --values_[v].pins; }
-  void set_unevictable(std::uint32_t v) { values_[v].unevictable = true; }
-  void set_released(std::uint32_t v) { values_[v].released = true; }
-  void set_producer(std::uint32_t v, std::uint32_t execution);
-  void place(std::uint32_t v, const Block& b);          // -> Resident with block b
-  void evict(std::uint32_t v);                          // Resident -> Evicted (+ eq-class merge)
-  void mark_evicted_without_memory(std::uint32_t v);    // Resident -> Evicted; block handed on
-  void drop(std::uint32_t v);                           // -> Gone (block, if any, already freed)
-  void begin_swap_out(std::uint32_t v);                 // Resident -> SwappingOut (keeps its block)
-  void finish_swap_out(std::uint32_t v);                // SwappingOut -> SwappedOut (block freed)
-  void begin_swap_in(std::uint32_t v, const Block& b);  // SwappedOut -> SwappingIn with block b
-  void finish_swap_in(std::uint32_t v);                 // SwappingIn -> Resident
-  void computed(std::uint32_t v);                       // eq-class update after (re)compute
+  void touch(ValueId v) { at(v).last_access = clock_; }
+  void pin(ValueId v) { ++at(v).pins; }
+  void unpin(ValueId v) { --at(v).pins; }
+  void set_unevictable(ValueId v) { at(v).unevictable = true; }
+  void set_released(ValueId v) { at(v).released = true; }
+  void set_producer(ValueId v, std::uint32_t execution);
+  void place(ValueId v, const Block& b);          // -> Resident with block b
+  void evict(ValueId v);                          // Resident -> Evicted (+ eq-class merge)
+  void mark_evicted_without_memory(ValueId v);    // Resident -> Evicted; block handed on
+  void drop(ValueId v);                           // -> Gone (block, if any, already freed)
+  void begin_swap_out(ValueId v);                 // Resident -> SwappingOut (keeps its block)
+  void finish_swap_out(ValueId v);                // SwappingOut -> SwappedOut (block freed)
+  void begin_swap_in(ValueId v, const Block& b);  // SwappedOut -> SwappingIn with block b
+  void finish_swap_in(ValueId v);                 // SwappingIn -> Resident
+  void computed(ValueId v);                       // eq-class update after (re)compute
   // v is gone for good: every resident value whose recomputation would need it (directly, or
   // through evicted values) becomes unevictable.
-  void lock_dependents(std::uint32_t v);
+  void lock_dependents(ValueId v);
 
  private:
-  std::uint32_t find_root(std::uint32_t v) const;
+  RematValue& at(ValueId v) { return values_[index_of(v)]; }
+  ValueId find_root(ValueId v) const;
   template <class Visit>
-  bool walk_descendants(std::uint32_t v, Visit visit) const;
-  void merge(std::uint32_t a, std::uint32_t b);
+  bool walk_descendants(ValueId v, Visit visit) const;
+  void merge(ValueId a, ValueId b);
 
   std::vector<RematValue> values_;
   std::vector<RematExecution> executions_;
-  std::vector<std::vector<std::uint32_t>> consumers_;
-  std::map<std::uint64_t, std::uint32_t> by_addr_;
+  std::vector<std::vector<std::uint32_t>> consumers_;  // per value: executions reading it
+  std::map<std::uint64_t, ValueId> by_addr_;
   SimTime clock_{0};
-  mutable std::vector<std::uint32_t> uf_parent_;   // path halving in find_root
+  mutable std::vector<ValueId> uf_parent_;         // path halving in find_root
   std::vector<double> uf_cost_;                    // class roots: summed compute (ns); a double so
                                                    // that sums of huge costs cannot wrap (exact
                                                    // below 2^53 ns, 104 days)
   mutable std::vector<std::uint32_t> visit_mark_;  // neighbourhood searches
   mutable std::uint32_t visit_epoch_ = 0;
-  mutable std::vector<std::uint32_t> stack_;
+  mutable std::vector<ValueId> stack_;
 };
 
 }  // namespace coopsim

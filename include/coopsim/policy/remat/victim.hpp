@@ -41,11 +41,11 @@ class SeededDraws {
 };
 
 // The score of one evictable value. `free_adjacent` is only read by dte.
-double eviction_score(const RematGraph& g, std::uint32_t v, EvictionScore score, Bytes free_adjacent,
-                      SeededDraws& draws, std::uint64_t* scanned);
+double eviction_score(const RematGraph& g, ValueId v, EvictionScore score, Bytes free_adjacent, SeededDraws& draws,
+                      std::uint64_t* scanned);
 
 // The evictable value with the smallest score (lowest address on ties), or nullopt when none.
 // Counts the values examined through view.count_scanned().
-std::optional<std::uint32_t> find_victim(const MemoryView& view, EvictionScore score, SeededDraws& draws);
+std::optional<ValueId> find_victim(const MemoryView& view, EvictionScore score, SeededDraws& draws);
 
 }  // namespace coopsim
