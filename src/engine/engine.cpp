@@ -8,7 +8,7 @@
 namespace coopsim {
 
 void run_engine(const Trace& trace, Allocator& allocator, Policy& policy, const EngineOptions& options,
-                Report& report) {
+                ReportBuilder& report) {
   engine_detail::EventLoop loop(trace, allocator, policy, options, report);
   if (const std::optional<RematOptions> remat = policy.remat_options()) {
     engine_detail::RematExecutor executor(loop, trace, *remat);
@@ -17,6 +17,13 @@ void run_engine(const Trace& trace, Allocator& allocator, Policy& policy, const 
     engine_detail::SwapExecutor executor(loop, trace);
     loop.run(executor);
   }
+}
+
+void run_engine(const Trace& trace, Allocator& allocator, Policy& policy, const EngineOptions& options,
+                Report& report) {
+  ReportBuilder builder;
+  run_engine(trace, allocator, policy, options, builder);
+  report = std::move(builder).take();
 }
 
 }  // namespace coopsim

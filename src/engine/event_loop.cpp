@@ -25,21 +25,15 @@ std::optional<Block> EventLoop::obtain_block(AllocRequest req) {
   for (;;) {
     allocated_before = alloc_.stats().allocated;
     if (auto b = alloc_.allocate(req)) {
-      ++rep_.counters.allocs;
       if (needed_room) {
-        MemoryFigures& m = rep_.memory;
-        const double frac =
-            opt_.budget.value == 0
-                ? 0.0
-                : static_cast<double>(opt_.budget.value - std::min(opt_.budget, allocated_before).value) /
-                      static_cast<double>(opt_.budget.value);
-        ++m.coop_fragmentation_samples;
-        m.coop_fragmentation += (frac - m.coop_fragmentation) / static_cast<double>(m.coop_fragmentation_samples);
+        rep_.allocated_after_making_room(opt_.budget, allocated_before);
+      } else {
+        rep_.allocated();
       }
       observe_memory();
       return b;
     }
-    if (!needed_room) ++rep_.counters.alloc_failures;
+    if (!needed_room) rep_.alloc_failed();
     needed_room = true;
     // Transfers in flight may free memory: wait for them before asking for more.
     if (swap_outs_in_flight_ > 0) {
@@ -60,7 +54,7 @@ std::optional<Block> EventLoop::obtain_block(AllocRequest req) {
 
 void EventLoop::release_block(TensorId storage, const Block& b) {
   alloc_.deallocate(b);
-  ++rep_.counters.frees;
+  rep_.freed();
   log_free(storage, b);
   observe_memory();
 }
@@ -77,7 +71,7 @@ SimTime EventLoop::run_op(const OpInfo& op) {
   now_ = later(now_, op.duration, [&] { return op_overflow(op, now_); });
   ideal_ += op.duration;
   op_time_ += op.duration;
-  ++rep_.counters.computes;
+  rep_.computed();
   return start;
 }
 
@@ -87,7 +81,7 @@ void EventLoop::process(const TraceEvent& e) {
     const SimTime ts = e.time - t0_;
     ideal_ = std::max(ideal_, ts);
     // Stalls and recomputation delay everything after them (their sum is part of now_).
-    const SimTime delay = rep_.time.stall + rep_.time.recompute_time;
+    const SimTime delay = rep_.delay();
     now_ = std::max(now_, later(ts, delay, [&] {
                       return fmt::format("timestamp {} ns plus {} ns of stalls and recomputation", ts.count(),
                                          delay.count());
@@ -113,11 +107,9 @@ void EventLoop::start_copy(Direction d, Bytes size, std::uint32_t subject) {
   queue_.push({end, start, static_cast<std::uint8_t>(out ? 0 : 1), seq_++, subject, d});
   if (out) {
     ++swap_outs_in_flight_;
-    ++rep_.time.swap_outs;
-    rep_.time.swap_out_bytes += size;
+    rep_.swapped_out(size);
   } else {
-    ++rep_.time.swap_ins;
-    rep_.time.swap_in_bytes += size;
+    rep_.swapped_in(size);
   }
 }
 
@@ -140,7 +132,7 @@ bool EventLoop::wait_for_next_completion() {
   queue_.pop();
   if (c.time > now_) {
     log_stall(now_, c.time);
-    rep_.time.stall += c.time - now_;
+    rep_.stalled(c.time - now_);
     now_ = c.time;
   }
   complete(c);
@@ -176,7 +168,7 @@ void EventLoop::run(Executor& exec) {
   for (index_ = 0; index_ < events.size() && !oom_; ++index_) {
     process(events[index_]);
     if (oom_) break;
-    ++rep_.counters.events;
+    rep_.event_done();
     const auto actions = timed_policy_call([&] { return policy_.after_event(exec); });
     if (!actions.empty()) apply(actions);
     if (opt_.paranoid) alloc_.check_invariants();
@@ -188,30 +180,7 @@ void EventLoop::run(Executor& exec) {
 }
 
 void EventLoop::finish_report() {
-  const AllocatorStats s = alloc_.stats();
-  rep_.memory.final_allocated = s.allocated;
-  rep_.memory.final_reserved = s.reserved;
-  rep_.memory.reserved_fragmentation = rep_.memory.peak_reserved.value == 0
-                                           ? 0.0
-                                           : 1.0 - static_cast<double>(rep_.memory.allocated_at_reserved_peak.value) /
-                                                       static_cast<double>(rep_.memory.peak_reserved.value);
-  rep_.counters.alloc_retries = s.alloc_retries;
-  rep_.counters.device_mallocs = s.device_mallocs;
-  rep_.counters.device_frees = s.device_frees;
-  rep_.time.simulated = now_;
-  rep_.time.trace_compute = ideal_;
-  rep_.time.compute_overhead =
-      ideal_.count() == 0 ? 1.0 : static_cast<double>(now_.count()) / static_cast<double>(ideal_.count());
-  rep_.time.op_time = op_time_;
-  rep_.time.recompute_overhead =
-      op_time_.count() == 0
-          ? 1.0
-          : static_cast<double>((op_time_ + rep_.time.recompute_time).count()) / static_cast<double>(op_time_.count());
-  rep_.counters.search_scanned = scanned_;
-  rep_.pool = alloc_.pool_figures();
-  if (opt_.measure_search_latency) {
-    rep_.search_latency = std::chrono::duration_cast<SimTime>(search_);
-  }
+  rep_.finished(alloc_.stats(), {now_, ideal_, op_time_}, alloc_.pool_figures(), opt_.measure_search_latency);
 }
 
 }  // namespace coopsim::engine_detail

@@ -22,6 +22,7 @@
 
 #include "coopsim/base/error.hpp"
 #include "coopsim/engine/engine.hpp"
+#include "coopsim/engine/report_builder.hpp"
 
 namespace coopsim::engine_detail {
 
@@ -76,7 +77,8 @@ class Executor : public MemoryView {
 
 class EventLoop {
  public:
-  EventLoop(const Trace& trace, Allocator& allocator, Policy& policy, const EngineOptions& options, Report& report)
+  EventLoop(const Trace& trace, Allocator& allocator, Policy& policy, const EngineOptions& options,
+            ReportBuilder& report)
       : trace_(trace), alloc_(allocator), policy_(policy), opt_(options), rep_(report) {}
 
   void run(Executor& exec);
@@ -90,8 +92,7 @@ class EventLoop {
   [[nodiscard]] Allocator& alloc() const { return alloc_; }
   [[nodiscard]] const Policy& policy() const { return policy_; }
   [[nodiscard]] const EngineOptions& options() const { return opt_; }
-  [[nodiscard]] Report& report() const { return rep_; }
-  void count_scanned(std::uint64_t n) { scanned_ += n; }
+  [[nodiscard]] ReportBuilder& report() const { return rep_; }
 
   // The policy loop: allocate, and while that fails let the policy make room. nullopt after
   // recording an OOM (the allocation was for trace storage `request.tensor`).
@@ -113,10 +114,10 @@ class EventLoop {
   }
   void observe_memory();
   void check_address(std::uint64_t recorded, std::uint64_t placed);
-  // Ends the run (the caller fills the report's oom or thrash point).
+  // Ends the run (the caller gives the report its oom or thrash point).
   void stop(RunStatus status) {
     oom_ = true;
-    rep_.status = status;
+    rep_.stopped(status);
   }
   // dtr.compat=simrd: the replay ran elsewhere and hands over its clocks.
   void set_clocks(SimTime now, SimTime ideal, SimTime op_time) {
@@ -162,7 +163,7 @@ class EventLoop {
   Allocator& alloc_;
   Policy& policy_;
   const EngineOptions& opt_;
-  Report& rep_;
+  ReportBuilder& rep_;
   Executor* exec_ = nullptr;  // set by run()
 
   SimTime now_{0}, ideal_{0}, d2h_free_{0}, h2d_free_{0};
@@ -174,8 +175,6 @@ class EventLoop {
   std::size_t index_ = 0;
   std::uint32_t iteration_ = 0;
   bool oom_ = false;  // the run stopped: out of memory, or (recompute policies) thrashing
-  std::chrono::steady_clock::duration search_{0};
-  std::uint64_t scanned_ = 0;
   Bytes logged_allocated_{~0ULL}, logged_reserved_{~0ULL};  // the last Memory record's figures
 };
 
@@ -185,15 +184,15 @@ inline AllocatorStats Executor::allocator_stats() const { return loop_.alloc().s
 inline const Allocator& Executor::allocator() const { return loop_.alloc(); }
 inline Bytes Executor::budget() const { return loop_.options().budget; }
 inline const LinkModel& Executor::link() const { return loop_.options().link; }
-inline void Executor::count_scanned(std::uint64_t n) const { loop_.count_scanned(n); }
+inline void Executor::count_scanned(std::uint64_t n) const { loop_.report().scanned(n); }
 
 template <class F>
 auto EventLoop::timed_policy_call(F&& f) {
-  ++rep_.counters.policy_decisions;
+  rep_.policy_decided();
   if (!opt_.measure_search_latency) return f();
   const auto start = std::chrono::steady_clock::now();
   auto result = f();
-  search_ += std::chrono::steady_clock::now() - start;
+  rep_.policy_call_took(std::chrono::steady_clock::now() - start);
   return result;
 }
 

@@ -7,30 +7,12 @@
 namespace coopsim::engine_detail {
 
 void EventLoop::observe_memory() {
-  const AllocatorStats s = alloc_.stats();
-  MemoryFigures& m = rep_.memory;
-  m.peak_allocated = std::max(m.peak_allocated, s.allocated);
-  m.peak_requested = std::max(m.peak_requested, s.requested);
-  m.peak_footprint = std::max(m.peak_footprint, s.footprint);
-  if (s.allocated >= s.requested) m.peak_internal_waste = std::max(m.peak_internal_waste, s.allocated - s.requested);
-  if (s.reserved > m.peak_reserved) {
-    m.peak_reserved = s.reserved;
-    m.allocated_at_reserved_peak = s.allocated;
-  } else if (s.reserved == m.peak_reserved) {
-    m.allocated_at_reserved_peak = std::max(m.allocated_at_reserved_peak, s.allocated);
-  }
+  rep_.observed(alloc_.stats());
   log_memory();
 }
 
 void EventLoop::check_address(std::uint64_t recorded, std::uint64_t placed) {
-  AddressCheck& a = rep_.addresses;
-  ++a.checked;
-  if (recorded == placed) return;
-  if (a.mismatches++ == 0) {
-    a.first_mismatch_event = index_;
-    a.first_expected = recorded;
-    a.first_got = placed;
-  }
+  rep_.address_checked(recorded, placed, index_);
 }
 
 void EventLoop::record_oom(TensorId t, Bytes requested) {
@@ -60,7 +42,7 @@ void EventLoop::record_oom(TensorId t, Bytes requested) {
       break;
     }
   }
-  rep_.oom = p;
+  rep_.out_of_memory_at(std::move(p));
 }
 
 // A trace recorded from a running program starts from its recorded allocator state: the model
@@ -88,7 +70,8 @@ void EventLoop::seed_initial_state() {
   try {
     placed = alloc_.seed(seeds);
   } catch (const SeedUnsupported&) {
-    throw ConfigError("allocator", "allocator " + (rep_.allocator.empty() ? std::string("model") : rep_.allocator) +
+    throw ConfigError("allocator", "allocator " +
+                                       (rep_.allocator_name().empty() ? std::string("model") : rep_.allocator_name()) +
                                        " cannot start from a recorded state (" + trace_.path +
                                        " begins with one: use an allocator that supports it, e.g. pytorch)");
   } catch (const ConfigError& e) {  // e.g. the recorded segments exceed the budget

@@ -240,9 +240,7 @@ bool RematExecutor::recompute(std::uint32_t execution, ValueId keep) {
     }
     loop_.log_op(LogKind::Recompute, x.op, start, reads, writes, exec_record_[execution]);
   }
-  TimeFigures& time = loop_.report().time;
-  ++time.recomputes;
-  time.recompute_time += x.cost;
+  loop_.report().recomputed(x.cost);
   for (ValueId w : placed) graph_.computed(w);
   for (ValueId u : x.inputs) {
     graph_.touch(u);
@@ -261,7 +259,7 @@ bool RematExecutor::recompute(std::uint32_t execution, ValueId keep) {
     const RematValue& wv = graph_.value(w);
     if (w != keep && wv.released && wv.pins == 0 && wv.state == ValueState::Resident) evict_value(w, false);
   }
-  if (thrash_at_.count() >= 0 && time.recompute_time > thrash_at_) {
+  if (thrash_at_.count() >= 0 && loop_.report().recompute_time() > thrash_at_) {
     record_thrash();
     return false;
   }

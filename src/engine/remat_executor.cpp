@@ -88,7 +88,7 @@ void RematExecutor::process(const TraceEvent& e) {
       graph_.unpin(v);
       if (!ok) return;
       graph_.touch(v);
-      ++loop_.report().counters.accesses;
+      loop_.report().accessed();
       if (loop_.logging()) loop_.log_point(LogKind::Access, value_ref(v));
       break;
     }
@@ -137,8 +137,7 @@ void RematExecutor::evict_value(ValueId v, bool forced) {
   if (loop_.logging()) loop_.log_point(LogKind::Evict, value_ref(v), forced);
   graph_.evict(v);
   loop_.release_block(graph_.value(v).storage, b);
-  CounterFigures& n = loop_.report().counters;
-  ++(forced ? n.forced_evictions : n.eager_evictions);
+  loop_.report().evicted(forced);
 }
 
 void RematExecutor::free_storage(TensorId storage) {
@@ -213,8 +212,7 @@ void RematExecutor::check_plan() const {
 
 void RematExecutor::record_thrash() {
   loop_.stop(RunStatus::Thrashed);
-  Report& r = loop_.report();
-  r.thrash = ThrashPoint{loop_.event_index(), loop_.iteration(), r.time.recompute_time, loop_.op_time()};
+  loop_.report().thrashed_at(loop_.event_index(), loop_.iteration(), loop_.op_time());
 }
 
 }  // namespace coopsim::engine_detail

@@ -1,7 +1,7 @@
 // The simrd compatibility profile of the dtr policy (dtr.compat=simrd): the engine does not
 // replay the trace itself but hands it to coopsim::simrd::replay, whose model (one memory
 // counter, storages, simrd's pool order) cannot be expressed through the allocator and the
-// per-value graph; the result is copied into the report (include/coopsim/policy/remat/simrd.hpp).
+// per-value graph; its figures go to the report builder (include/coopsim/policy/remat/simrd.hpp).
 #include "coopsim/policy/dtr.hpp"
 #include "coopsim/policy/remat/simrd.hpp"
 #include "remat_executor.hpp"
@@ -20,25 +20,20 @@ void RematExecutor::run_simrd_profile() {
   simrd_done_ = true;
   const SimTime op_time{r.clock - r.remat_compute};
   loop_.set_clocks(SimTime{r.clock}, SimTime{r.baseline}, op_time);
-  Report& rep = loop_.report();
-  rep.time.recompute_time = SimTime{r.remat_compute};
-  rep.time.recomputes = r.recomputes;
-  rep.counters.forced_evictions = r.evictions;
-  rep.counters.eager_evictions = r.eager_evictions;
-  rep.memory.peak_requested = r.peak;
-  rep.memory.peak_allocated = r.peak;
+  ReportBuilder& rep = loop_.report();
+  rep.replayed_elsewhere(r.recomputes, SimTime{r.remat_compute}, r.evictions, r.eager_evictions, r.peak);
   switch (r.outcome) {
     case simrd::Outcome::Completed: break;
     case simrd::Outcome::Thrashed:
       loop_.stop(RunStatus::Thrashed);
-      rep.thrash = ThrashPoint{r.stop_event, 0, rep.time.recompute_time, op_time};
+      rep.thrashed_at(r.stop_event, 0, op_time);
       break;
     case simrd::Outcome::OutOfMemory: {
       loop_.stop(RunStatus::OutOfMemory);
       OomPoint p;
       p.event_index = r.stop_event;
       p.requested = r.requested;
-      rep.oom = p;
+      rep.out_of_memory_at(p);
       break;
     }
   }

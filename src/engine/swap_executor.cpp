@@ -73,7 +73,7 @@ void SwapExecutor::process(const TraceEvent& e) {
       const TensorId s = trace_.storage_of(e.tensor());
       pin_epoch_[index_of(s)] = epoch_;
       ensure_resident(s);
-      ++loop_.report().counters.accesses;
+      loop_.report().accessed();
       if (loop_.logging() && !loop_.stopped()) loop_.log_point(LogKind::Access, storage_ref(s));
       break;
     }
@@ -122,7 +122,7 @@ void SwapExecutor::complete(const Completion& c) {
   if (c.direction == Direction::DeviceToHost) {
     loop_.log_transfer(LogKind::SwapOut, c, storage_ref(t));
     loop_.alloc().deallocate(blocks_[i]);
-    ++loop_.report().counters.frees;
+    loop_.report().freed();
     loop_.log_free(t, blocks_[i]);
     residency_[i] = freed_in_flight_[i] ? Residency::NotAllocated : Residency::SwappedOut;
   } else if (freed_in_flight_[i]) {

@@ -1,14 +1,15 @@
-// run_simulation: resolve the config through the registries, run the engine, fill the report.
+// run_simulation: resolve the config through the registries, run the engine; a ReportBuilder makes
+// the report (this file gives it the run's identity and the end-state check).
 #include "coopsim/sim/simulation.hpp"
 
 
 #include "coopsim/engine/engine.hpp"
+#include "coopsim/engine/report_builder.hpp"
 #include "coopsim/base/error.hpp"
 #include "coopsim/import/torch_snapshot.hpp"
 #include "coopsim/base/limits.hpp"
 #include "coopsim/model/link.hpp"
 #include "coopsim/validate/validate.hpp"
-#include "coopsim_config.h"
 
 namespace coopsim {
 
@@ -70,19 +71,6 @@ Report run_simulation(const CheckedConfig& checked, const Trace& trace, const Ru
     require_dataflow(trace, policy_name);
   }
 
-  Report r;
-  r.coopsim_version = COOPSIM_VERSION;
-  r.trace_path = trace.path;
-  r.model = trace.header.model;
-  r.trace_hash = trace.content_hash;
-  r.iterations = trace.header.iterations;
-  r.allocator = alloc_name;
-  r.policy = policy_name;
-  r.budget = budget;
-  r.trace_peak_live = summarize(trace).peak_live;
-  r.memory_ratio_of_peak = r.trace_peak_live.value == 0
-                               ? 0.0
-                               : static_cast<double>(budget.value) / static_cast<double>(r.trace_peak_live.value);
   nlohmann::ordered_json resolved;
   resolved["allocator"] = alloc_name;
   resolved["policy"] = policy_name;
@@ -92,7 +80,8 @@ Report run_simulation(const CheckedConfig& checked, const Trace& trace, const Ru
   resolved["engine"] = engine_params.resolved();
   resolved["params"][alloc_name] = alloc_params.resolved();
   resolved["params"][policy_name] = policy_params.resolved();
-  r.config = resolved;
+  ReportBuilder report;
+  report.identify(trace, alloc_name, policy_name, budget, std::move(resolved));
 
   // Plan checks include the independent validator over the run's event log. options.validate
   // runs the validator alone (not the engine's per-step checks, which are quadratic on long
@@ -101,7 +90,7 @@ Report run_simulation(const CheckedConfig& checked, const Trace& trace, const Ru
   const bool validate = opt.plan_checks || options.validate;
   RunLog own_log;
   if (validate && opt.log == nullptr) opt.log = &own_log;
-  run_engine(trace, *allocator, *policy, opt, r);
+  run_engine(trace, *allocator, *policy, opt, report);
   if (validate) {
     const ValidationResult v = validate_runlog(trace, *opt.log);
     if (!v.ok()) {
@@ -109,14 +98,14 @@ Report run_simulation(const CheckedConfig& checked, const Trace& trace, const Ru
                            " violation(s) in the run's event log; first: " + v.violations.front());
     }
   }
-  if (r.status == RunStatus::Completed) {
+  if (report.status() == RunStatus::Completed) {
     const auto recorded = torch_snapshot::final_segments(trace);
     const auto model = allocator->snapshot();
     if (recorded && model) {
-      r.end_state = torch_snapshot::compare_end_state(*recorded, *model);
+      report.end_state(torch_snapshot::compare_end_state(*recorded, *model));
     }
   }
-  return r;
+  return std::move(report).take();
 }
 
 }  // namespace coopsim

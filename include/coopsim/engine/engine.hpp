@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "coopsim/alloc/allocator.hpp"
+#include "coopsim/engine/report_builder.hpp"
 #include "coopsim/base/limits.hpp"
 #include "coopsim/model/link.hpp"
 #include "coopsim/policy/policy.hpp"
@@ -30,7 +31,12 @@ struct EngineOptions {
   std::uint64_t max_recompute_depth = Limits::kDefaultMaxRecomputeDepth;
 };
 
-// Replays `trace` and fills the memory/time/counter parts of `report` and its status/oom.
+// Replays `trace`, telling `report` what happens: the memory/time/counter parts of the report,
+// its status and where the run stopped.
+void run_engine(const Trace& trace, Allocator& allocator, Policy& policy, const EngineOptions& options,
+                ReportBuilder& report);
+// The same for a run with no identity (tests, the snapshot importer's replays): `report` becomes
+// the builder's finished report.
 void run_engine(const Trace& trace, Allocator& allocator, Policy& policy, const EngineOptions& options, Report& report);
 
 }  // namespace coopsim

@@ -1,5 +1,5 @@
-// A run's results as plain data, plus writers (JSON, human text, CSV). Nothing here computes;
-// MetricsRecorder and the engine fill it in.
+// A run's results as plain data. Nothing here computes: ReportBuilder
+// (coopsim/engine/report_builder.hpp) fills it in, the writers (coopsim/output/) read it.
 #pragma once
 
 #include <nlohmann/json.hpp>
