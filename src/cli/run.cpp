@@ -9,6 +9,7 @@
 
 #include "coopsim/cli/commands.hpp"
 #include "coopsim/base/error.hpp"
+#include "coopsim/engine/report_builder.hpp"
 #include "coopsim/sim/simulation.hpp"
 #include "coopsim/formats/trace_file.hpp"
 #include "coopsim/output/report_writers.hpp"
@@ -102,12 +103,7 @@ int command_run(const RunArgs& args, std::ostream& out) {
   for (const auto& cfg : runs) {
     reports.push_back(run_simulation(cfg, trace, options));
   }
-  Bytes largest;
-  for (const auto& r : reports) largest = std::max(largest, r.budget);
-  for (auto& r : reports) {
-    r.memory_ratio_of_sweep_max =
-        largest.value == 0 ? 1.0 : static_cast<double>(r.budget.value) / static_cast<double>(largest.value);
-  }
+  ReportBuilder::place_in_sweep(reports);  // the runs of one command are one sweep
 
   if (files.json) {
     if (reports.size() == 1) {

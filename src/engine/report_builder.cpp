@@ -62,4 +62,14 @@ void ReportBuilder::finished(const AllocatorStats& s, const Clocks& clocks, std:
   if (search_latency_measured) r_.search_latency = std::chrono::duration_cast<SimTime>(policy_time_);
 }
 
+void ReportBuilder::place_in_sweep(Report& r, Bytes largest_budget) {
+  r.memory_ratio_of_sweep_max = largest_budget.value == 0 ? 1.0 : ratio(r.budget, largest_budget);
+}
+
+void ReportBuilder::place_in_sweep(std::span<Report> reports) {
+  Bytes largest;
+  for (const Report& r : reports) largest = std::max(largest, r.budget);
+  for (Report& r : reports) place_in_sweep(r, largest);
+}
+
 }  // namespace coopsim

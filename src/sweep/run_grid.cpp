@@ -74,7 +74,7 @@ Plan make_plan(const SweepConfig& cfg, const std::vector<Trace>& traces) {
             r.policy = p;
             r.budget = budgets[bi];
             r.ratio = cfg.budgets[bi].ratio;
-            r.ratio_of_sweep_max = static_cast<double>(r.budget.value) / static_cast<double>(largest.value);
+            r.sweep_largest_budget = largest;
             plan.runs.push_back(std::move(r));
           }
           if (cfg.minbudget.enabled) plan.searches.push_back({plan.searches.size(), ti, vi, a, p});

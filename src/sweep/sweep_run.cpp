@@ -17,6 +17,7 @@
 #include "coopsim/base/limits.hpp"
 #include "coopsim/model/memory_budget.hpp"
 #include "coopsim/base/output_file.hpp"
+#include "coopsim/engine/report_builder.hpp"
 #include "coopsim/sweep/sweep.hpp"
 #include "coopsim/formats/trace_file.hpp"
 #include "coopsim_config.h"
@@ -224,7 +225,7 @@ int command_sweep(const SweepArgs& args, std::ostream& out) {
           options.validate = args.validate_every_run;
           Report rep = run_simulation(run_config(cfg, r.variant, r.allocator, r.policy, r.budget), traces[r.trace],
                                       builtin_components(), options);
-          rep.memory_ratio_of_sweep_max = r.ratio_of_sweep_max;
+          ReportBuilder::place_in_sweep(rep, r.sweep_largest_budget);
           const std::string row = results_csv_row(cfg, r, rep);
           auto entry = results_json_entry(cfg, r, rep);
           const std::string line = entry.dump();

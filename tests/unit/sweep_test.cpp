@@ -177,9 +177,9 @@ TEST_CASE("the plan: order, ratio budgets, variant restrictions, sweep-max ratio
   const PlannedRun& r0 = plan.runs[0];
   CHECK((r0.trace == 0 && r0.allocator == "bestfit" && r0.policy == "keep" && r0.variant == 0));
   CHECK(r0.budget == Bytes{500});
-  CHECK(r0.ratio_of_sweep_max == 0.25);
+  CHECK(r0.sweep_largest_budget == Bytes{2000});
   CHECK(plan.runs[1].budget == Bytes{2000});
-  CHECK(plan.runs[1].ratio_of_sweep_max == 1.0);
+  CHECK(plan.runs[1].sweep_largest_budget == Bytes{2000});
   CHECK((plan.runs[4].policy == "dtr" && plan.runs[4].variant == 1));
   CHECK((plan.runs[12].trace == 1 && plan.runs[12].allocator == "bestfit"));
   for (std::size_t i = 0; i < plan.runs.size(); ++i) CHECK(plan.runs[i].index == i);

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "coopsim/alloc/allocator.hpp"
@@ -135,6 +136,11 @@ class ReportBuilder {
 
   // The finished report.
   [[nodiscard]] Report take() && { return std::move(r_); }
+
+  // Coop's memory ratio of finished reports: budget / the largest budget of the sweep the run
+  // belongs to (a report that is its own sweep keeps 1). `reports` are the runs of one sweep.
+  static void place_in_sweep(Report& r, Bytes largest_budget);
+  static void place_in_sweep(std::span<Report> reports);
 
  private:
   Report r_;

@@ -73,7 +73,7 @@ struct PlannedRun {
   std::string allocator, policy;
   Bytes budget;
   std::optional<double> ratio;      // the configured ratio, for ratio budgets
-  double ratio_of_sweep_max = 1.0;  // budget / the largest budget of its trace
+  Bytes sweep_largest_budget;       // the largest budget of its trace (ReportBuilder::place_in_sweep)
 };
 
 struct PlannedSearch {  // one minimum-budget search (the "search" column)
