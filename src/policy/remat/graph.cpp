@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 
 namespace coopsim {
 
@@ -45,8 +46,13 @@ void RematGraph::place(ValueId v, const Block& b) {
   RematValue& x = at(v);
   x.block = b;
   x.state = ValueState::Resident;
-  if (!by_addr_.emplace(b.addr, v).second) {
-    throw std::logic_error("remat graph: two resident values at one address");
+  if (const auto [it, fresh] = by_addr_.emplace(b.addr, v); !fresh) {
+    const RematValue& o = value(it->second);
+    throw std::logic_error("remat graph: two resident values at one address: value " +
+                           std::to_string(index_of(v)) + " (storage " + std::to_string(index_of(x.storage)) +
+                           ") placed where value " + std::to_string(index_of(it->second)) + " (storage " +
+                           std::to_string(index_of(o.storage)) + ", state " +
+                           std::to_string(static_cast<int>(o.state)) + ") is");
   }
 }
 
