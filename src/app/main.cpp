@@ -48,6 +48,13 @@ int main(int argc, char** argv) {
 
 namespace {
 
+void add_initial_state_option(CLI::App* cmd, std::string& value) {
+  cmd->add_option("--initial-state", value,
+                  "a snapshot's recorded allocator state: recorded (install it; default) or empty (replay its "
+                  "tensors as requests from an empty allocator)")
+      ->check(coopsim::cli::one_of({"recorded", "empty"}));
+}
+
 int run_command(CLI::App& app, int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", COOPSIM_VERSION);
@@ -64,6 +71,8 @@ int run_command(CLI::App& app, int argc, char** argv) {
                    "memory budget, e.g. 8GiB, or N% of the trace's peak live bytes; a comma list runs each")
       ->delimiter(',');
   run_cmd->add_option("--set,-s", run.sets, "config override key=value (repeatable)");
+  std::string run_initial_state;
+  add_initial_state_option(run_cmd, run_initial_state);
   run_cmd->add_option("--output,-o", run.json_out, "write the JSON report here");
   run_cmd->add_option("--csv", run.csv_out, "write CSV (header + one row per run) here");
   run_cmd->add_flag("--json", run.json_stdout, "print the JSON report instead of the text one");
@@ -167,6 +176,8 @@ int run_command(CLI::App& app, int argc, char** argv) {
   auto* minb_overhead_opt = minb_cmd->add_option("--max-overhead", minb_overhead, "also require compute overhead <= X")
                                 ->check(coopsim::cli::number());
   minb_cmd->add_option("--set,-s", minb.sets, "config override key=value (repeatable)");
+  std::string minb_initial_state;
+  add_initial_state_option(minb_cmd, minb_initial_state);
   minb_cmd->add_flag("--json", minb.json, "print the result as JSON");
 
   coopsim::ReplayGpuArgs replay;
@@ -198,6 +209,9 @@ int run_command(CLI::App& app, int argc, char** argv) {
   }
   if (plan_capacity_opt->count() > 0) plan.capacity = plan_capacity;
   if (minb_overhead_opt->count() > 0) minb.max_overhead = minb_overhead;
+  // --initial-state is the config key initial_state, applied before the --set overrides.
+  if (!run_initial_state.empty()) run.sets.insert(run.sets.begin(), "initial_state=" + run_initial_state);
+  if (!minb_initial_state.empty()) minb.sets.insert(minb.sets.begin(), "initial_state=" + minb_initial_state);
   // COOPSIM_VALIDATE=1 runs the independent validator over every simulated run's event log
   // (docs/architecture.md, "Validation"); the test suites set it. Read here, once: the library
   // takes it as RunOptions::validate.

@@ -75,6 +75,13 @@ int command_run(const RunArgs& args, std::ostream& out) {
                                 std::to_string(runs.size()));
   }
 
+  if (args.check_addresses) {
+    for (const CheckedConfig& cfg : runs) {
+      if (top_level_params(cfg.config().doc).get_string("initial_state") == "empty") {
+        throw ConfigError("--check-addresses", "compares the recorded addresses, which --initial-state empty drops");
+      }
+    }
+  }
   RunOutputs files(args);  // checked and opened before the trace is read
   const Trace trace = load_trace(args.trace, config_limits(base));
   if (std::any_of(percents.begin(), percents.end(), [](const auto& p) { return p.has_value(); })) {
@@ -87,8 +94,9 @@ int command_run(const RunArgs& args, std::ostream& out) {
     // A trace that starts from a recorded allocator state (a PyTorch snapshot) can only run on
     // models that can install that state: with --allocator all, skip the others.
     std::erase_if(runs, [&](const CheckedConfig& cfg) {
-      const std::string name = top_level_params(cfg.config().doc).get_string("allocator");
-      if (allocator_can_seed(name)) return false;
+      const Params top = top_level_params(cfg.config().doc);
+      const std::string name = top.get_string("allocator");
+      if (top.get_string("initial_state") == "empty" || allocator_can_seed(name)) return false;
       std::cerr << "coopsim: note: skipping allocator " << name
                 << ": it cannot start from the recorded state this trace begins with\n";
       return true;
@@ -139,7 +147,10 @@ int command_run(const RunArgs& args, std::ostream& out) {
   files.commit_all();
   if (validate_status != 0) return validate_status;
   bool any_oom = false;
-  for (const auto& r : reports) any_oom = any_oom || r.status == RunStatus::OutOfMemory;
+  // Exit 3 (--fail-on-oom): a run that ran out of memory or could not start in its budget.
+  for (const auto& r : reports) {
+    any_oom = any_oom || r.status == RunStatus::OutOfMemory || r.status == RunStatus::Infeasible;
+  }
   if (args.check_addresses) {
     for (const auto& r : reports) {
       if (r.addresses.checked == 0) throw Error(args.trace + ": --check-addresses: the trace records no addresses");

@@ -152,6 +152,7 @@ class EventLoop {
   void complete(const Completion& c);
   void record_oom(TensorId t, Bytes requested);
   void seed_initial_state();
+  [[nodiscard]] ConfigError seed_unsupported() const;
   void finish_report();
   void log_stall(SimTime from, SimTime to);
   void log_memory();

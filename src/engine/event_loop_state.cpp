@@ -45,6 +45,14 @@ void EventLoop::record_oom(TensorId t, Bytes requested) {
   rep_.out_of_memory_at(std::move(p));
 }
 
+ConfigError EventLoop::seed_unsupported() const {
+  return ConfigError("allocator", "allocator " +
+                                      (rep_.allocator_name().empty() ? std::string("model") : rep_.allocator_name()) +
+                                      " cannot start from a recorded state (" + trace_.path +
+                                      " begins with one: use an allocator that supports it, e.g. pytorch, or "
+                                      "--initial-state empty)");
+}
+
 // A trace recorded from a running program starts from its recorded allocator state: the model
 // takes the initial segments and the tensors in them are resident with their blocks. The
 // recorded addresses of later segments go to the model as a placement plan.
@@ -66,14 +74,26 @@ void EventLoop::seed_initial_state() {
       if (allocated) owners.push_back(TensorId{b.tensor});
     }
   }
+  // A recorded state larger than the budget makes the run infeasible (a failed run, as an OOM
+  // is), not an error: budget lists, sweeps and minbudget probes go on. Allocators that cannot
+  // start from a recorded state are still an error, so ask first (seeding nothing is a no-op).
+  Bytes recorded;
+  for (const InitialSegment& s : trace_.initial_segments) recorded += s.size();
+  if (recorded > opt_.budget) {
+    try {
+      (void)alloc_.seed({});
+    } catch (const SeedUnsupported&) {
+      throw seed_unsupported();
+    }
+    stop(RunStatus::Infeasible);
+    rep_.infeasible_at(InfeasiblePoint{recorded, trace_.initial_segments.size()});
+    return;
+  }
   std::vector<Block> placed;
   try {
     placed = alloc_.seed(seeds);
   } catch (const SeedUnsupported&) {
-    throw ConfigError("allocator", "allocator " +
-                                       (rep_.allocator_name().empty() ? std::string("model") : rep_.allocator_name()) +
-                                       " cannot start from a recorded state (" + trace_.path +
-                                       " begins with one: use an allocator that supports it, e.g. pytorch)");
+    throw seed_unsupported();
   } catch (const ConfigError& e) {  // e.g. the recorded segments exceed the budget
     throw ConfigError("allocator", trace_.path + ": the recorded initial state cannot be installed: " + e.what());
   }

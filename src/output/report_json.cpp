@@ -10,6 +10,7 @@ std::string_view to_string(RunStatus s) {
     case RunStatus::Completed: return "completed";
     case RunStatus::OutOfMemory: return "oom";
     case RunStatus::Thrashed: return "thrash";
+    case RunStatus::Infeasible: return "infeasible";
   }
   return "?";
 }
@@ -50,6 +51,12 @@ nlohmann::ordered_json to_json(const Report& r) {
                    {"op_time_ns", r.thrash->op_time.count()}};
   } else {
     j["thrash"] = nullptr;
+  }
+  // Only snapshot replays can be infeasible: the key is absent otherwise (reports of other
+  // traces stay as they were).
+  if (r.infeasible) {
+    j["infeasible"] = {{"recorded_reserved_bytes", r.infeasible->recorded_reserved.value},
+                       {"recorded_segments", r.infeasible->segments}};
   }
   j["memory_ratio"] = {{"trace_peak_live_bytes", r.trace_peak_live.value},
                        {"of_peak", r.memory_ratio_of_peak},

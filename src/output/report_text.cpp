@@ -31,6 +31,12 @@ void write_text(std::ostream& os, const Report& r) {
          fmt::format("{} (iteration {}): recompute {} over op time {}", r.thrash->event_index, r.thrash->iteration,
                      format_time(r.thrash->recompute_time), format_time(r.thrash->op_time)));
   }
+  if (r.infeasible) {
+    line("infeasible", fmt::format("the recorded initial state ({} in {} segment{}) exceeds the budget; use a larger "
+                                   "budget or --initial-state empty",
+                                   format_bytes(r.infeasible->recorded_reserved), r.infeasible->segments,
+                                   r.infeasible->segments == 1 ? "" : "s"));
+  }
   line("memory ratio",
        fmt::format("{:.4f} of the no-eviction peak ({}), {:.4f} of the sweep's largest budget", r.memory_ratio_of_peak,
                    format_bytes(r.trace_peak_live), r.memory_ratio_of_sweep_max));

@@ -12,7 +12,8 @@
 namespace coopsim {
 namespace {
 
-const char* const kTopKeys[] = {"allocator", "policy", "budget", "link", "engine", "params", "limits", "description"};
+const char* const kTopKeys[] = {"allocator", "policy", "budget", "initial_state", "link",
+                                "engine",    "params", "limits", "description"};
 
 std::string top_keys_list() {
   std::string s;
@@ -26,7 +27,7 @@ bool is_top_key(const std::string& k) {
 
 // Top-level keys that hold one value, not a section.
 bool is_scalar_key(const std::string& k) {
-  return k == "allocator" || k == "policy" || k == "budget" || k == "description";
+  return k == "allocator" || k == "policy" || k == "budget" || k == "initial_state" || k == "description";
 }
 
 bool is_component(const std::string& name, const Components& c) {
@@ -69,6 +70,13 @@ std::vector<ParamDoc> top_level_docs() {
       {"allocator", ParamType::String, "pytorch", "allocator model (see allocators below)", {}},
       {"policy", ParamType::String, "keep", "memory policy (see policies below)", {}},
       {"budget", ParamType::Bytes, "80GiB", "device memory budget = capacity given to the allocator", {}},
+      {"initial_state",
+       ParamType::String,
+       "recorded",
+       "for a trace that starts from a recorded allocator state (an imported snapshot): recorded = "
+       "install it (a budget below it is an infeasible run), empty = replay its tensors as requests "
+       "from an empty allocator",
+       {"recorded", "empty"}},
   };
 }
 
@@ -141,7 +149,7 @@ void apply_override(SimConfig& cfg, const std::string& assignment, const Compone
 
 Params top_level_params(const nlohmann::json& doc) {
   nlohmann::json given = nlohmann::json::object();
-  for (const char* key : {"allocator", "policy", "budget"}) {
+  for (const char* key : {"allocator", "policy", "budget", "initial_state"}) {
     if (doc.is_object() && doc.contains(key)) given[key] = doc.at(key);
   }
   return Params("", given, top_level_docs());

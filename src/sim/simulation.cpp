@@ -2,6 +2,7 @@
 // the report (this file gives it the run's identity and the end-state check).
 #include "coopsim/sim/simulation.hpp"
 
+#include <optional>
 
 #include "coopsim/engine/engine.hpp"
 #include "coopsim/engine/report_builder.hpp"
@@ -9,6 +10,7 @@
 #include "coopsim/import/torch_snapshot.hpp"
 #include "coopsim/base/limits.hpp"
 #include "coopsim/model/link.hpp"
+#include "coopsim/model/trace.hpp"
 #include "coopsim/validate/validate.hpp"
 
 namespace coopsim {
@@ -37,11 +39,15 @@ Report run_simulation(const SimConfig& cfg, const Trace& trace, const Components
   return run_simulation(check_config(cfg, c), trace, options);
 }
 
-Report run_simulation(const CheckedConfig& checked, const Trace& trace, const RunOptions& options) {
+Report run_simulation(const CheckedConfig& checked, const Trace& recorded_trace, const RunOptions& options) {
   const SimConfig& cfg = checked.config();
   const Components& c = checked.components();
   const nlohmann::json& d = cfg.doc;
   const Params top = top_level_params(d);
+  const std::string initial_state = top.get_string("initial_state");
+  std::optional<Trace> emptied;
+  if (initial_state == "empty") emptied = replay_from_empty(recorded_trace);
+  const Trace& trace = emptied ? *emptied : recorded_trace;
   const std::string alloc_name = top.get_string("allocator");
   const std::string policy_name = top.get_string("policy");
   const Bytes budget = top.get_bytes("budget");
@@ -75,6 +81,11 @@ Report run_simulation(const CheckedConfig& checked, const Trace& trace, const Ru
   resolved["allocator"] = alloc_name;
   resolved["policy"] = policy_name;
   resolved["budget"] = budget.value;
+  // Only where it matters or was asked for, so reports of traces without a recorded state keep
+  // their bytes.
+  if (top.is_set("initial_state") || !recorded_trace.initial_segments.empty()) {
+    resolved["initial_state"] = initial_state;
+  }
   resolved["link"] = link_params.resolved();
   resolved["link"]["resolved_name"] = opt.link.name;
   resolved["engine"] = engine_params.resolved();

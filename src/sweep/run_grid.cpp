@@ -35,8 +35,17 @@ Plan make_plan(const SweepConfig& cfg, const std::vector<Trace>& traces) {
 
   for (std::size_t ti = 0; ti < traces.size(); ++ti) {
     const Trace& trace = traces[ti];
+    // A recorded state replayed as requests (initial_state "empty", in base or every variant
+    // that runs the allocator) needs no seeding.
+    auto seeds = [&](const std::string& allocator) {
+      for (const Variant& v : cfg.variants) {
+        if (applies(v.allocators, allocator) && v.config.doc.value("initial_state", "recorded") != "empty") return true;
+      }
+      return false;
+    };
     if (!trace.initial_segments.empty()) {
       for (const auto& a : cfg.allocators) {
+        if (!seeds(a)) continue;
         if (!allocator_can_seed(a)) {
           throw ConfigError(cfg.source + ": traces[" + std::to_string(ti) + "]",
                             "'" + cfg.traces[ti] + "' starts from a recorded allocator state that allocator '" + a +

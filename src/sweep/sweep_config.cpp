@@ -19,7 +19,7 @@ using OJ = nlohmann::ordered_json;
 
 const char* const kTopKeys[] = {"description", "traces",   "allocators", "policies",
                                 "budgets",     "variants", "base",       "minbudget"};
-const char* const kBaseKeys[] = {"description", "link", "engine", "params", "limits"};
+const char* const kBaseKeys[] = {"description", "initial_state", "link", "engine", "params", "limits"};
 const char* const kVariantKeys[] = {"description", "set", "allocators", "policies"};
 constexpr std::size_t kMaxRangeBudgets = 100000;
 

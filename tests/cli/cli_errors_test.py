@@ -162,7 +162,7 @@ config("a JSON reader's last-read token is cut", ["run", TRACE, "-c", open_cfg],
        "must be escaped to \\u000A or \\n; last read: '\"" + "w" * 79 + "... (1048585 bytes)'")
 big_key = write("bigkey.json", json.dumps({"k" * (1 << 20): 1}))
 config("a config file's huge key is cut", ["run", TRACE, "-c", big_key],
-       f"{big_key}: {'k' * 80}... (1048576 bytes): unknown key (valid: allocator, policy, budget, link, engine, params, "
+       f"{big_key}: {'k' * 80}... (1048576 bytes): unknown key (valid: allocator, policy, budget, initial_state, link, engine, params, "
        "limits, description)")
 
 

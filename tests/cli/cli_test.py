@@ -168,7 +168,7 @@ bad("unknown parameter", ["run", GOLDEN, "--set", "pytorch.max_split=1", "-o", r
     "coopsim: error: pytorch.max_split: unknown parameter (valid for pytorch: ", outs, prefix=True)
 COMPONENTS = "pytorch, cnmem, bestfit, fungible, smartpool, keep, coop, dte, dtr, autoswap, vdnn, pooch, capuchin"
 bad("unknown top-level key", ["run", GOLDEN, "--set", "budgett=1GiB", "-o", rep3],
-    "coopsim: error: --set budgett: unknown key 'budgett' (valid: allocator, policy, budget, link, engine, params, "
+    "coopsim: error: --set budgett: unknown key 'budgett' (valid: allocator, policy, budget, initial_state, link, engine, params, "
     f"limits, description, or COMPONENT.PARAMETER with a component among {COMPONENTS}); did you mean 'budget'?", outs)
 # A key under a top-level value (issue 14: these were accepted and silently replaced by -p/-a/-b).
 for scalar in ["policy", "allocator", "budget"]:

@@ -4,13 +4,16 @@ that an importer reads is imported, then run under every policy x every allocato
 100 % of its peak, with the independent validator on (--validate). TAP, one line per run.
 
 A run passes when coopsim either gives a result (exit 0; the report's status is one of
-completed / oom / thrash and the validator found nothing) or refuses with exactly one line
+completed / oom / thrash, or infeasible for a snapshot whose recorded state exceeds the budget,
+and the validator found nothing) or refuses with exactly one line
 `coopsim: error: ...` and exit 1. A signal, an internal error (exit 70), a validator violation
 (exit 5) or a multi-line error fails. The refusals are also pinned to their reason:
   * allocators other than pytorch cannot start from a snapshot's recorded state;
   * policies other than keep refuse a trace with no dataflow (no op reads a tensor), naming it;
     the same runs are then forced (engine.allow_no_dataflow=true) and must not crash either;
   * a trace with no tensors (peak 0) cannot take a percentage budget.
+Snapshots run twice: from their recorded state and from an empty allocator (--initial-state
+empty), where every allocator takes them.
 Skips (TAP plan 1..0) when ../shared/traces is absent.
 
 Usage: imported_traces_test.py PATH/TO/coopsim   (run from the project root)"""
@@ -85,23 +88,31 @@ def sources(tmp):
     return out
 
 
-def check_run(label, trace, policy, allocator, budget, snapshot, forced):
+def check_run(label, trace, policy, allocator, budget, snapshot, forced, empty):
     """Returns (name, ok, detail) for one run."""
     args = ["run", trace, "-p", policy, "-a", allocator, "-b", budget, "--json", "--validate"]
     if forced:
         args += ["--set", "engine.allow_no_dataflow=true"]
-    name = f"{label}: {policy} / {allocator} / {budget}" + (" (forced without dataflow)" if forced else "")
+    if empty:
+        args += ["--initial-state", "empty"]
+    name = (f"{label}: {policy} / {allocator} / {budget}" + (" (forced without dataflow)" if forced else "") +
+            (" from an empty allocator" if empty else ""))
     code, out, err = run(args)
     if code == 0:
         try:
-            status = json.loads(out)["status"]
+            report = json.loads(out)
+            status = report["status"]
         except (ValueError, KeyError, TypeError) as e:
             return name, False, f"exit 0 but no report: {e}"
+        if status == "infeasible":
+            # Only a recorded snapshot state larger than the budget makes a run infeasible.
+            ok = snapshot and not empty and report["infeasible"]["recorded_reserved_bytes"] > report["budget_bytes"]
+            return name, ok, f"status {status}"
         return name, status in ("completed", "oom", "thrash"), f"status {status}"
     if not one_line_error(code, err):
         return name, False, f"exit {code}, stderr {err.strip()[:400]!r}"
     msg = err.strip()
-    if snapshot and allocator != "pytorch":
+    if snapshot and allocator != "pytorch" and not empty:
         # Refused for its allocator, or first for its missing dataflow (policies other than keep).
         seed = "cannot start from a recorded state" in msg
         return name, seed or (not forced and policy != "keep" and "needs the trace's dataflow" in msg), msg
@@ -134,23 +145,27 @@ def main():
             results.append((f"{label}: imported trace validates", True, ""))
             snapshot = imp[0] == "torch-snapshot"
             no_dataflow = summary["op_inputs"] == 0 and summary["accesses"] == 0
-            for policy in policies:
-                for allocator in allocators:
-                    for budget in BUDGETS:
-                        jobs.append((label, out, policy, allocator, budget, snapshot, False, no_dataflow,
-                                     summary["peak_live_bytes"]))
-                        if no_dataflow and policy != "keep":
-                            jobs.append((label, out, policy, allocator, budget, snapshot, True, no_dataflow,
+            # A snapshot also runs from an empty allocator (--initial-state empty), where every
+            # allocator can take it.
+            for empty in ([False, True] if snapshot else [False]):
+                for policy in policies:
+                    for allocator in allocators:
+                        for budget in BUDGETS:
+                            jobs.append((label, out, policy, allocator, budget, snapshot, False, empty, no_dataflow,
                                          summary["peak_live_bytes"]))
+                            if no_dataflow and policy != "keep":
+                                jobs.append((label, out, policy, allocator, budget, snapshot, True, empty,
+                                             no_dataflow, summary["peak_live_bytes"]))
         with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-            futures = [pool.submit(check_run, *j[:7]) for j in jobs]
+            futures = [pool.submit(check_run, *j[:8]) for j in jobs]
             for j, f in zip(jobs, futures):
                 name, ok, detail = f.result()
-                label, _, policy, allocator, budget, snapshot, forced, no_dataflow, peak = j
+                label, _, policy, allocator, budget, snapshot, forced, empty, no_dataflow, peak = j
+                seed_refused = snapshot and allocator != "pytorch" and not empty
                 # Pin the refusals to their reason where the reason is known in advance.
                 if ok and peak == 0:
                     ok = "peak live bytes are 0" in detail
-                elif ok and no_dataflow and policy != "keep" and not forced and not (snapshot and allocator != "pytorch"):
+                elif ok and no_dataflow and policy != "keep" and not forced and not seed_refused:
                     ok = "needs the trace's dataflow" in detail
                 results.append((name, ok, detail))
     finally:

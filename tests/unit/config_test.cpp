@@ -37,7 +37,7 @@ TEST_CASE("overrides route component names to params", "[config]") {
 TEST_CASE("config errors name the file and key and list valid choices", "[config]") {
   const std::string allocs = builtin_components().allocators.names();
   CHECK_THROWS_WITH(check_config(from({{"alocator", "x"}})),
-                    "cfg.json: alocator: unknown key (valid: allocator, policy, budget, link, engine, params, "
+                    "cfg.json: alocator: unknown key (valid: allocator, policy, budget, initial_state, link, engine, params, "
                     "limits, description)");
   CHECK_THROWS_WITH(check_config(from({{"allocator", "tlsf"}})),
                     "cfg.json: allocator: unknown allocator 'tlsf' (valid: " + allocs + ")");

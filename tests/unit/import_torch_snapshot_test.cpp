@@ -451,10 +451,52 @@ TEST_CASE("torch snapshot: models without seeding refuse a recorded initial stat
                     Catch::Matchers::StartsWith("allocator: allocator bestfit cannot start from a recorded state"));
   cfg.doc = {{"allocator", "pytorch"}, {"budget", "1GiB"}};
   CHECK(test::validated_run(cfg, t).addresses.mismatches == 0);
-  // The initial segments (22 MiB) do not fit a 16 MiB budget.
+  // The initial segments (22 MiB) do not fit a 16 MiB budget: an infeasible run, not an error;
+  // a model without seeding is still refused first.
   cfg.doc = {{"allocator", "pytorch"}, {"budget", "16MiB"}};
+  const Report r = test::validated_run(cfg, t);
+  CHECK(r.status == RunStatus::Infeasible);
+  REQUIRE(r.infeasible);
+  CHECK(r.infeasible->recorded_reserved == Bytes{22 * MiB});
+  CHECK(r.infeasible->segments == t.initial_segments.size());
+  CHECK(r.counters.events == 0);
+  cfg.doc = {{"allocator", "bestfit"}, {"budget", "16MiB"}};
   CHECK_THROWS_WITH(test::validated_run(cfg, t),
-                    Catch::Matchers::Contains("snap.pickle: the recorded initial state cannot be installed"));
+                    Catch::Matchers::StartsWith("allocator: allocator bestfit cannot start from a recorded state"));
+  // From an empty allocator every model takes it (2 GiB: the recording's failed 1 GiB request
+  // is replayed too).
+  cfg.doc = {{"allocator", "bestfit"}, {"budget", "2GiB"}, {"initial_state", "empty"}};
+  const Report e = test::validated_run(cfg, t);
+  CHECK(e.status == RunStatus::Completed);
+  CHECK(e.addresses.checked == 0);
+  CHECK(e.config["initial_state"] == "empty");
+}
+
+TEST_CASE("torch snapshot: replay_from_empty turns the recorded state into requests", "[torch_snapshot]") {
+  const Trace t = import(worked_example());
+  const Trace e = replay_from_empty(t);
+  CHECK(e.initial_segments.empty());
+  CHECK(e.segment_addresses.empty());
+  CHECK_FALSE(e.header.extra.contains("final_segments"));
+  // One alloc per allocated block of the recorded state, in segment then address order, first.
+  std::vector<std::uint32_t> seeded;
+  for (const InitialSegment& s : t.initial_segments) {
+    for (const InitialBlock& b : s.blocks) {
+      if (!b.is_free()) seeded.push_back(b.tensor);
+    }
+  }
+  REQUIRE_FALSE(seeded.empty());
+  REQUIRE(e.events.size() == t.events.size() + seeded.size());
+  for (std::size_t i = 0; i < seeded.size(); ++i) {
+    CHECK(e.events[i].kind == EventKind::Alloc);
+    CHECK(index_of(e.events[i].tensor()) == seeded[i]);
+  }
+  for (std::size_t i = 0; i < t.events.size(); ++i) {
+    TraceEvent want = t.events[i];
+    want.addr = 0;
+    CHECK(e.events[seeded.size() + i] == want);
+  }
+  CHECK(summarize(e).peak_live == summarize(t).peak_live);
 }
 
 TEST_CASE("torch snapshot: files, gzip, and the written trace reads back", "[torch_snapshot]") {

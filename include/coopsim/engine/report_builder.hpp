@@ -114,6 +114,7 @@ class ReportBuilder {
   void thrashed_at(std::uint64_t event_index, std::uint32_t iteration, SimTime op_time) {
     r_.thrash = ThrashPoint{event_index, iteration, r_.time.recompute_time, op_time};
   }
+  void infeasible_at(InfeasiblePoint p) { r_.infeasible = p; }
 
   // dtr.compat=simrd: simrd::replay ran the trace in its own model and hands over its figures
   // (its one memory counter is both the allocated and the requested peak).

@@ -15,8 +15,10 @@
 namespace coopsim {
 
 // Thrashed: a recompute policy reached its compute-overhead limit (simrd's "thrash"), distinct
-// from OutOfMemory (nothing evictable could make room).
-enum class RunStatus : std::uint8_t { Completed, OutOfMemory, Thrashed };
+// from OutOfMemory (nothing evictable could make room). Infeasible: the trace starts from a
+// recorded allocator state (an imported snapshot) larger than the budget, so the replay could
+// not start; a failed run like an OOM, never an error.
+enum class RunStatus : std::uint8_t { Completed, OutOfMemory, Thrashed, Infeasible };
 std::string_view to_string(RunStatus s);
 
 // Where a keep replay (or any policy that gave up) ran out of memory.
@@ -38,6 +40,12 @@ struct ThrashPoint {
   std::uint32_t iteration = 0;
   SimTime recompute_time{0};  // when it stopped
   SimTime op_time{0};         // trace op time executed so far
+};
+
+// Why a run was infeasible: the recorded initial state does not fit the budget.
+struct InfeasiblePoint {
+  Bytes recorded_reserved;  // bytes of the recorded segments
+  std::uint64_t segments = 0;
 };
 
 // Offline pools (smartpool): the planned pool and what fell back to the device.
@@ -110,6 +118,7 @@ struct Report {
   RunStatus status = RunStatus::Completed;
   std::optional<OomPoint> oom;
   std::optional<ThrashPoint> thrash;
+  std::optional<InfeasiblePoint> infeasible;
   // Memory ratio in both conventions (docs/models/coop.md): budget / the trace's no-eviction peak
   // of live bytes (DTR), and budget / the largest budget of the sweep the run belongs to (Coop;
   // a single run is its own sweep).

@@ -222,6 +222,12 @@ struct TraceSummary {
 };
 TraceSummary summarize(const Trace& trace);
 
+// The trace replayed from an empty allocator (--initial-state empty): the tensors of its
+// recorded initial state become allocation requests at its start, in the state's order; recorded
+// addresses, segment addresses and the recorded end state (header extra "final_segments") are
+// dropped. A trace without a recorded state comes back unchanged but for its addresses.
+Trace replay_from_empty(const Trace& trace);
+
 // Checks a trace built in memory (an importer's result) against the tensor, event and op fan-in
 // caps; throws Error("file: more than N tensors (limits.max_tensors)") naming the first one
 // exceeded.
