@@ -72,8 +72,8 @@ struct PlannedRun {
   std::size_t trace = 0, variant = 0;
   std::string allocator, policy;
   Bytes budget;
-  std::optional<double> ratio;      // the configured ratio, for ratio budgets
-  Bytes sweep_largest_budget;       // the largest budget of its trace (ReportBuilder::place_in_sweep)
+  std::optional<double> ratio;  // the configured ratio, for ratio budgets
+  Bytes sweep_largest_budget;   // the largest budget of its trace (ReportBuilder::place_in_sweep)
 };
 
 struct PlannedSearch {  // one minimum-budget search (the "search" column)
