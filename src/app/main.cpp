@@ -180,6 +180,18 @@ int run_command(CLI::App& app, int argc, char** argv) {
   add_initial_state_option(minb_cmd, minb_initial_state);
   minb_cmd->add_flag("--json", minb.json, "print the result as JSON");
 
+  coopsim::AdviseArgs adv;
+  auto* adv_cmd = app.add_subcommand(
+      "advise", "rank PYTORCH_CUDA_ALLOC_CONF settings (then policies) at a device capacity (docs/user-guide.md)");
+  adv_cmd->add_option("trace", adv.trace, "trace file")->required();
+  adv_cmd->add_option("--capacity", adv.capacity, "device memory, e.g. 80GiB, or N% of the trace's peak live bytes")
+      ->required();
+  adv_cmd->add_option("--config,-c", adv.config, "JSON config file (link, engine, limits, policy parameters)");
+  adv_cmd->add_option("--set,-s", adv.sets, "config override key=value (repeatable), e.g. link.preset=pcie5-x16");
+  adv_cmd->add_option("--jobs,-j", adv.jobs, "parallel replays (default: every core)")
+      ->check(coopsim::cli::integer(1, 4096));
+  adv_cmd->add_flag("--json", adv.json, "print the ranking as JSON");
+
   coopsim::ReplayGpuArgs replay;
   auto* replay_cmd =
       app.add_subcommand("replay-gpu", "replay a plan (run --plan) on a CUDA device: timing and integrity");
@@ -218,6 +230,7 @@ int run_command(CLI::App& app, int argc, char** argv) {
   const char* validate_env = std::getenv("COOPSIM_VALIDATE");
   const bool validate_every_run = validate_env != nullptr && std::strcmp(validate_env, "1") == 0;
   run.validate_every_run = bench.validate_every_run = sweep.validate_every_run = minb.validate_every_run =
+      adv.validate_every_run =
       validate_every_run;
   try {
     if (run_cmd->parsed()) return coopsim::command_run(run, std::cout);
@@ -230,6 +243,7 @@ int run_command(CLI::App& app, int argc, char** argv) {
     if (sweep_cmd->parsed()) return coopsim::command_sweep(sweep, std::cout);
     if (merge_cmd->parsed()) return coopsim::command_merge(merge, std::cout);
     if (minb_cmd->parsed()) return coopsim::command_minbudget(minb, std::cout);
+    if (adv_cmd->parsed()) return coopsim::command_advise(adv, std::cout);
     if (replay_cmd->parsed()) return coopsim::command_replay_gpu(replay, std::cout);
   } catch (const coopsim::Error& e) {
     std::cerr << "coopsim: error: " << e.what() << "\n";

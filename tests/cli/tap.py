@@ -1,6 +1,15 @@
 """TAP output shared by the CLI tests: cases collected as (name, ok, detail), printed at the end."""
 import shutil
+import subprocess
 import sys
+
+
+def runner(coopsim, timeout=300):
+    """A function run(*args) -> (exit status, stdout, stderr) of the coopsim binary `coopsim`."""
+    def run(*args):
+        p = subprocess.run([coopsim, *args], capture_output=True, text=True, timeout=timeout)
+        return p.returncode, p.stdout, p.stderr
+    return run
 
 
 def finish(results, scratch=None):

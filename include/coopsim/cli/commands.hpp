@@ -43,6 +43,20 @@ int command_run(const RunArgs& args, std::ostream& out);
 
 int command_validate(const std::string& trace, std::ostream& out);
 
+// `coopsim advise TRACE --capacity 80GiB` (coopsim/sweep/advise.hpp): the PYTORCH_CUDA_ALLOC_CONF
+// settings, and when none fits the policies, ranked at the capacity. Exit 0 when something fits,
+// 3 when nothing does.
+struct AdviseArgs {
+  std::string trace;
+  std::string capacity;  // a size, or N% of the trace's peak live bytes
+  std::string config;    // optional config file (link, engine, limits, policy parameters)
+  std::vector<std::string> sets;
+  unsigned jobs = 0;  // 0: every core
+  bool json = false;
+  bool validate_every_run = false;  // COOPSIM_VALIDATE=1: RunOptions::validate for every replay
+};
+int command_advise(const AdviseArgs& args, std::ostream& out);
+
 int command_list(bool json, std::ostream& out);
 
 struct GenerateArgs {

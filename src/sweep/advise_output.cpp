@@ -1,0 +1,144 @@
+// `coopsim advise` output: the ranked tables as text and JSON, the line to use, and the `coopsim
+// run` arguments that reproduce each row.
+#include <fmt/format.h>
+
+#include <ostream>
+
+#include "coopsim/sweep/advise.hpp"
+
+namespace coopsim::advise {
+namespace {
+
+using OJ = nlohmann::ordered_json;
+
+std::string shown_conf(const AllocConf& c) { return c.changed() == 0 ? "(defaults)" : conf_string(c); }
+
+// Share of the trace replayed: all of it when the run completed, up to the OOM event otherwise.
+std::string replayed(const Outcome& o) {
+  if (o.fits()) return "100%";
+  if (!o.oom_event || o.events == 0) return "-";
+  // Rounded down, so a replay that stopped short never shows as 100%.
+  const std::uint64_t permille = *o.oom_event * 1000 / o.events;
+  return fmt::format("{}.{}%", permille / 10, permille % 10);
+}
+
+OJ outcome_json(const Advice& a, const Outcome& o, std::size_t rank) {
+  const AllocConf& c = o.candidate.conf;
+  auto unless_zero = [](auto v) { return v == 0 ? OJ(nullptr) : OJ(v); };
+  OJ j;
+  j["rank"] = rank;
+  j["policy"] = o.candidate.policy;
+  j["conf"] = conf_string(c);
+  j["settings"] = {{"expandable_segments", c.expandable_segments},
+                   {"max_split_size_mb", unless_zero(c.max_split_size_mb)},
+                   {"roundup_power2_divisions", unless_zero(c.roundup_power2_divisions)},
+                   {"garbage_collection_threshold", unless_zero(c.garbage_collection_threshold)}};
+  j["origin"] = o.candidate.origin;
+  j["fits"] = o.fits();
+  j["status"] = std::string(to_string(o.status));
+  j["peak_reserved_bytes"] = o.peak_reserved.value;
+  j["peak_allocated_bytes"] = o.peak_allocated.value;
+  j["compute_overhead"] = o.fits() ? OJ(o.compute_overhead) : OJ(nullptr);
+  j["alloc_retries"] = o.alloc_retries;
+  j["device_mallocs"] = o.device_mallocs;
+  j["oom_event"] = o.oom_event ? OJ(*o.oom_event) : OJ(nullptr);
+  j["run"] = run_arguments(a, o);
+  return j;
+}
+
+void table(std::ostream& out, const std::vector<Outcome>& rows, bool policies) {
+  out << fmt::format("{:>4}  {:<10}  {:>8}  {:>13}  {:>8}  {:>7}  {}{}\n", "rank", "fits", "replayed", "peak reserved",
+                     "overhead", "retries", policies ? "policy    " : "", "PYTORCH_CUDA_ALLOC_CONF");
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const Outcome& o = rows[i];
+    out << fmt::format("{:>4}  {:<10}  {:>8}  {:>13}  {:>8}  {:>7}  {}{}\n", i + 1,
+                       o.fits() ? "yes" : std::string(to_string(o.status)), replayed(o), format_bytes(o.peak_reserved),
+                       o.fits() ? fmt::format("{:.3f}", o.compute_overhead) : "-", o.alloc_retries,
+                       policies ? fmt::format("{:<10}", o.candidate.policy) : "", shown_conf(o.candidate.conf));
+  }
+}
+
+}  // namespace
+
+std::string run_arguments(const Advice& a, const Outcome& o) {
+  std::string args = fmt::format("-a pytorch -p {} -b {}", o.candidate.policy, a.capacity.value);
+  for (const auto& s : conf_overrides(o.candidate.conf)) args += " --set " + s;
+  if (!a.base_sets.empty()) args += " " + a.base_sets;
+  return args;
+}
+
+std::string use_line(const Advice& a) {
+  const Outcome* o = a.answer();
+  if (o == nullptr) return "";
+  const AllocConf& c = o->candidate.conf;
+  const std::string conf =
+      c.changed() == 0 ? "the defaults (PYTORCH_CUDA_ALLOC_CONF unset)" : "PYTORCH_CUDA_ALLOC_CONF=" + conf_string(c);
+  if (o->candidate.policy == "keep") return conf;
+  return fmt::format("policy {} at budget {} ({} bytes) with {}", o->candidate.policy, format_bytes(a.capacity),
+                     a.capacity.value, conf);
+}
+
+OJ to_json(const Advice& a) {
+  OJ j;
+  j["trace"] = a.trace;
+  j["capacity_bytes"] = a.capacity.value;
+  j["peak_live_bytes"] = a.peak_live.value;
+  j["events"] = a.events;
+  j["initial_state"] = a.initial_state.empty() ? OJ(nullptr) : OJ(a.initial_state);
+  j["settings"] = OJ::array();
+  for (std::size_t i = 0; i < a.settings.size(); ++i) j["settings"].push_back(outcome_json(a, a.settings[i], i + 1));
+  j["not_tried"] = a.not_tried;
+  j["policies"] = OJ::array();
+  for (std::size_t i = 0; i < a.policies.size(); ++i) j["policies"].push_back(outcome_json(a, a.policies[i], i + 1));
+  j["policies_skipped"] = a.policies_skipped.empty() ? OJ(nullptr) : OJ(a.policies_skipped);
+  j["link"] = a.link.empty() ? OJ(nullptr) : OJ(a.link);
+  const Outcome* best = a.answer();
+  j["fits"] = best != nullptr;
+  j["use"] = best != nullptr ? OJ(use_line(a)) : OJ(nullptr);
+  j["answer"] = best != nullptr ? outcome_json(a, *best, 1) : OJ(nullptr);
+  return j;
+}
+
+void write_text(std::ostream& out, const Advice& a) {
+  out << fmt::format("advise: {} at capacity {} ({} bytes); peak live {}; {} events\n", a.trace,
+                     format_bytes(a.capacity), a.capacity.value, format_bytes(a.peak_live), a.events);
+  if (!a.initial_state.empty()) {
+    out << fmt::format(
+        "note: the trace starts from a recorded allocator state ({} reserved) that would decide placement whatever "
+        "the settings; each replay allocates its tensors from an empty allocator instead (initial_state: {}), as a "
+        "new process would\n",
+        format_bytes(a.recorded_reserved), a.initial_state);
+  }
+  out << "allocator settings, policy keep (no eviction); overhead = simulated / trace compute time\n";
+  table(out, a.settings, false);
+  for (const auto& n : a.not_tried) out << "not tried: " << n << "\n";
+  const Outcome* best = a.answer();
+  if (a.settings.front().fits()) {
+    const Outcome& top = a.settings.front();
+    out << "use: " << use_line(a) << "\n";
+    for (const Outcome& o : a.settings) {
+      if (o.candidate.conf.changed() == 0 && &o != &top && o.fits()) {
+        out << fmt::format("the defaults fit too (peak reserved {}, {} retr{})\n", format_bytes(o.peak_reserved),
+                           o.alloc_retries, o.alloc_retries == 1 ? "y" : "ies");
+      }
+    }
+  } else if (!a.policies_skipped.empty()) {
+    out << fmt::format("no allocator setting fits in {}, and no policy was tried: {}\n", format_bytes(a.capacity),
+                       a.policies_skipped);
+  } else {
+    out << fmt::format("no allocator setting fits in {}; recompute and swap policies at budget {} (link {}):\n",
+                       format_bytes(a.capacity), format_bytes(a.capacity), a.link);
+    table(out, a.policies, true);
+    out << (best != nullptr ? "use: " + use_line(a) : "nothing fits, not even with a policy") << "\n";
+  }
+  if (best == nullptr) return;
+  if (best->candidate.conf.garbage_collection_threshold != 0.0) {
+    out << fmt::format(
+        "note: garbage_collection_threshold acts only with a memory fraction: call "
+        "torch.cuda.set_per_process_memory_fraction(F), F = {} / the device's memory\n",
+        format_bytes(a.capacity));
+  }
+  out << fmt::format("run: coopsim run {} {}\n", a.trace, run_arguments(a, *best));
+}
+
+}  // namespace coopsim::advise
