@@ -17,7 +17,7 @@ import tempfile
 COOPSIM = sys.argv[1]
 results = []
 tmp = tempfile.mkdtemp(prefix="coopsim-cli-errors-")
-COMMANDS = "run, validate, list, generate, import, bench, plan, sweep, merge, minbudget, replay-gpu"
+COMMANDS = "run, validate, list, generate, import, bench, plan, sweep, merge, minbudget, advise, replay-gpu"
 ALLOCATORS = "pytorch, cnmem, bestfit, fungible, smartpool"
 UNITLESS = "(plain numbers below 1024 are not taken as bytes"
 

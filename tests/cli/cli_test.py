@@ -235,7 +235,7 @@ case("keep runs a trace without dataflow", code == 0, err)
 # Usage errors (exit 2, one line) in detail: cli_errors_test.py.
 bad("unknown subcommand is a usage error", ["frobnicate"],
     "coopsim: error: unknown command 'frobnicate' (commands: run, validate, list, generate, import, bench, plan, sweep, "
-    "merge, minbudget, replay-gpu)", status=2)
+    "merge, minbudget, advise, replay-gpu)", status=2)
 bad("missing trace argument is a usage error", ["run"], "coopsim: error: run: missing argument TRACE", status=2)
 
 print(f"1..{len(results)}")
