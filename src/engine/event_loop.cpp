@@ -33,6 +33,7 @@ std::optional<Block> EventLoop::obtain_block(AllocRequest req) {
       observe_memory();
       return b;
     }
+    rep_.allocator_oom();
     if (!needed_room) rep_.alloc_failed();
     needed_room = true;
     // Transfers in flight may free memory: wait for them before asking for more.

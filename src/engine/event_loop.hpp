@@ -40,6 +40,10 @@ struct Completion {
   }
 };
 
+// The allocator's state when a request failed, as memory_viz's segsum shows it, with the largest
+// live blocks and their tensors (oom_explain.cpp).
+OomSegsum explain_oom(const Allocator& allocator, const MemoryView& view, const Trace& trace);
+
 class EventLoop;
 
 // What the loop asks of an executor. The MemoryView parts that belong to the loop (time,

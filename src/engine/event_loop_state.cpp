@@ -42,6 +42,7 @@ void EventLoop::record_oom(TensorId t, Bytes requested) {
       break;
     }
   }
+  p.segsum = explain_oom(alloc_, *exec_, trace_);
   rep_.out_of_memory_at(std::move(p));
 }
 

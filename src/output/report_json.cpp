@@ -40,6 +40,29 @@ nlohmann::ordered_json to_json(const Report& r) {
     oj["allocated_bytes"] = o.allocated.value;
     oj["reserved_bytes"] = o.reserved.value;
     oj["largest_free_bytes"] = o.largest_free.value;
+    const OomSegsum& s = o.segsum;
+    J pools = J::array();
+    for (const OomPool& p : s.pools) {
+      pools.push_back({{"pool", p.pool},
+                       {"segments", p.segments},
+                       {"reserved_bytes", p.reserved.value},
+                       {"allocated_bytes", p.allocated.value},
+                       {"largest_free_bytes", p.largest_free.value}});
+    }
+    J holders = J::array();
+    for (const OomHolder& h : s.holders) {
+      holders.push_back({{"tensor", h.tensor_file_id},
+                         {"name", h.name},
+                         {"role", h.role},
+                         {"op_name", h.op_name.empty() ? J(nullptr) : J(h.op_name)},
+                         {"block_bytes", h.size.value}});
+    }
+    oj["segsum"] = {{"requested_bytes", s.requested_live.value},
+                    {"internal_fragmentation_bytes", s.internal_fragmentation.value},
+                    {"cached_free_bytes", s.cached_free.value},
+                    {"inactive_split_bytes", s.inactive_split.value},
+                    {"pools", pools},
+                    {"largest_holders", holders}};
     j["oom"] = oj;
   } else {
     j["oom"] = nullptr;
@@ -75,6 +98,11 @@ nlohmann::ordered_json to_json(const Report& r) {
       {"coop_fragmentation", m.coop_fragmentation_samples ? J(m.coop_fragmentation) : J(nullptr)},
       {"coop_fragmentation_samples", m.coop_fragmentation_samples},
   };
+  // The peaks under the names torch.cuda.memory_stats() gives them (docs/user-guide.md).
+  j["pytorch_memory_stats"] = {{"max_memory_allocated", m.peak_allocated.value},
+                               {"max_memory_reserved", m.peak_reserved.value},
+                               {"num_alloc_retries", r.counters.alloc_retries},
+                               {"num_ooms", r.counters.ooms}};
   if (r.pool) {
     const PoolFigures& p = *r.pool;
     j["pool"] = {{"pool_bytes", p.pool_size.value},

@@ -25,6 +25,23 @@ void write_text(std::ostream& os, const Report& r) {
     line("oom requested", format_bytes(o.requested));
     line("oom allocated / reserved", format_bytes(o.allocated) + " / " + format_bytes(o.reserved));
     line("oom largest free block", format_bytes(o.largest_free));
+    // memory_viz's segsum view: where the reserved bytes went.
+    const OomSegsum& s = o.segsum;
+    line("oom fragmentation", fmt::format("requested {}; internal {} (allocated - requested); external {} cached "
+                                          "free, {} of it inactive split (in segments that hold blocks)",
+                                          format_bytes(s.requested_live), format_bytes(s.internal_fragmentation),
+                                          format_bytes(s.cached_free), format_bytes(s.inactive_split)));
+    for (const OomPool& p : s.pools) {
+      line("oom pool " + p.pool, fmt::format("{} segment{}: reserved {}, allocated {}, largest free block {}",
+                                             p.segments, p.segments == 1 ? "" : "s", format_bytes(p.reserved),
+                                             format_bytes(p.allocated), format_bytes(p.largest_free)));
+    }
+    for (std::size_t i = 0; i < s.holders.size(); ++i) {
+      const OomHolder& h = s.holders[i];
+      line(i == 0 ? "oom largest holders" : "",
+           fmt::format("{} tensor {}{} ({}{})", format_bytes(h.size), h.tensor_file_id,
+                       h.name.empty() ? "" : " " + h.name, h.role, h.op_name.empty() ? "" : ", from " + h.op_name));
+    }
   }
   if (r.thrash) {
     line("thrash at event",
@@ -42,8 +59,8 @@ void write_text(std::ostream& os, const Report& r) {
                    format_bytes(r.trace_peak_live), r.memory_ratio_of_sweep_max));
   const MemoryFigures& m = r.memory;
   os << " memory\n";
-  line("peak allocated", format_bytes(m.peak_allocated));
-  line("peak reserved", format_bytes(m.peak_reserved));
+  line("peak allocated", format_bytes(m.peak_allocated) + " (max_memory_allocated)");
+  line("peak reserved", format_bytes(m.peak_reserved) + " (max_memory_reserved)");
   line("peak requested", format_bytes(m.peak_requested));
   line("peak footprint", format_bytes(m.peak_footprint));
   line("peak internal waste", format_bytes(m.peak_internal_waste));
@@ -75,6 +92,7 @@ void write_text(std::ostream& os, const Report& r) {
   line("evictions (forced / eager)", fmt::format("{} / {}", c.forced_evictions, c.eager_evictions));
   line("device mallocs / frees", fmt::format("{} / {}", c.device_mallocs, c.device_frees));
   line("alloc failures / retries", fmt::format("{} / {}", c.alloc_failures, c.alloc_retries));
+  line("num_alloc_retries / num_ooms", fmt::format("{} / {} (PyTorch's names)", c.alloc_retries, c.ooms));
   line("eviction search scanned", fmt::format("{} pieces/tensors", c.search_scanned));
   if (r.addresses.checked > 0) {
     const AddressCheck& a = r.addresses;

@@ -58,6 +58,8 @@ class ReportBuilder {
   }
   // The first failed attempt of an allocation (it needs the policy).
   void alloc_failed() { ++r_.counters.alloc_failures; }
+  // Every allocate() call the allocator failed (an OOM it raised; PyTorch's num_ooms).
+  void allocator_oom() { ++r_.counters.ooms; }
   void freed() { ++r_.counters.frees; }
   void accessed() { ++r_.counters.accesses; }
   void computed() { ++r_.counters.computes; }

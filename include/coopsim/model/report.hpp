@@ -21,6 +21,29 @@ namespace coopsim {
 enum class RunStatus : std::uint8_t { Completed, OutOfMemory, Thrashed, Infeasible };
 std::string_view to_string(RunStatus s);
 
+// PyTorch memory_viz's "segsum" view of the allocator when a request failed: why it did not
+// fit. Internal fragmentation = allocated - requested (rounding inside blocks); external = the
+// cached free bytes (reserved - allocated), of which inactive_split sits in segments that also
+// hold allocated blocks (PyTorch's inactive_split_bytes: it cannot be given back).
+struct OomPool {
+  std::string pool;  // "small" / "large" (models with PyTorch's pools), else "device"
+  std::uint64_t segments = 0;
+  Bytes reserved, allocated, largest_free;
+};
+struct OomHolder {  // a live block, largest first
+  std::uint64_t tensor_file_id = 0;
+  std::string name, role;
+  std::string op_name;  // the op that produces the tensor (empty: none, e.g. a parameter)
+  Bytes size;           // block bytes
+};
+struct OomSegsum {
+  Bytes requested_live;  // requested bytes of the live blocks
+  Bytes internal_fragmentation, cached_free, inactive_split;
+  std::vector<OomPool> pools;
+  std::vector<OomHolder> holders;  // at most kOomHolders
+};
+inline constexpr std::size_t kOomHolders = 10;
+
 // Where a keep replay (or any policy that gave up) ran out of memory.
 struct OomPoint {
   std::uint64_t event_index = 0;  // 0-based index into the event stream
@@ -32,6 +55,7 @@ struct OomPoint {
   bool has_op = false;
   Bytes requested;
   Bytes allocated, reserved, largest_free;
+  OomSegsum segsum;
 };
 
 // Where a recompute policy hit its thrash limit.
@@ -85,6 +109,7 @@ struct CounterFigures {
   std::uint64_t forced_evictions = 0, eager_evictions = 0;
   std::uint64_t alloc_failures = 0;  // allocations that needed the policy
   std::uint64_t alloc_retries = 0, device_mallocs = 0, device_frees = 0;
+  std::uint64_t ooms = 0;  // allocate() calls the allocator failed (PyTorch's num_ooms)
   std::uint64_t policy_decisions = 0;
   std::uint64_t search_scanned = 0;  // pieces/tensors examined by eviction searches
 };
