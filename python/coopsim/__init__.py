@@ -4,15 +4,16 @@
     coopsim.run(trace, allocator=..., policy=..., budget=...)  # -> pandas.DataFrame, one row per run
     coopsim.sweep(config, output_dir)                        # -> pandas.DataFrame of results.csv
     coopsim.minbudget(trace, policy, allocator)              # -> dict
+    coopsim.advise(trace, capacity)                          # -> dict: which PYTORCH_CUDA_ALLOC_CONF (or policy) fits
     coopsim.plot.figures(sweep_dir)                          # figures of a sweep (needs matplotlib)
 
 Importing coopsim imports neither torch nor pandas nor matplotlib: each is imported by what needs it.
 """
 from .recording.trace import read_trace
-from .sim import CoopsimError, find_binary, minbudget, run, sweep, validate
+from .sim import CoopsimError, advise, find_binary, minbudget, run, sweep, validate
 
 __version__ = "0.17.0"
-__all__ = ["record", "run", "sweep", "minbudget", "validate", "find_binary", "read_trace", "CoopsimError", "Spec",
+__all__ = ["record", "run", "sweep", "minbudget", "advise", "validate", "find_binary", "read_trace", "CoopsimError", "Spec",
            "MODELS"]
 
 

@@ -1,4 +1,4 @@
-"""Runs the coopsim binary: run, sweep and minbudget, with their results as pandas DataFrames / dicts.
+"""Runs the coopsim binary: run, sweep, minbudget and advise, with their results as pandas DataFrames / dicts.
 
 The binary is found, in order: the `binary` argument, $COOPSIM_BIN, the source tree's build/src/coopsim
 (when this package is used from python/ in a checkout), `coopsim` on PATH. A failing command raises
@@ -86,12 +86,16 @@ def _read_csv(path):
     return pandas.read_csv(path, keep_default_na=True)
 
 
-def run(trace, allocator=None, policy=None, budget=None, sets=None, config=None, binary=None, args=()):
+def run(trace, allocator=None, policy=None, budget=None, sets=None, config=None, binary=None, args=(),
+        initial_state=None):
     """`coopsim run TRACE ... --csv`: one DataFrame row per run (every allocator x policy x budget
     combination; the CSV columns of docs/architecture.md). allocator, policy and budget take a value
     or a list ('all' for the first two); None leaves the config's (default: pytorch, keep, no limit);
     budget: bytes, '8GiB' or '60%'; sets: {'key': value} for --set; config: a JSON config file; args:
-    further command-line arguments. The text report is in df.attrs['report']."""
+    further command-line arguments; initial_state: 'recorded' or 'empty' for a trace imported from a
+    snapshot (--initial-state). The text report is in df.attrs['report']."""
+    if initial_state is not None:
+        args = ["--initial-state", initial_state, *args]
     with tempfile.TemporaryDirectory(prefix="coopsim-run-") as tmp:
         csv = os.path.join(tmp, "results.csv")
         report = call(["run", os.fspath(trace), *_options(allocator, policy, budget, sets, config), *args,
@@ -123,15 +127,40 @@ def sweep(config, output_dir, jobs=None, binary=None, resume=False):
     return _read_csv(os.path.join(output_dir, "results.csv"))
 
 
-def minbudget(trace, policy, allocator, max_overhead=None, sets=None, config=None, binary=None):
+def minbudget(trace, policy, allocator, max_overhead=None, sets=None, config=None, binary=None, initial_state=None):
     """`coopsim minbudget TRACE -p POLICY -a ALLOCATOR --json`: the smallest budget that completes,
-    as a dict (min_budget_bytes, ratio_of_peak, compute_overhead, found, runs, ...)."""
+    as a dict (min_budget_bytes, ratio_of_peak, compute_overhead, found, runs, ...); initial_state as
+    for run()."""
     args = ["minbudget", os.fspath(trace), "--policy", policy, "--allocator", allocator, "--json"]
+    if initial_state is not None:
+        args += ["--initial-state", initial_state]
     if max_overhead is not None:
         args += ["--max-overhead", str(max_overhead)]
     if config is not None:
         args += ["--config", os.fspath(config)]
     return json.loads(call(args + _sets(sets), binary))
+
+
+def advise(trace, capacity, sets=None, config=None, jobs=None, binary=None):
+    """`coopsim advise TRACE --capacity CAPACITY --json`: PYTORCH_CUDA_ALLOC_CONF settings (and, when
+    none fits, recompute and swap policies) ranked at the capacity, as a dict: 'fits', 'use' (the
+    line to use), 'answer' (the top entry), 'settings' and 'policies' (every replay, ranked; their
+    'run' holds the coopsim run arguments that reproduce it). Nothing fitting is an answer, not an
+    error (exit 3 is read as fits=False); capacity: bytes, '80GiB' or '90%'."""
+    args = ["advise", os.fspath(trace), "--capacity", str(capacity), "--json"]
+    if config is not None:
+        args += ["--config", os.fspath(config)]
+    if jobs is not None:
+        args += ["--jobs", str(jobs)]
+    args += _sets(sets)
+    try:
+        return json.loads(call(args, binary))
+    except CoopsimError as e:
+        # Exit 3: nothing fits; the ranking is still printed (stdout is not in the exception).
+        if e.returncode != 3:
+            raise
+    command = [find_binary(binary), *map(str, args)]
+    return json.loads(subprocess.run(command, capture_output=True, text=True, check=False).stdout)
 
 
 def validate(trace, binary=None):

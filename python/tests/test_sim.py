@@ -71,3 +71,30 @@ def test_binary_lookup(monkeypatch, tmp_path, coopsim_bin):
     with pytest.raises(coopsim.CoopsimError, match=r"nothing: no executable coopsim binary there \(\$COOPSIM_BIN\)"):
         coopsim.find_binary()
     assert coopsim.find_binary(coopsim_bin) == coopsim_bin  # the argument comes first
+
+
+def test_advise_returns_the_ranking(coopsim_bin):
+    gpt2 = os.path.join(ROOT, "traces", "gpt2.jsonl.gz")
+    fits = coopsim.advise(gpt2, "101%", jobs=2, binary=coopsim_bin)
+    assert fits["fits"] and fits["answer"] == fits["settings"][0]
+    assert fits["use"] in ("leave PYTORCH_CUDA_ALLOC_CONF unset", "PYTORCH_CUDA_ALLOC_CONF=" + fits["answer"]["conf"])
+    assert [s["rank"] for s in fits["settings"]] == list(range(1, len(fits["settings"]) + 1))
+    # Nothing fits at half the peak without a policy; keep-only settings all fail (exit 3 is an answer).
+    half = coopsim.advise(TRACE, "50%", jobs=2, binary=coopsim_bin)
+    assert not any(s["fits"] for s in half["settings"])
+    with pytest.raises(coopsim.CoopsimError, match="capacity"):
+        coopsim.advise(TRACE, "0", binary=coopsim_bin)
+
+
+def test_initial_state_reaches_the_binary(coopsim_bin):
+    # A trace without a recorded state runs the same from an empty allocator.
+    empty = coopsim.run(TRACE, budget="200%", initial_state="empty", binary=coopsim_bin)
+    recorded = coopsim.run(TRACE, budget="200%", binary=coopsim_bin)
+    assert list(empty["status"]) == ["completed"]
+    assert list(empty["peak_reserved_bytes"]) == list(recorded["peak_reserved_bytes"])
+    res = coopsim.minbudget(TRACE, "keep", "pytorch", initial_state="empty", binary=coopsim_bin)
+    assert res["found"]
+    with pytest.raises(coopsim.CoopsimError, match="initial-state"):
+        coopsim.run(TRACE, initial_state="blank", binary=coopsim_bin)
+    with pytest.raises(coopsim.CoopsimError, match="initial-state"):
+        coopsim.minbudget(TRACE, "keep", "pytorch", initial_state="blank", binary=coopsim_bin)
