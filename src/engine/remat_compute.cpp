@@ -32,16 +32,17 @@ void RematExecutor::compute(OpId op_id) {
   for (ValueId v : inputs) {
     if (!materialize(v)) return;
   }
-  // Storages the op writes without reading them may sit on the host (hybrid policies).
-  std::vector<ValueId> fetched;
+  // The values of the storages the op writes are pinned until it has run: bringing one back
+  // from the host (hybrid policies), or finding a block for a new version, may ask the policy
+  // for room, and a hybrid policy would otherwise swap out one already checked resident (its
+  // stale block would then be moved or freed twice).
+  std::vector<ValueId> held;
   for (const auto* list : {&written, &mutated}) {
-    for (TensorId s : *list) {
-      const ValueId v = current_[index_of(s)];
-      if (!in_swap(graph_.value(v).state)) continue;
-      graph_.pin(v);
-      fetched.push_back(v);
-      if (!bring_back(v)) return;
-    }
+    for (TensorId s : *list) push_unique(held, current_[index_of(s)]);
+  }
+  for (ValueId v : held) graph_.pin(v);
+  for (ValueId v : held) {  // a storage the op writes without reading it may sit on the host
+    if (in_swap(graph_.value(v).state) && !bring_back(v)) return;
   }
   for (ValueId v : inputs) {  // plan check: the op never reads an absent value
     if (graph_.value(v).state != ValueState::Resident) throw std::logic_error("engine: op input not resident");
@@ -77,7 +78,7 @@ void RematExecutor::compute(OpId op_id) {
       // A constant updated in place: no history to keep. Copy-on-write moves it.
       written_values.push_back(old);
       if (!cow) continue;
-      auto b = loop_.obtain_block(AllocRequest{ov.size, 0, s});
+      auto b = loop_.obtain_block(AllocRequest{ov.size, 0, s});  // `old` is held (pinned)
       if (!b) return;
       loop_.log_alloc(s, *b, /*fresh=*/false);
       moved_away.push_back(graph_.value(old).block);
@@ -139,7 +140,7 @@ void RematExecutor::compute(OpId op_id) {
     exec_record_.resize(exec + 1, kNoRecord);
     exec_record_[exec] = loop_.log_op(LogKind::Compute, op_id, start, reads_log, writes_log);
   }
-  for (ValueId v : fetched) graph_.unpin(v);
+  for (ValueId v : held) graph_.unpin(v);
   for (ValueId v : inputs) {
     graph_.touch(v);
     graph_.unpin(v);

@@ -3,7 +3,9 @@
 // victims (Evict actions); everything here is mechanism:
 //  * an op pins its inputs, rematerializes the evicted ones (parents first, with an explicit
 //    stack, so long chains cannot overflow the C++ stack; limits.max_recompute_depth caps how
-//    deep one may nest), runs, and unpins them (remat_compute.cpp);
+//    deep one may nest), runs, and unpins them (remat_compute.cpp); the storages it writes stay
+//    pinned from once its inputs are in memory until it has run, so that making room for one
+//    of them never moves another;
 //  * rematerializing a value re-runs its producer execution with the exact input values it
 //    once read; all outputs of that execution are produced (evicted siblings come back,
 //    resident or gone ones get a temporary block that is dropped at once, as simrd counts them);
@@ -16,7 +18,8 @@
 //    state), values with no producer, anything pinned, and values whose recomputation would
 //    need a value freed for good (RematGraph::lock_dependents);
 //  * a value that cannot be recomputed is freed for good on release unless an evicted value
-//    that is still needed depends on it (then it stays, locked);
+//    that is still needed depends on it (then it stays, locked); freeing a value for good, from
+//    memory or from the host, locks the values that could only be recomputed through it;
 //  * the logical clock advances by every executed op's cost, recomputations included; the run
 //    stops as "thrash" once recompute time reaches (thrash_limit - 1) x the trace's op time.
 #include "remat_executor.hpp"
@@ -151,7 +154,7 @@ void RematExecutor::release_value(ValueId v) {
   graph_.set_released(v);
   const ValueState state = graph_.value(v).state;
   if (state == ValueState::SwappedOut) {  // on the host: kept only for evicted values needing it
-    if (!graph_.needed_by_evicted(v)) graph_.drop(v);
+    if (!graph_.needed_by_evicted(v)) drop_value(v);
     return;
   }
   // Evicted: stays recomputable. A copy in flight: decided when it completes.
@@ -180,12 +183,15 @@ void RematExecutor::release_value(ValueId v) {
   }
 }
 
-// Frees v for good. Resident values that could only be recomputed through it are locked.
+// Frees v for good: its block if it is resident, its host copy if it is swapped out. The values
+// that could only be recomputed through it (resident, or on the host) are locked, so none is
+// evicted later with no way back.
 void RematExecutor::drop_value(ValueId v) {
   graph_.lock_dependents(v);
+  const bool holds_block = graph_.value(v).state == ValueState::Resident;
   const Block b = graph_.value(v).block;
   graph_.drop(v);
-  loop_.release_block(graph_.value(v).storage, b);
+  if (holds_block) loop_.release_block(graph_.value(v).storage, b);
 }
 
 // Plan checks (engine.plan_checks, --paranoid): resident values hold disjoint blocks inside the budget, and the

@@ -5,7 +5,9 @@
 // compute stream stalls) or ahead of time by the policy. While a copy is in flight the value
 // holds its block and is neither evictable nor swappable. A swapped value is not evicted: an
 // op that needs it waits for its swap-in, never recomputes it. A value the trace releases
-// while it is on the host is dropped unless an evicted value still needs it for recomputation.
+// while it is on the host is dropped unless an evicted value still needs it for recomputation;
+// dropping it locks the values that could only be recomputed through it (drop_value), which a
+// planned or fallback eviction would otherwise leave with no way back.
 #include <string>
 
 #include "remat_executor.hpp"
@@ -46,7 +48,7 @@ void RematExecutor::complete(const Completion& c) {
     graph_.finish_swap_out(v);
     loop_.release_block(graph_.value(v).storage, b);
     // Released while it was copied out: keep the host copy only for evicted values that need it.
-    if (graph_.value(v).released && !graph_.needed_by_evicted(v)) graph_.drop(v);
+    if (graph_.value(v).released && !graph_.needed_by_evicted(v)) drop_value(v);
     return;
   }
   loop_.log_transfer(LogKind::SwapIn, c, value_ref(v));

@@ -6,6 +6,7 @@
 #include "coopsim/engine/engine.hpp"
 #include "coopsim/policy/keep.hpp"
 #include "trace_builder.hpp"
+#include "unit_link.hpp"
 
 using namespace coopsim;
 using coopsim::test::TraceBuilder;
@@ -25,15 +26,7 @@ class SwapLowestPolicy final : public Policy {
   }
 };
 
-EngineOptions options(std::uint64_t budget) {
-  EngineOptions o;
-  o.budget = Bytes{budget};
-  o.link.name = "test";
-  o.link.d2h = {1.0, SimTime{0}};  // 1 ns per byte, no latency
-  o.link.h2d = {1.0, SimTime{0}};
-  o.paranoid = true;
-  return o;
-}
+EngineOptions options(std::uint64_t budget) { return test::unit_link_options(budget); }  // 1 ns per byte
 
 // A(400) -> op1 -> B(400) via op2 -> C(400) via op3; frees as soon as dead.
 TraceBuilder chain() {

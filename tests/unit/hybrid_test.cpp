@@ -12,6 +12,7 @@
 #include "policy/hybrid.hpp"
 #include "coopsim/policy/keep.hpp"
 #include "trace_builder.hpp"
+#include "unit_link.hpp"
 
 using namespace coopsim;
 using coopsim::test::TraceBuilder;
@@ -21,12 +22,7 @@ namespace {
 constexpr std::uint64_t kMiB = 1U << 20;
 
 EngineOptions unit_link(std::uint64_t budget) {
-  EngineOptions o;
-  o.budget = Bytes{budget};
-  o.link.name = "test";
-  o.link.d2h = {1.0, SimTime{0}};
-  o.link.h2d = {1.0, SimTime{0}};
-  o.paranoid = true;
+  EngineOptions o = test::unit_link_options(budget);
   o.plan_checks = true;
   return o;
 }

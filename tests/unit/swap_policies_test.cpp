@@ -9,6 +9,7 @@
 #include "coopsim/policy/keep.hpp"
 #include "policy/vdnn.hpp"
 #include "trace_builder.hpp"
+#include "unit_link.hpp"
 
 using namespace coopsim;
 using coopsim::test::TraceBuilder;
@@ -33,15 +34,7 @@ EngineOptions pcie3_options(std::uint64_t budget) {
   return o;
 }
 
-EngineOptions unit_link_options(std::uint64_t budget) {  // 1 ns per byte, no latency
-  EngineOptions o;
-  o.budget = Bytes{budget};
-  o.link.name = "test";
-  o.link.d2h = {1.0, SimTime{0}};
-  o.link.h2d = {1.0, SimTime{0}};
-  o.paranoid = true;
-  return o;
-}
+using test::unit_link_options;  // 1 ns per byte, no latency
 
 AutoSwapOptions one_event_buffers() {
   AutoSwapOptions o;
