@@ -177,3 +177,28 @@ TEST_CASE("torch snapshot: address-blind runs get consecutive addresses; OOM run
                                           R"([{"entry": 5, "size": 4096, "device_free": 1047552, "reserved": 800,
                                                "capacity": 1048352, "event": 5}])"));
 }
+
+TEST_CASE("pickle writer: a shared list is written once and read back as one object", "[export][pickle]") {
+  pickle::Writer w;
+  w.begin_list();
+  for (int i = 0; i < 300; ++i) w.text("s" + std::to_string(i));  // memo indices past 255: LONG_BINGET
+  const std::uint32_t id = w.begin_shared_list();
+  w.integer(7);
+  w.text("s3");
+  w.end();
+  w.shared(id);
+  w.shared(id);
+  w.end();
+  CHECK(id == 300);  // after the 300 strings' memo entries
+  const auto root = pickle::parse(w.finish(), "shared.pickle");
+  REQUIRE(root->items.size() == 303);
+  const auto& first = root->items[300];
+  REQUIRE(first->kind == Kind::List);
+  REQUIRE(first->items.size() == 2);
+  CHECK(first->items[0]->integer == 7);
+  CHECK(first->items[1]->text == "s3");
+  CHECK(root->items[301].get() == first.get());
+  CHECK(root->items[302].get() == first.get());
+  pickle::Writer unused;
+  CHECK_THROWS_AS(unused.shared(0), std::logic_error);
+}

@@ -81,16 +81,26 @@ void Writer::int_pair(std::int64_t a, std::int64_t b) {
   after_value();
 }
 
+void Writer::get(std::uint32_t memo_index) {
+  if (memo_index <= 0xff) {
+    out_.push_back(static_cast<char>(op::kBinGet));
+    out_.push_back(static_cast<char>(memo_index));
+  } else {
+    out_.push_back(static_cast<char>(op::kLongBinGet));
+    raw_u32(memo_index);
+  }
+}
+
+// MEMOIZE stores the top of the stack at the next index (readers count them).
+std::uint32_t Writer::memoize() {
+  out_.push_back(static_cast<char>(op::kMemoize));
+  return memo_size_++;
+}
+
 void Writer::text(std::string_view s) {
   before_value();
   if (const auto it = memo_.find(s); it != memo_.end()) {
-    if (it->second <= 0xff) {
-      out_.push_back(static_cast<char>(op::kBinGet));
-      out_.push_back(static_cast<char>(it->second));
-    } else {
-      out_.push_back(static_cast<char>(op::kLongBinGet));
-      raw_u32(it->second);
-    }
+    get(it->second);
   } else {
     if (s.size() <= 0xff) {
       out_.push_back(static_cast<char>(op::kShortBinUnicode));
@@ -100,8 +110,7 @@ void Writer::text(std::string_view s) {
       raw_u32(static_cast<std::uint32_t>(s.size()));
     }
     out_.append(s);
-    out_.push_back(static_cast<char>(op::kMemoize));
-    memo_.emplace(std::string(s), static_cast<std::uint32_t>(memo_.size()));
+    memo_.emplace(std::string(s), memoize());
   }
   after_value();
 }
@@ -116,6 +125,20 @@ void Writer::begin_list() {
   before_value();
   out_.push_back(static_cast<char>(op::kEmptyList));
   open_.push_back({false, 0});
+}
+
+// The list is memoized while empty, right after EMPTY_LIST and before any batch could move it
+// off the top of the stack (Python's pickler does the same).
+std::uint32_t Writer::begin_shared_list() {
+  begin_list();
+  return memoize();
+}
+
+void Writer::shared(std::uint32_t memo_index) {
+  if (memo_index >= memo_size_) throw std::logic_error("pickle writer: shared() of an index never memoized");
+  before_value();
+  get(memo_index);
+  after_value();
 }
 
 void Writer::end() {
