@@ -173,6 +173,11 @@ void PyTorchCachingAllocator::plan_segment_addresses(std::span<const SegmentAddr
 
 std::optional<std::vector<SeedSegment>> PyTorchCachingAllocator::snapshot() const { return impl_->snapshot(); }
 
+bool PyTorchCachingAllocator::observe_segments(SegmentObserver* observer) {
+  impl_->observer = observer;
+  return true;
+}
+
 std::vector<Block> PyTorchCachingAllocator::seed_segment(std::uint64_t addr, std::uint32_t stream, PyTorchPool pool,
                                                          std::span<const PyTorchSeedBlock> blocks) {
   return impl_->seed_segment(addr, stream, pool == PyTorchPool::Small, blocks);
@@ -310,6 +315,7 @@ std::optional<std::uint64_t> PyTorchCachingAllocator::Impl::acquire_segment(std:
       ++next_planned;
       if (p.addr <= ~std::uint64_t{0} - size && !overlaps_segment(p.addr, size)) {
         from_device = false;
+        report(SegmentAction::Alloc, p.addr, size, stream, small_pool, false);
         return p.addr;
       }
       // The range is still held in the model (the replay has diverged): place it as usual.
@@ -321,13 +327,17 @@ std::optional<std::uint64_t> PyTorchCachingAllocator::Impl::acquire_segment(std:
     if (!addr) return std::nullopt;
     // Seeded or planned segments may sit where the bump pointer goes: skip past them. The bump
     // pointer only moves forward, so this ends after the finitely many segments in the way.
-    if (!overlaps_segment(*addr, size)) return addr;
+    if (!overlaps_segment(*addr, size)) {
+      report(SegmentAction::Alloc, *addr, size, stream, small_pool, false);
+      return addr;
+    }
     device.free(*addr, Bytes{size});
   }
 }
 
 void PyTorchCachingAllocator::Impl::release_segment(const Segment& s) {
   if (s.from_device) device.free(s.addr, Bytes{s.size});
+  report(SegmentAction::Free, s.addr, s.size, s.stream, s.small, false);
 }
 
 std::uint64_t PyTorchCachingAllocator::Impl::reserve_address_space(std::uint64_t& size, std::uint32_t stream,

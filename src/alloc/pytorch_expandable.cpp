@@ -91,6 +91,7 @@ bool Impl::map_block(std::uint32_t n, std::uint64_t size) {
   reserved += mapped;
   segs[s].mapped_bytes += mapped;
   ++device_mallocs;
+  report(SegmentAction::Map, begin, mapped, segs[s].stream, segs[s].small, true);
   return true;
 }
 
@@ -150,6 +151,7 @@ void Impl::unmap_block(std::uint32_t n) {
   reserved -= end - begin;
   segs[s].mapped_bytes -= end - begin;
   ++device_frees;
+  report(SegmentAction::Unmap, begin, end - begin, segs[s].stream, segs[s].small, true);
 }
 
 // Drops a virtual segment whose single block is entirely unmapped.

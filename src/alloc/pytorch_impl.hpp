@@ -259,6 +259,14 @@ struct PyTorchCachingAllocator::Impl {
   // `size` comes in as the model's reservation size and may be adjusted to a recorded one.
   std::uint64_t reserve_address_space(std::uint64_t& size, std::uint32_t stream, bool small);
   void release_address_space(std::uint64_t addr, std::uint64_t size);
+  // Tells the observer (observe_segments) of a change; called by the seam and the page mapping.
+  void report(SegmentAction action, std::uint64_t addr, std::uint64_t size, std::uint32_t stream, bool small,
+              bool expandable) const {
+    if (observer != nullptr) {
+      observer->segment_changed(SegmentChange{action, addr, Bytes{size}, stream,
+                                              small ? SegmentPool::Small : SegmentPool::Large, expandable});
+    }
+  }
 
   // --- helpers ---
   Pool& pool_of(const Node& n) { return n.small ? small : large; }
@@ -321,6 +329,7 @@ struct PyTorchCachingAllocator::Impl {
   std::size_t next_planned = 0;
   std::vector<bool> planned_used;  // expandable plan entries already given a reservation
   std::uint64_t next_va_top = DeviceMemory::kBaseAddress;
+  SegmentObserver* observer = nullptr;  // observe_segments(): for the run log only
 };
 
 }  // namespace coopsim

@@ -157,6 +157,12 @@ void EventLoop::run(Executor& exec) {
   }
   exec.setup();
   seed_initial_state();
+  // The model's segment changes from here on go to the log (the seeded state is the start).
+  if (logging()) opt_.log->segments_logged = alloc_.observe_segments(this);
+  struct Detach {
+    Allocator& allocator;
+    ~Detach() { allocator.observe_segments(nullptr); }
+  } const detach{alloc_};
   {
     const auto ignored = timed_policy_call([&] {
       policy_.prepare(exec);
@@ -177,6 +183,9 @@ void EventLoop::run(Executor& exec) {
   }
   // Transfers still in flight finish on their copy streams; the compute stream is done.
   if (!oom_) drain_until(SimTime::max());
+  if (logging() && opt_.log->segments_logged) {
+    opt_.log->end_segments = alloc_.snapshot().value_or(std::vector<SeedSegment>{});
+  }
   finish_report();
 }
 

@@ -79,7 +79,8 @@ class Executor : public MemoryView {
   const Trace& trace_;
 };
 
-class EventLoop {
+// The loop is the allocator's SegmentObserver while the run is logged (segment_changed).
+class EventLoop : private SegmentObserver {
  public:
   EventLoop(const Trace& trace, Allocator& allocator, Policy& policy, const EngineOptions& options,
             ReportBuilder& report)
@@ -160,6 +161,7 @@ class EventLoop {
   void finish_report();
   void log_stall(SimTime from, SimTime to);
   void log_memory();
+  void segment_changed(const SegmentChange& change) override;  // into RunLog::segments
   template <class F>
   auto timed_policy_call(F&& f);
   [[noreturn]] void time_overflow(const std::string& what) const;

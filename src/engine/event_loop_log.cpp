@@ -84,6 +84,12 @@ void EventLoop::log_memory() {
   opt_.log->add(r);
 }
 
+void EventLoop::segment_changed(const SegmentChange& change) {
+  RunLog& log = *opt_.log;  // observed only while logging
+  log.segments.push_back(
+      LogSegment{change, now_, static_cast<std::uint32_t>(log.records.size()), static_cast<std::uint32_t>(index_)});
+}
+
 std::uint32_t EventLoop::log_op(LogKind kind, OpId op, SimTime start, const std::vector<LogRef>& reads,
                                 const std::vector<LogRef>& writes, std::uint32_t origin) {
   if (!logging()) return kNoRecord;

@@ -12,6 +12,8 @@
 //    seed() installs it, plan_segment_addresses() hands over the device addresses the recording's
 //    new segments received, snapshot() reads the state back in the same form. Models without
 //    segments or without seeding support keep the defaults.
+//  * observe_segments() lets the run log see the model's device segments come and go (the
+//    `pytorch` model reports them; the others keep the default and report nothing).
 #pragma once
 
 #include <cstdint>
@@ -73,6 +75,14 @@ struct Range {
   std::uint64_t segment = 0;  // id of the device allocation it belongs to
 };
 
+// Told of every change a model makes to its device segments (observe_segments()). Only for
+// the record: an observer must not call back into the allocator.
+class SegmentObserver {
+ public:
+  virtual ~SegmentObserver() = default;
+  virtual void segment_changed(const SegmentChange& change) = 0;
+};
+
 // Thrown by the default Allocator::seed(); the engine names the allocator in its message.
 class SeedUnsupported : public ConfigError {
  public:
@@ -116,6 +126,14 @@ class Allocator {
   // The current segments and their blocks, in address order, in the form seed() takes; nullopt
   // for models that do not keep segments.
   [[nodiscard]] virtual std::optional<std::vector<SeedSegment>> snapshot() const { return std::nullopt; }
+  // From now on, tell `observer` (nullptr: nobody) of every segment the model takes from or
+  // gives back to the device, and of expandable pages it maps or unmaps; segments installed by
+  // seed() are not changes. Returns whether this model reports segments: the default reports
+  // none and returns false (its snapshot() is nullopt too).
+  virtual bool observe_segments(SegmentObserver* observer) {
+    (void)observer;
+    return false;
+  }
   // Offline pool models report their pool and fall-back figures; others nullopt.
   [[nodiscard]] virtual std::optional<PoolFigures> pool_figures() const { return std::nullopt; }
 };

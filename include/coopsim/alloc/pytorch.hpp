@@ -117,6 +117,9 @@ class PyTorchCachingAllocator final : public Allocator {
   std::vector<Block> seed(std::span<const SeedSegment> segments) override;
   void plan_segment_addresses(std::span<const SegmentAddress> planned) override;
   [[nodiscard]] std::optional<std::vector<SeedSegment>> snapshot() const override;
+  // Reports every cudaMalloc / cudaFree of a segment (recorded addresses included) and every page
+  // map / unmap of an expandable segment, as PyTorch's history records them.
+  bool observe_segments(SegmentObserver* observer) override;
 
   // The allocator's rounding rules, for tests and trace tools.
   [[nodiscard]] static std::uint64_t round_size(std::uint64_t size, const PyTorchOptions& opts);

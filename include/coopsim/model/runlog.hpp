@@ -16,8 +16,9 @@
 #include <string_view>
 #include <vector>
 
-#include "coopsim/model/link.hpp"
 #include "coopsim/base/units.hpp"
+#include "coopsim/model/link.hpp"
+#include "coopsim/model/segments.hpp"
 
 namespace coopsim {
 
@@ -66,12 +67,30 @@ struct LogRecord {
   Bytes allocated, reserved;  // Memory: the allocator's allocated and reserved bytes
 };
 
+// A change to the allocator's device segments (SegmentChange), placed among the records: it
+// happened after records[0, before) and before records[before, ...) (an allocation's new
+// segment comes just before the allocation's Alloc record).
+struct LogSegment {
+  SegmentChange change;
+  SimTime time{0};
+  std::uint32_t before = 0;
+  std::uint32_t event = kNoRecord;  // trace event index being processed
+};
+
 struct RunLog {
   Bytes budget;
   bool address_aware = true;  // false: the allocator's addresses are not a layout (fungible)
   LinkModel link;             // the host<->device link the copies were timed with
   std::vector<LogRecord> records;
   std::vector<LogRef> refs;
+  // The allocator's device segments, when its model reports them (Allocator::observe_segments:
+  // the pytorch model). Kept apart from the records, which describe the plan: the validator and
+  // the exports other than the PyTorch snapshot do not read them. Segments installed from a
+  // recorded initial state are no change; `end_segments` is the model's snapshot() when the run
+  // ended (or stopped).
+  bool segments_logged = false;
+  std::vector<LogSegment> segments;
+  std::vector<SeedSegment> end_segments;
 
   [[nodiscard]] const LogRef& ref(const LogRecord& r, std::uint32_t i = 0) const { return refs[r.first + i]; }
   std::uint32_t add(LogRecord r, std::initializer_list<LogRef> rs = {}) {

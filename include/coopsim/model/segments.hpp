@@ -1,5 +1,6 @@
 // Device segments as a recording saw them (a PyTorch memory snapshot): the state a replay may
-// start from (Trace::initial_segments, Allocator::seed) and the addresses its new segments got.
+// start from (Trace::initial_segments, Allocator::seed) and the addresses its new segments got;
+// and the changes a model makes to its segments during a run (SegmentChange, for the run log).
 #pragma once
 
 #include <cstdint>
@@ -48,6 +49,30 @@ struct SegmentAddress {
   // pool, not by order.
   bool expandable = false;
   friend bool operator==(const SegmentAddress&, const SegmentAddress&) = default;
+};
+
+// A change a caching allocator model made to the device memory it holds, as a PyTorch memory
+// snapshot's history names them: a segment taken from the device (cudaMalloc) or given back
+// (cudaFree), or pages of an expandable segment mapped or unmapped (`addr`, `size`: the pages).
+enum class SegmentAction : std::uint8_t { Alloc, Free, Map, Unmap };
+constexpr std::string_view to_string(SegmentAction a) {
+  switch (a) {
+    case SegmentAction::Alloc: return "segment_alloc";
+    case SegmentAction::Free: return "segment_free";
+    case SegmentAction::Map: return "segment_map";
+    case SegmentAction::Unmap: return "segment_unmap";
+  }
+  return "?";
+}
+
+struct SegmentChange {
+  SegmentAction action = SegmentAction::Alloc;
+  std::uint64_t addr = 0;
+  Bytes size;
+  std::uint32_t stream = 0;
+  SegmentPool pool = SegmentPool::Large;
+  bool expandable = false;
+  friend bool operator==(const SegmentChange&, const SegmentChange&) = default;
 };
 
 }  // namespace coopsim

@@ -20,6 +20,10 @@
 //  * the compute stream: trace compute events run once each, in order, one step at a time.
 // Contents are told apart across re-allocations of a tensor (a new lifetime starts at version
 // 0 again), so a stale block from an earlier lifetime never passes for the current one.
+// RunLog::segments (the pytorch model's segment changes) are not read: they say where the
+// model got device memory, not what a block holds, and reserved bytes are checked through the
+// Memory records; the model's own check_invariants() and the snapshot export's tests
+// (tests/cli/torch_snapshot_export_test.py replays them) cover them.
 #pragma once
 
 #include <cstddef>
