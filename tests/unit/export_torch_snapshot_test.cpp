@@ -1,5 +1,7 @@
-// The PyTorch memory snapshot export: the pickle writer read back by coopsim's own reader, and
-// the snapshot of a hand-built run imported again into the same alloc/free sequence.
+// The PyTorch memory snapshot export: the pickle writer read back by coopsim's own reader, the
+// snapshot of a hand-built run imported again into the same alloc/free sequence, the pytorch
+// model's real segments (a hand-worked run that frees one, replayed from its own export) and the
+// frames that name each block.
 #include <catch2/catch.hpp>
 
 #include <cstdint>
@@ -9,17 +11,20 @@
 #include <tuple>
 #include <vector>
 
-#include "coopsim/formats/pickle_writer.hpp"
 #include "coopsim/alloc/allocator.hpp"
-#include "coopsim/output/export.hpp"
+#include "coopsim/formats/pickle_writer.hpp"
 #include "coopsim/import/torch_snapshot.hpp"
+#include "coopsim/output/export.hpp"
 #include "runlog_builder.hpp"
+#include "torch_snapshot_test_support.hpp"
 
 using namespace coopsim;
 using coopsim::test::chain_trace;
 using coopsim::test::LogBuilder;
 using coopsim::test::ref;
+using coopsim::test::TraceBuilder;
 using Kind = pickle::Value::Kind;
+using snapshot_test::MiB;
 
 namespace {
 
@@ -56,6 +61,25 @@ LogBuilder swap_example() {
   l.alloc(5, ref(2, 0, 0x0), true, 430).alloc(6, ref(1, 0, 0x200), false, 430).swap_in(6, 430, 830, ref(1, 1, 0x200));
   l.compute(6, 2, 830, 860, {ref(1, 1, 0x200)}, {ref(2, 1, 0x0)}).free(7, ref(1, 0, 0x200), 860);
   return l;  // c stays live at the end
+}
+
+// (action, address, size) of every entry of device_traces[0].
+std::vector<Step> entries_of(const pickle::Value& root) {
+  std::vector<Step> out;
+  for (const auto& e : root.get("device_traces")->items[0]->items) {
+    const auto* addr = e->get("addr");
+    out.emplace_back(e->get("action")->text, addr != nullptr ? static_cast<std::uint64_t>(addr->integer) : 0,
+                     static_cast<std::uint64_t>(e->get("size")->integer));
+  }
+  return out;
+}
+
+// The name of the single frame of an entry or block.
+std::string frame_name(const pickle::Value& v) {
+  const auto* frames = v.get("frames");
+  REQUIRE(frames != nullptr);
+  REQUIRE(frames->items.size() == 1);
+  return frames->items[0]->get("name")->text;
 }
 
 }  // namespace
@@ -201,4 +225,104 @@ TEST_CASE("pickle writer: a shared list is written once and read back as one obj
   CHECK(root->items[302].get() == first.get());
   pickle::Writer unused;
   CHECK_THROWS_AS(unused.shared(0), std::logic_error);
+}
+
+TEST_CASE("torch snapshot: the pytorch model's segments, one freed to retry an allocation", "[export][pickle]") {
+  // Budget 40 MiB. a (12 MiB) takes a 12 MiB segment at the device base and is freed: the
+  // segment stays cached. b (30 MiB) does not fit in it and a new 30 MiB segment would make
+  // 42 MiB reserved, so malloc frees the cached segment (release_cached_blocks) and retries
+  // (num_alloc_retries 1); b's segment comes from the device after a's (bump pointer, never
+  // reused). b is live at the end.
+  TraceBuilder tb;
+  const auto a = tb.tensor(12 * MiB, TensorRole::Activation, "a");
+  const auto b = tb.tensor(30 * MiB, TensorRole::Gradient, "b");
+  const auto make_a = tb.op("make_a", 10, {}, {a});
+  const auto make_b = tb.op("make_b", 10, {}, {b});
+  tb.alloc(a).compute(make_a).free(a).alloc(b).compute(make_b);
+  Trace trace = tb.trace();
+  trace.path = "runs/hand.jsonl";
+  const Bytes budget{40 * MiB};
+  PyTorchCachingAllocator model(budget);
+  KeepPolicy keep;
+  RunLog log;
+  EngineOptions opt;
+  opt.budget = budget;
+  opt.log = &log;
+  Report report;
+  run_engine(trace, model, keep, opt, report);
+  REQUIRE(report.status == RunStatus::Completed);
+  CHECK(model.stats().alloc_retries == 1);
+  CHECK(model.stats().device_frees == 1);
+  REQUIRE(log.segments_logged);
+  CHECK(log.end_segments == *model.snapshot());
+
+  const std::string bytes = torch_snapshot_pickle(trace, log, report);
+  const auto root = pickle::parse(bytes, "s.pickle");
+  const std::uint64_t b_at = kBase + 12 * MiB;
+  CHECK(entries_of(*root) == std::vector<Step>{{"segment_alloc", kBase, 12 * MiB},
+                                               {"alloc", kBase, 12 * MiB},
+                                               {"free_requested", kBase, 12 * MiB},
+                                               {"free_completed", kBase, 12 * MiB},
+                                               {"segment_free", kBase, 12 * MiB},
+                                               {"segment_alloc", b_at, 30 * MiB},
+                                               {"alloc", b_at, 30 * MiB}});
+  // The final segments are the model's: one large-pool segment holding b.
+  const auto& segments = root->get("segments")->items;
+  REQUIRE(segments.size() == 1);
+  const auto& s = *segments[0];
+  CHECK(static_cast<std::uint64_t>(s.get("address")->integer) == b_at);
+  CHECK(s.get("total_size")->integer == static_cast<std::int64_t>(30 * MiB));
+  CHECK(s.get("segment_type")->text == "large");
+  CHECK(!s.get("is_expandable")->boolean);
+  REQUIRE(s.get("blocks")->items.size() == 1);
+  const auto& block = *s.get("blocks")->items[0];
+  CHECK(block.get("state")->text == "active_allocated");
+  CHECK(block.get("requested_size")->integer == static_cast<std::int64_t>(30 * MiB));
+
+  // Frames: tensor, role and producing op; filename the trace's file name, line the tensor's id.
+  const auto& entries = root->get("device_traces")->items[0]->items;
+  CHECK(frame_name(*entries[1]) == "a [activation] output of make_a (op 0)");
+  CHECK(entries[1]->get("frames")->items[0]->get("filename")->text == "hand.jsonl");
+  CHECK(entries[1]->get("frames")->items[0]->get("line")->integer == 0);
+  CHECK(frame_name(*entries[6]) == "b [gradient] output of make_b (op 1)");
+  CHECK(frame_name(block) == "b [gradient] output of make_b (op 1)");
+  // A segment change carries the frames of the allocation it was made for: a's segment_alloc,
+  // and the segment_free and new segment that served b.
+  CHECK(frame_name(*entries[0]) == frame_name(*entries[1]));
+  CHECK(frame_name(*entries[4]) == frame_name(*entries[6]));
+  CHECK(frame_name(s) == frame_name(*entries[6]));
+  // One frames list per block, shared by its entries.
+  CHECK(entries[1]->get("frames") == entries[3]->get("frames"));
+
+  // Round trip: imported and replayed by the pytorch model under the same budget, every address
+  // and the end state come back (the retry frees the same segment).
+  const Trace imported = torch_snapshot::import_value(*root, "s.pickle", TorchSnapshotOptions{});
+  const snapshot_test::Replay replayed = snapshot_test::replay(imported, budget);
+  CHECK(replayed.report.addresses.checked == 2);
+  CHECK(replayed.report.addresses.mismatches == 0);
+  CHECK(replayed.stats.alloc_retries == 1);
+  CHECK(replayed.end == log.end_segments);
+  CHECK(torch_snapshot::compare_end_state(*torch_snapshot::final_segments(imported), replayed.end).segments_match);
+}
+
+TEST_CASE("torch snapshot: frames say how a block was filled: swap-in, recompute, copy-on-write", "[export][pickle]") {
+  LogBuilder l = swap_example();  // b swapped out and back in
+  // a evicted and recomputed by f at 0x400; c copied before h writes it at 0x600; b placed at
+  // 0x800 for a copy the run never made.
+  l.alloc(8, ref(0, 0, 0x400), false, 900).recompute(8, 0, 0, 900, 910, {}, {ref(0, 1, 0x400)});
+  l.alloc(8, ref(2, 0, 0x600), false, 910).compute(8, 2, 910, 940, {}, {ref(2, 2, 0x600)});
+  l.alloc(8, ref(1, 0, 0x800), false, 940);
+  const auto root = pickle::parse(torch_snapshot_pickle(chain_trace(), l.log(), {}), "s.pickle");
+  std::vector<std::string> allocs;
+  for (const auto& e : root->get("device_traces")->items[0]->items) {
+    if (e->get("action")->text == "alloc") allocs.push_back(frame_name(*e));
+  }
+  CHECK(allocs ==
+        std::vector<std::string>{"a [activation] output of f (op 0)", "b [gradient] output of g (op 1)",
+                                 "c [activation] output of h (op 2)", "b [gradient] swap-in (output of g (op 1))",
+                                 "a [activation] recompute of f (op 0)", "c [activation] copy-on-write for h (op 2)",
+                                 "b [gradient] placed for a swap-in or recompute the run did not finish"});
+  // Derived segments (this log has no segment records): the range's first allocation names it.
+  REQUIRE(!root->get("segments")->items.empty());
+  CHECK(frame_name(*root->get("segments")->items[0]) == "a [activation] output of f (op 0)");
 }

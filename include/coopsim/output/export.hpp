@@ -40,8 +40,11 @@ std::string memory_map_svg(const Trace& trace, const RunLog& log, const Report& 
 
 // The run as a PyTorch memory snapshot (torch.cuda.memory._snapshot() dict: `segments` at the
 // end of the run and `device_traces[0]` with alloc / free_requested / free_completed /
-// segment_alloc / oom entries, empty frames), pickled with protocol 4 and only the opcodes that
-// pytorch.org/memory_viz and coopsim's own reader accept.
+// segment_alloc / segment_free / segment_map / segment_unmap / oom entries), pickled with
+// protocol 4 and only the opcodes that pytorch.org/memory_viz and coopsim's own reader accept.
+// Segments are the model's own where it reports them (RunLog::segments_logged), else the
+// ranges the blocks covered; every entry and block has one frame naming its tensor, role and op
+// (docs/timeline.md).
 std::string torch_snapshot_pickle(const Trace& trace, const RunLog& log, const Report& report);
 // The address a block of the log gets in the snapshot: the model's own, moved up to
 // DeviceMemory::kBaseAddress when the model numbers an arena from 0 (no block may sit at 0,
@@ -53,6 +56,8 @@ class SnapshotAddresses {
   explicit SnapshotAddresses(const RunLog& log);
   // The snapshot address of the block placed by Alloc record `record`.
   [[nodiscard]] std::uint64_t of(std::uint32_t record) const;
+  // The snapshot address of a model address (address-aware logs: segments).
+  [[nodiscard]] std::uint64_t of_address(std::uint64_t addr) const;
 
  private:
   const RunLog& log_;
