@@ -21,7 +21,7 @@ using namespace pytorch_detail;
 namespace {
 
 void validate(const PyTorchOptions& o) {
-  if (o.max_split_size.value != PyTorchOptions::kOff && o.max_split_size.value < kLargeBuffer) {
+  if (o.max_split_size.value < kLargeBuffer) {  // off is kOff, the largest value
     throw ConfigError("pytorch.max_split_size",
                       "must be 0 (off) or at least 20MiB, got " + format_bytes(o.max_split_size));
   }

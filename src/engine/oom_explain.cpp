@@ -88,16 +88,17 @@ OomSegsum explain_oom(const Allocator& allocator, const MemoryView& view, const 
       live.begin(), live.begin() + static_cast<std::ptrdiff_t>(n), live.end(),
       [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
   live.resize(n);
-  for (const auto& [size, i] : live) {
-    const TensorInfo& t = trace.tensors[i];
+  for (const auto& [size, index] : live) {
+    const TensorId storage{index};  // a plain variable: lambdas may not capture structured bindings (C++17)
+    const TensorInfo& t = trace.tensor(storage);
     OomHolder h;
     h.tensor_file_id = t.file_id;
     h.name = t.name;
     h.role = std::string(to_string(t.role));
     h.size = size;
     for (const OpInfo& op : trace.ops) {
-      const bool produces = std::any_of(op.outputs.begin(), op.outputs.end(),
-                                        [&](TensorId o) { return trace.storage_of(o) == TensorId{i}; });
+      const bool produces =
+          std::any_of(op.outputs.begin(), op.outputs.end(), [&](TensorId o) { return trace.storage_of(o) == storage; });
       if (produces) {
         h.op_name = op.name;
         break;

@@ -58,7 +58,7 @@ void ReportBuilder::finished(const AllocatorStats& s, const Clocks& clocks, std:
                              : static_cast<double>((clocks.op_time + t.recompute_time).count()) /
                                    static_cast<double>(clocks.op_time.count());
   r_.counters.search_scanned = scanned_;
-  r_.pool = std::move(pool);
+  r_.pool = pool;
   if (search_latency_measured) r_.search_latency = std::chrono::duration_cast<SimTime>(policy_time_);
 }
 

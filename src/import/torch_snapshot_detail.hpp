@@ -103,7 +103,7 @@ struct Snapshot {
 // trace's tensor and events, the builder's maps, and for a block its "final_segments" JSON.
 inline constexpr std::uint64_t kEntryBytes =
     2 * (sizeof(Entry) + sizeof(std::string) + 8 + sizeof(TensorInfo) + 2 * (sizeof(TraceEvent) + 8) + 8);
-inline constexpr std::uint64_t kBlockBytes = 2 * (sizeof(SnapBlock) + 2 * sizeof(InitialBlock)) + 6 * 96;
+inline constexpr std::uint64_t kBlockBytes = 2 * (sizeof(SnapBlock) + 2 * sizeof(InitialBlock)) + std::uint64_t{6} * 96;
 // Most values the header's copy of allocator_settings may have once the pickle's shared
 // references are expanded: real settings have tens; a dict of dicts shared through the memo
 // can describe 2^100.

@@ -283,7 +283,8 @@ text{{font-family:sans-serif;font-size:12px;fill:#222}}
       if (cover[c] <= 0.0) continue;
       ++cells;
       const double opacity = std::min(1.0, 0.2 + 0.8 * cover[c] / (kCell * kCell));
-      rect(kX0 + (c % nx) * kCell, kY0 + (c / nx) * kCell, kCell, kCell,
+      const std::size_t column = c % nx, row = c / nx;  // the grid cell of c (whole cells)
+      rect(kX0 + static_cast<double>(column) * kCell, kY0 + static_cast<double>(row) * kCell, kCell, kCell,
            fmt::format("class=\"merged\" fill-opacity=\"{:.2f}\"", opacity));
     }
     return cells;

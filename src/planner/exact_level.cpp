@@ -109,7 +109,7 @@ class LevelSearch final : public Searcher {
     std::vector<std::int64_t> before(width + 1, 0), after(width + 1, 0);
     for (std::uint32_t k = 0; k < width; ++k) before[k + 1] = std::max(before[k], total_[part.lo + k]);
     for (std::uint32_t k = width; k-- > 0;) after[k] = std::max(after[k + 1], total_[part.lo + k]);
-    budget_.used += candidates.size() + 2 * width;
+    budget_.used += candidates.size() + std::uint64_t{2} * width;
     for (const auto& [o, r] : candidates) {
       const std::uint32_t i = by_rank_[r];
       std::int64_t rest = std::max(before[l_.first[i] - part.lo], after[l_.last[i] - part.lo]);

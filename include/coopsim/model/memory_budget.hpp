@@ -77,7 +77,7 @@ std::uint64_t trace(const Trace& t);
 // The trace loader's own state per op and per tensor besides the trace: the id map at its peak
 // (6 slots of 16 bytes per id while it rehashes) and the definition line; for tensors also the
 // liveness (24), the view-base flag and the op-membership marks.
-inline constexpr std::uint64_t kLoaderOp = 6 * 16 + sizeof(std::uint64_t);
+inline constexpr std::uint64_t kLoaderOp = std::uint64_t{6} * 16 + sizeof(std::uint64_t);
 inline constexpr std::uint64_t kLoaderTensor = kLoaderOp + 24 + 1 + 2 * sizeof(std::uint32_t);
 // Per byte of the longest line (its parse buffers are kept): the line itself (it may span read
 // chunks), its fields, its array elements and their per-depth staging (a 32-byte value per
