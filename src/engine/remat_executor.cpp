@@ -147,6 +147,7 @@ void RematExecutor::free_storage(TensorId storage) {
   const ValueId v = current_[index_of(storage)];
   current_[index_of(storage)] = kNoValue;
   release_value(v);
+  if (!kept_.empty()) release_kept();
 }
 
 // The last external reference to `v` is gone (trace free, or replaced by copy-on-write).
@@ -154,7 +155,11 @@ void RematExecutor::release_value(ValueId v) {
   graph_.set_released(v);
   const ValueState state = graph_.value(v).state;
   if (state == ValueState::SwappedOut) {  // on the host: kept only for evicted values needing it
-    if (!graph_.needed_by_evicted(v)) drop_value(v);
+    if (graph_.needed_by_evicted(v)) {
+      kept_.push_back(v);
+    } else {
+      drop_value(v);
+    }
     return;
   }
   // Evicted: stays recomputable. A copy in flight: decided when it completes.
@@ -175,12 +180,31 @@ void RematExecutor::release_value(ValueId v) {
     }
   }
   // Cannot be recomputed (no producer, random, or a parent is gone): free it for good unless
-  // an evicted value still needs it, in which case it stays, locked.
+  // an evicted value still needs it, in which case it stays, locked, until none does.
   if (graph_.needed_by_evicted(v)) {
     graph_.set_unevictable(v);
+    kept_.push_back(v);
   } else {
     drop_value(v);
   }
+}
+
+// Released values kept for evicted values that needed them are dropped once none does: the
+// trace has released those values since (checked after each trace free; otherwise the kept
+// value would hold its memory to the end of the run, out of every policy's reach).
+void RematExecutor::release_kept() {
+  std::size_t n = 0;
+  for (const ValueId v : kept_) {
+    const RematValue& x = graph_.value(v);
+    if (x.state == ValueState::Gone || x.state == ValueState::Evicted) continue;  // holds nothing now
+    const bool settled = x.state == ValueState::Resident || x.state == ValueState::SwappedOut;
+    if (settled && x.pins == 0 && !graph_.needed_by_evicted(v)) {
+      drop_value(v);
+      continue;
+    }
+    kept_[n++] = v;
+  }
+  kept_.resize(n);
 }
 
 // Frees v for good: its block if it is resident, its host copy if it is swapped out. The values

@@ -56,6 +56,7 @@ class RematExecutor final : public Executor {
   void evict_value(ValueId value, bool forced);
   void release_value(ValueId value);
   void drop_value(ValueId value);
+  void release_kept();
   void record_thrash();
   // remat_compute.cpp: an op of the trace, and the recomputations that bring values back
   void compute(OpId op_id);
@@ -91,7 +92,9 @@ class RematExecutor final : public Executor {
   std::vector<std::uint32_t> storage_version_;  // per storage: writes since its trace allocation
   std::vector<std::uint32_t> value_version_;    // per value: its content version
   std::vector<std::uint32_t> exec_record_;      // log record of each execution's first run
-  bool simrd_done_ = false;                     // dtr.compat=simrd: the replay ran in setup(); events are skipped
+  // Released values kept (resident, or on the host) for evicted values that needed them.
+  std::vector<ValueId> kept_;
+  bool simrd_done_ = false;  // dtr.compat=simrd: the replay ran in setup(); events are skipped
 };
 
 }  // namespace coopsim::engine_detail

@@ -48,7 +48,13 @@ void RematExecutor::complete(const Completion& c) {
     graph_.finish_swap_out(v);
     loop_.release_block(graph_.value(v).storage, b);
     // Released while it was copied out: keep the host copy only for evicted values that need it.
-    if (graph_.value(v).released && !graph_.needed_by_evicted(v)) drop_value(v);
+    if (graph_.value(v).released) {
+      if (graph_.needed_by_evicted(v)) {
+        kept_.push_back(v);
+      } else {
+        drop_value(v);
+      }
+    }
     return;
   }
   loop_.log_transfer(LogKind::SwapIn, c, value_ref(v));
