@@ -13,7 +13,7 @@ namespace coopsim::plan {
 
 namespace detail {
 
-Conflicts build_conflicts(const Problem& problem) {
+std::optional<Conflicts> build_conflicts(const Problem& problem, Clock* clock) {
   const auto& bs = problem.buffers;
   const std::size_t n = bs.size();
   // List sizes first (count_conflicts' rule per buffer), then one sweep in order of lower
@@ -39,7 +39,10 @@ Conflicts build_conflicts(const Problem& problem) {
   std::stable_sort(by_lower.begin(), by_lower.end(),
                    [&](std::uint32_t a, std::uint32_t b) { return bs[a].lower < bs[b].lower; });
   std::vector<std::uint32_t> alive;
-  for (const std::uint32_t i : by_lower) {
+  constexpr std::size_t kClockStride = 4096;
+  for (std::size_t t = 0; t < n; ++t) {
+    if (clock != nullptr && t % kClockStride == 0 && clock->expired()) return std::nullopt;
+    const std::uint32_t i = by_lower[t];
     std::size_t kept = 0;
     for (const std::uint32_t j : alive) {
       if (bs[j].upper <= bs[i].lower) continue;  // ended: dropped from the sweep
@@ -219,7 +222,7 @@ std::vector<std::int64_t> place_in_order(const Problem& problem, const std::vect
   }
   std::vector<std::size_t> position(order.size());
   for (std::size_t t = 0; t < order.size(); ++t) position[order[t]] = t;
-  detail::place_suffix(problem, detail::build_conflicts(problem), order, position, 0, fit, offsets);
+  detail::place_suffix(problem, *detail::build_conflicts(problem), order, position, 0, fit, offsets);
   return offsets;
 }
 

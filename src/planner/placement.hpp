@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <limits>
+#include <optional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -11,6 +13,8 @@
 #include "coopsim/planner/planner.hpp"
 
 namespace coopsim::plan::detail {
+
+class Clock;
 
 // Conflict lists in one array: conflicts[i] = the buffers whose lifetimes overlap buffer i's,
 // in no particular order. 8 bytes per overlapping pair plus 8 per buffer: memory linear in the
@@ -22,15 +26,14 @@ class Conflicts {
   }
 
  private:
-  friend Conflicts build_conflicts(const Problem& problem);
+  friend std::optional<Conflicts> build_conflicts(const Problem& problem, Clock* clock);
   std::vector<std::uint64_t> start_;  // buffer i's list is list_[start_[i], start_[i + 1])
   std::vector<std::uint32_t> list_;
 };
 
-// A sweep over lifetimes: O(n log n + pairs) time, no pair tested twice.
-Conflicts build_conflicts(const Problem& problem);
-
-class Clock;
+// A sweep over lifetimes: O(n log n + pairs) time, no pair tested twice. Nothing when the
+// clock, read every 4,096 buffers of the sweep, expires on the way.
+std::optional<Conflicts> build_conflicts(const Problem& problem, Clock* clock = nullptr);
 
 // Places order[from..] given that order[..from) already hold valid offsets in `offsets`.
 // `position[i]` must be i's index in `order`. Buffers placed later never move earlier ones.
@@ -50,20 +53,34 @@ std::uint64_t place_by_scan(const Problem& problem, const std::vector<std::size_
                             std::vector<std::int64_t>& offsets, Clock* clock = nullptr);
 
 // The wall-clock safety cut: results must come from work budgets; this only stops a run that
-// would overstay the time limit on a very slow machine (and says so in the result).
+// would overstay the time limit on a very slow machine (and says so in the result). Every
+// phase reads it (the conflict lists' sweep, each decoding, the exact and local searches).
 class Clock {
  public:
   using Seconds = std::chrono::duration<double>;
   explicit Clock(double seconds)
       : deadline_(std::chrono::time_point_cast<Seconds>(std::chrono::steady_clock::now()) + Seconds(seconds)) {}
+  // For tests: a clock that expires at its (reads + 1)-th read whatever the time, so that a
+  // run can be stopped at any chosen read, in any phase, with the same result on every machine.
+  static Clock after_reads(std::uint64_t reads) {
+    Clock c(0.0);
+    c.reads_left_ = reads;
+    return c;
+  }
   bool expired() {
-    if (!expired_ && std::chrono::steady_clock::now() > deadline_) expired_ = true;
+    if (expired_) return true;
+    if (reads_left_ != kWallClock)
+      expired_ = reads_left_-- == 0;
+    else
+      expired_ = std::chrono::steady_clock::now() > deadline_;
     return expired_;
   }
   bool fired() const { return expired_; }
 
  private:
+  static constexpr std::uint64_t kWallClock = std::numeric_limits<std::uint64_t>::max();
   std::chrono::time_point<std::chrono::steady_clock, Seconds> deadline_;
+  std::uint64_t reads_left_ = kWallClock;
   bool expired_ = false;
 };
 
@@ -88,5 +105,9 @@ Construction best_construction(const Problem& problem, const Conflicts* conflict
 // or the clock expires. Returns the iterations run.
 std::uint64_t local_search(const Problem& problem, const Conflicts& conflicts, Construction& best, std::uint64_t budget,
                            std::int64_t stop_at, Clock& clock);
+
+// plan() with the given clock instead of one set to options.time_limit_s (plan() calls this;
+// tests pass Clock::after_reads to stop each phase deterministically).
+PlanResult plan_with_clock(const Problem& problem, const PlanOptions& options, Clock& clock);
 
 }  // namespace coopsim::plan::detail

@@ -49,6 +49,8 @@ constexpr double kScanWorkPerSecond = 150e6;         // placed buffers visited w
 // The exact searches recurse once per placement; above this many buffers the planner keeps to
 // the heuristics (bounded stack depth, and the O(n^2) overlap lists stay small).
 constexpr std::size_t kExactMaxBuffers = 4096;
+// With --capacity, the unit of the tries at the capacity: the exact budget / this.
+constexpr std::uint64_t kCapacitySlices = 64;
 
 // A budget of `rate` units per second, capped far below overflow.
 std::uint64_t work_for(double seconds, double rate) {
@@ -61,6 +63,17 @@ std::int64_t size_gcd(const Problem& problem) {
   std::int64_t g = 0;
   for (const auto& b : problem.buffers) g = std::gcd(g, b.size);
   return std::max<std::int64_t>(g, 1);
+}
+
+// The Luby restart sequence 1 1 2 1 1 2 4 1 1 2 ... (i from 1): slices of every length, each
+// length as much work in total as the next, for searches whose run length to success is unknown.
+std::uint64_t luby(std::uint64_t i) {
+  for (;;) {
+    std::uint64_t k = 1;
+    while ((std::uint64_t{1} << k) - 1 < i) ++k;
+    if ((std::uint64_t{1} << k) - 1 == i) return std::uint64_t{1} << (k - 1);
+    i -= (std::uint64_t{1} << (k - 1)) - 1;
+  }
 }
 
 void run_exact_phase(const Problem& problem, const PlanOptions& options, std::uint64_t budget, detail::Clock& clock,
@@ -86,10 +99,22 @@ void run_exact_phase(const Problem& problem, const PlanOptions& options, std::ui
   auto proven = [&] { return (result.proven_bound + g - 1) / g; };
   if (attempt(proven(), budget / 5 * 2) == Decision::Feasible) return;
   std::int64_t lo = proven() + 1;  // the bound is infeasible, or too hard to settle: look above
-  // A given capacity is the next question: any placement that fits it will do.
-  if (options.capacity && *options.capacity / g >= lo && *options.capacity < result.height &&
-      attempt(*options.capacity / g, left / 2) != Decision::Feasible)
-    lo = *options.capacity / g + 1;
+  // A given capacity is the next question: any placement that fits it will do, and any height
+  // above it is a failure however low, so until one fits every try asks for the capacity itself
+  // (slices of the exact budget in Luby's sequence, other restart seeds each time: on
+  // MiniMalloc's A and I at their lower bound one long run, or half of what is left, finds no
+  // placement in 10 s, short ones do). A proof that it is infeasible ends the tries.
+  if (options.capacity && *options.capacity < result.height) {
+    const std::int64_t cap = *options.capacity / g;
+    bool asked = cap < lo;  // the bound question above was this one
+    std::uint64_t tries = 0;
+    while (cap >= proven() && result.height > *options.capacity && left > 0 && !clock.fired()) {
+      if (asked) ++pass;
+      asked = true;
+      if (attempt(cap, (budget / kCapacitySlices + 1) * luby(++tries)) == Decision::Infeasible) break;
+    }
+    if (result.height > *options.capacity) return;  // nothing fits: the caller reports it
+  }
   // Bisect between lo and the incumbent; an undecided target counts as a failure. Each pass
   // uses other random restarts, so budget left after one pass goes to another, from the bound.
   for (;;) {
@@ -106,15 +131,17 @@ void run_exact_phase(const Problem& problem, const PlanOptions& options, std::ui
   }
 }
 
-PlanResult run_planner(const Problem& problem, const PlanOptions& options, PlanResult result) {
+PlanResult run_planner(const Problem& problem, const PlanOptions& options, PlanResult result, detail::Clock& clock) {
   const double seconds = std::max(0.0, options.time_limit_s);
-  detail::Clock clock(seconds);
   result.conflicts = count_conflicts(problem);
   result.proven_bound = result.lower_bound;
   std::uint64_t work = 0;
-  if (result.conflicts > options.max_conflicts) {
-    // Too many pairs to list: the orderings decoded without lists, on a budget.
-    result.without_lists = true;
+  // Too many pairs to list (or no time left to list them): the orderings decoded without
+  // lists, on a budget (all stacked when the clock has already expired).
+  const auto conflicts =
+      result.conflicts > options.max_conflicts ? std::nullopt : detail::build_conflicts(problem, &clock);
+  if (!conflicts) {
+    result.without_lists = result.conflicts > options.max_conflicts;
     const detail::Construction best =
         detail::best_construction(problem, nullptr, work_for(seconds, kScanWorkPerSecond), clock, work);
     result.offsets = best.offsets;
@@ -122,9 +149,8 @@ PlanResult run_planner(const Problem& problem, const PlanOptions& options, PlanR
     result.time_cut = clock.fired();
     return result;
   }
-  const auto conflicts = detail::build_conflicts(problem);
   detail::Construction best =
-      detail::best_construction(problem, &conflicts, work_for(seconds, kConstructionWorkPerSecond), clock, work);
+      detail::best_construction(problem, &*conflicts, work_for(seconds, kConstructionWorkPerSecond), clock, work);
   result.offsets = best.offsets;
   result.height = best.height;
   const bool exact =
@@ -133,7 +159,7 @@ PlanResult run_planner(const Problem& problem, const PlanOptions& options, PlanR
   if (result.height == best.height && result.height > result.proven_bound && !clock.expired()) {
     const double rate = exact ? kLocalReservePerSecond : kLocalWorkPerSecond;
     result.iterations =
-        detail::local_search(problem, conflicts, best, work_for(seconds, rate), result.proven_bound, clock);
+        detail::local_search(problem, *conflicts, best, work_for(seconds, rate), result.proven_bound, clock);
     if (best.height < result.height) {
       result.height = best.height;
       result.offsets = best.offsets;
@@ -156,7 +182,7 @@ std::vector<std::size_t> size_descending(const Problem& problem, bool ties_by_lo
 
 }  // namespace
 
-PlanResult plan(const Problem& problem, const PlanOptions& options) {
+PlanResult detail::plan_with_clock(const Problem& problem, const PlanOptions& options, Clock& clock) {
   PlanResult result;
   result.lower_bound = max_live_bytes(problem);
   result.proven_bound = result.lower_bound;
@@ -171,7 +197,7 @@ PlanResult plan(const Problem& problem, const PlanOptions& options) {
     case Method::GreedyBySize:
       result.offsets = place_in_order(problem, size_descending(problem, false), Fit::Best, options.max_conflicts);
       break;
-    case Method::Planner: result = run_planner(problem, options, result); break;
+    case Method::Planner: result = run_planner(problem, options, result, clock); break;
   }
   result.height = placement_height(problem, result.offsets);
   result.proven_optimal = result.height <= result.proven_bound;
@@ -179,6 +205,11 @@ PlanResult plan(const Problem& problem, const PlanOptions& options) {
     throw Error(problem.file + ": " + method_name(options.method) + " found height " + std::to_string(result.height) +
                 " > capacity " + std::to_string(*options.capacity));
   return result;
+}
+
+PlanResult plan(const Problem& problem, const PlanOptions& options) {
+  detail::Clock clock(std::max(0.0, options.time_limit_s));
+  return detail::plan_with_clock(problem, options, clock);
 }
 
 }  // namespace coopsim::plan
