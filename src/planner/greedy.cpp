@@ -58,8 +58,6 @@ std::optional<Conflicts> build_conflicts(const Problem& problem, Clock* clock) {
 
 namespace {
 
-using Range = std::pair<std::int64_t, std::int64_t>;  // [begin, end) bytes
-
 // Ranges sorted by begin, merged when touching or overlapping (SINGA merges when
 // prev.last + 2 > next.first with inclusive ends, i.e. next.begin <= prev.end here).
 void merge(std::vector<Range>& ranges) {
@@ -73,6 +71,8 @@ void merge(std::vector<Range>& ranges) {
   }
   ranges.resize(out);
 }
+
+}  // namespace
 
 std::int64_t choose_offset(const std::vector<Range>& ranges, std::int64_t size, Fit fit) {
   if (ranges.empty()) return 0;
@@ -101,6 +101,8 @@ std::int64_t choose_offset(const std::vector<Range>& ranges, std::int64_t size, 
   }
   return best >= 0 ? best : prev_end;
 }
+
+namespace {
 
 // The clock is read every this many placements.
 constexpr std::size_t kClockStride = 64;
@@ -211,13 +213,15 @@ std::uint64_t place_suffix(const Problem& problem, const Conflicts& conflicts, c
 std::vector<std::int64_t> place_in_order(const Problem& problem, const std::vector<std::size_t>& order, Fit fit,
                                          std::uint64_t max_conflicts) {
   // Conflict lists for sparse problems (work linear in the pairs, plus sorting each buffer's
-  // ranges); one pass over the placed buffers per buffer for dense ones, where that pass is
-  // cheaper than building and sorting the lists (a training iteration: most activations alive
-  // together), and above the cap. Both see the same ranges, so the offsets are the same.
+  // ranges); the lifetime index for dense ones, where it is cheaper than building and sorting
+  // the lists (a training iteration: most activations alive together), and above the cap (one
+  // pass over all placed buffers per buffer, the scan, made this quadratic: issue 18). All see
+  // the same ranges, so the offsets are the same.
   std::vector<std::int64_t> offsets(problem.buffers.size(), 0);
   const std::uint64_t n = problem.buffers.size(), pairs = count_conflicts(problem);
   if (pairs > max_conflicts || pairs >= n * n / 16) {
-    detail::place_by_scan(problem, order, fit, offsets);
+    if (!detail::place_by_lifetime_index(problem, order, fit, offsets))
+      detail::place_by_scan(problem, order, fit, offsets);
     return offsets;
   }
   std::vector<std::size_t> position(order.size());

@@ -52,6 +52,20 @@ std::uint64_t place_suffix(const Problem& problem, const Conflicts& conflicts, c
 std::uint64_t place_by_scan(const Problem& problem, const std::vector<std::size_t>& order, Fit fit,
                             std::vector<std::int64_t>& offsets, Clock* clock = nullptr);
 
+// [begin, end) bytes of placed buffers.
+using Range = std::pair<std::int64_t, std::int64_t>;
+
+// The offset for a buffer of `size` bytes given the ranges of the placed buffers whose
+// lifetimes overlap its own, sorted and merged when touching: SmartPool's best fit with or
+// without its quirk, or first fit.
+std::int64_t choose_offset(const std::vector<Range>& ranges, std::int64_t size, Fit fit);
+
+// place_by_scan's offsets from an index of the placed buffers by lifetime (lifetime_index.cpp):
+// work per buffer grows with the disjoint runs of the ranges it meets, not with all placed
+// buffers. Returns false, placing nothing, when a buffer has an empty size or lifetime (keep the scan).
+bool place_by_lifetime_index(const Problem& problem, const std::vector<std::size_t>& order, Fit fit,
+                             std::vector<std::int64_t>& offsets);
+
 // The wall-clock safety cut: results must come from work budgets; this only stops a run that
 // would overstay the time limit on a very slow machine (and says so in the result). Every
 // phase reads it (the conflict lists' sweep, each decoding, the exact and local searches).
