@@ -2,6 +2,7 @@
 // the planner's construction and local search (local_search.cpp), and its safety clock.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <limits>
@@ -59,6 +60,55 @@ using Range = std::pair<std::int64_t, std::int64_t>;
 // lifetimes overlap its own, sorted and merged when touching: SmartPool's best fit with or
 // without its quirk, or first fit.
 std::int64_t choose_offset(const std::vector<Range>& ranges, std::int64_t size, Fit fit);
+
+// Placed buffers in address order, in chunks of at most 2 x kChunk so that an insertion moves
+// few entries and a pass over them stays sequential in memory.
+class AddressOrder {
+ public:
+  struct Placed {
+    std::int64_t begin, end, lower, upper;
+  };
+
+  // The merged address ranges of placed buffers whose lifetimes overlap [lower, upper).
+  std::uint64_t overlapping(std::int64_t lower, std::int64_t upper, std::vector<Range>& out) const {
+    out.clear();
+    std::uint64_t visited = 0;
+    for (const auto& chunk : chunks_) {
+      visited += chunk.size();
+      for (const Placed& p : chunk) {
+        if (!(p.lower < upper && lower < p.upper)) continue;  // lifetimes_overlap
+        if (!out.empty() && p.begin <= out.back().second)
+          out.back().second = std::max(out.back().second, p.end);
+        else
+          out.emplace_back(p.begin, p.end);
+      }
+    }
+    return visited;
+  }
+
+  [[nodiscard]] std::size_t size() const { return size_; }
+
+  void insert(const Placed& p) {
+    auto by_begin = [](const Placed& a, const Placed& b) { return a.begin < b.begin; };
+    ++size_;
+    if (chunks_.empty()) chunks_.emplace_back();
+    // The last chunk starting at or below p (the first one when none does).
+    auto c =
+        std::upper_bound(chunks_.begin() + 1, chunks_.end(), p,
+                         [&](const Placed& x, const std::vector<Placed>& chunk) { return by_begin(x, chunk.front()); });
+    auto& chunk = *std::prev(c);
+    chunk.insert(std::upper_bound(chunk.begin(), chunk.end(), p, by_begin), p);
+    if (chunk.size() < 2 * kChunk) return;
+    std::vector<Placed> upper_half(chunk.begin() + kChunk, chunk.end());
+    chunk.resize(kChunk);
+    chunks_.insert(c, std::move(upper_half));
+  }
+
+ private:
+  static constexpr std::size_t kChunk = 256;
+  std::vector<std::vector<Placed>> chunks_;
+  std::size_t size_ = 0;
+};
 
 // place_by_scan's offsets from an index of the placed buffers by lifetime (lifetime_index.cpp):
 // work per buffer grows with the disjoint runs of the ranges it meets, not with all placed

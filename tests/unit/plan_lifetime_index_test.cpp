@@ -147,3 +147,15 @@ TEST_CASE("place_in_order: a buffer alive across many time blocks sees every lat
   CHECK(std::all_of(offsets.begin() + 1, offsets.end(), [](std::int64_t o) { return o == 10; }));
   CHECK(offsets == reference(p, order, Fit::BestQuirk));
 }
+
+TEST_CASE("place_in_order: past the index's trial (8,192 buffers) the offsets are still the scan's",
+          "[smartpool][plan]") {
+  // The index may be dropped after its trial, when it costs more than the scan; either way the
+  // offsets must be the quadratic rule's.
+  for (const std::int64_t span : {2000, 60000}) {
+    INFO(span << " steps");
+    const Problem p = random_problem(1800 + static_cast<std::uint64_t>(span), 9000, span);
+    const auto order = size_descending(p);
+    CHECK(place_in_order(p, order, Fit::BestQuirk, 0) == reference(p, order, Fit::BestQuirk));
+  }
+}
