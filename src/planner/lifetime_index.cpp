@@ -25,6 +25,15 @@ namespace coopsim::plan::detail {
 
 namespace {
 
+// Appends r to ranges sorted by begin, joined to the last one when touching or overlapping it
+// (the scan's merge rule).
+void push_merged(std::vector<Range>& out, const Range& r) {
+  if (!out.empty() && r.first <= out.back().second)
+    out.back().second = std::max(out.back().second, r.second);
+  else
+    out.push_back(r);
+}
+
 // Disjoint address ranges, touching ones merged.
 class RangeSet {
  public:
@@ -64,16 +73,22 @@ class LifetimeIndex {
   explicit LifetimeIndex(std::size_t slots) : leaves_(std::bit_ceil(slots)), starts_(2 * leaves_) {
     const std::size_t blocks = slots / kBlock + 1;
     through_.resize(blocks);
+    pending_.resize(blocks);
     partial_.resize(blocks);
   }
 
   void insert(std::size_t first, std::size_t last, const Range& r) {
     for (std::size_t node = leaves_ + first; node >= 1; node /= 2) add(starts_[node], r);
     for (std::size_t b = first / kBlock; b * kBlock < last; ++b) {
-      if (first <= b * kBlock && (b + 1) * kBlock <= last)
-        add(through_[b], r);
-      else
+      if (first <= b * kBlock && (b + 1) * kBlock <= last) {
+        pending_[b].push_back(r);
+        ++stored_;
+        // Merged once they are a quarter of the merged ones: amortized O(log) per range, and
+        // the memory and the reads stay those of merged ranges.
+        if (pending_[b].size() > 16 + through_[b].size() / 4) through(b);
+      } else {
         add_partial(b, {first, last, r});
+      }
     }
   }
 
@@ -88,13 +103,15 @@ class LifetimeIndex {
       if (hi & 1U) n += size(starts_[--hi]);
     }
     const std::size_t b = first / kBlock;
-    return n + size(through_[b]) + partial_[b].size();
+    return n + through_[b].size() + pending_[b].size() + partial_[b].size();
   }
 
   // The merged ranges (sorted, touching ones joined) of every stored buffer alive in some slot
   // of [first, last). The buffers alive through the whole time block hold most of them and are
   // already merged, so only the few others are sorted, then the two sorted lists are merged.
-  void collect(std::size_t first, std::size_t last, std::vector<Range>& others, std::vector<Range>& out) const {
+  // Returns `out`, or the time block's array itself when nothing else is alive then.
+  const std::vector<Range>& collect(std::size_t first, std::size_t last, std::vector<Range>& others,
+                                    std::vector<Range>& out) const {
     others.clear();
     for (std::size_t lo = leaves_ + first, hi = leaves_ + last; lo < hi; lo /= 2, hi /= 2) {
       if (lo & 1U) append(starts_[lo++], others);
@@ -103,23 +120,16 @@ class LifetimeIndex {
     const std::size_t b = first / kBlock;
     for (const Stored& s : partial_[b])
       if (s.first < first && first < s.last) others.push_back(s.range);  // started earlier, alive at first
+    if (others.empty()) return through(b);
     std::sort(others.begin(), others.end());
     out.clear();
-    auto push = [&out](const Range& r) {
-      if (!out.empty() && r.first <= out.back().second)
-        out.back().second = std::max(out.back().second, r.second);
-      else
-        out.push_back(r);
-    };
     auto other = others.begin();
-    if (through_[b]) {
-      for (const auto& [begin, end] : through_[b]->runs()) {
-        const Range r{begin, end};
-        for (; other != others.end() && *other < r; ++other) push(*other);
-        push(r);
-      }
+    for (const Range& r : through(b)) {
+      for (; other != others.end() && *other < r; ++other) push_merged(out, *other);
+      push_merged(out, r);
     }
-    for (; other != others.end(); ++other) push(*other);
+    for (; other != others.end(); ++other) push_merged(out, *other);
+    return out;
   }
 
  private:
@@ -139,16 +149,39 @@ class LifetimeIndex {
     partial_[b].push_back(s);
     ++stored_;
   }
+  // Block b's merged ranges, with the ones added since the last read merged in (a sort of the
+  // new ones and one pass): the smaller buffers, placed last and most of the work, rarely live
+  // through a whole block, so most reads find nothing new.
+  const std::vector<Range>& through(std::size_t b) const {
+    std::vector<Range>& added = pending_[b];
+    if (added.empty()) return through_[b];
+    std::sort(added.begin(), added.end());
+    std::vector<Range>& merged = scratch_;
+    merged.clear();
+    auto next = added.begin();
+    for (const Range& r : through_[b]) {
+      for (; next != added.end() && *next < r; ++next) push_merged(merged, *next);
+      push_merged(merged, r);
+    }
+    for (; next != added.end(); ++next) push_merged(merged, *next);
+    stored_ = stored_ - through_[b].size() - added.size() + merged.size();
+    through_[b].swap(merged);
+    added.clear();
+    return through_[b];
+  }
+
   static std::size_t size(const std::unique_ptr<RangeSet>& set) { return set ? set->size() : 0; }
   static void append(const std::unique_ptr<RangeSet>& set, std::vector<Range>& out) {
     if (set) set->append_to(out);
   }
 
   std::size_t leaves_;
-  std::vector<std::unique_ptr<RangeSet>> starts_;   // segment tree by start slot, node 1 the root
-  std::vector<std::unique_ptr<RangeSet>> through_;  // by time block
-  std::vector<std::vector<Stored>> partial_;        // by time block
-  std::size_t stored_ = 0;
+  std::vector<std::unique_ptr<RangeSet>> starts_;  // segment tree by start slot, node 1 the root
+  // By time block: the ranges of the buffers alive through it, merged, and those added since.
+  mutable std::vector<std::vector<Range>> through_, pending_;
+  mutable std::vector<Range> scratch_;
+  std::vector<std::vector<Stored>> partial_;  // by time block: buffers with an endpoint inside
+  mutable std::size_t stored_ = 0;
 };
 
 // A run read from the index costs about this many buffers visited by the scan (a map step, the
@@ -195,11 +228,12 @@ bool place_by_lifetime_index(const Problem& problem, const std::vector<std::size
     const std::size_t to_read = index ? index->to_read(first, last) : 0;
     read += to_read;
     scanned += placed.size();
+    const std::vector<Range>* found = &ranges;
     if (index && to_read * kRunCost <= placed.size())
-      index->collect(first, last, others, ranges);
+      found = &index->collect(first, last, others, ranges);
     else
       placed.overlapping(x.lower, x.upper, ranges);
-    const std::int64_t o = choose_offset(ranges, x.size, fit);
+    const std::int64_t o = choose_offset(*found, x.size, fit);
     offsets[i] = o;
     placed.insert({o, end_of(o, x.size), x.lower, x.upper});
     if (index) {
