@@ -66,8 +66,9 @@ class RangeSet {
 // is alive at `first`, so two indexes answer it:
 //  * by start slot, a segment tree whose node holds the union of the buffers starting in its
 //    slots (a query reads O(log n) nodes);
-//  * by time block (kBlock slots), the union of the buffers alive through the whole block, plus
-//    the few buffers that start or end inside it (at most kBlock: one endpoint per slot).
+//  * by time block (kBlock slots), the union of the buffers alive through the whole block (a
+//    sorted array, new ranges merged in batches), plus the few buffers that start or end inside
+//    it (at most kBlock when no two endpoints share a slot).
 class LifetimeIndex {
  public:
   explicit LifetimeIndex(std::size_t slots) : leaves_(std::bit_ceil(slots)), starts_(2 * leaves_) {
