@@ -93,6 +93,11 @@ AllocatorStats BestFitAllocator::stats() const {
 
 std::vector<Range> BestFitAllocator::ranges() const { return pieces_.ranges(0); }
 
+void BestFitAllocator::segment_starts(std::vector<std::uint64_t>& out) const {
+  out.clear();
+  if (arena_ > 0) out.push_back(0);  // the one arena
+}
+
 void BestFitAllocator::check_invariants() const {
   pieces_.check(kWho, opts_.alignment, 0);
   auto fail = [](const std::string& what) { throw InvariantError("bestfit: " + what); };

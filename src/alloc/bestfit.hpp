@@ -40,6 +40,12 @@ class BestFitAllocator final : public Allocator {
   }
   [[nodiscard]] AllocatorStats stats() const override;
   [[nodiscard]] std::vector<Range> ranges() const override;
+  bool free_ranges_by_address(std::vector<Range>& out) const override {
+    pieces_.free_by_address(0, out);
+    return true;
+  }
+  void segment_starts(std::vector<std::uint64_t>& out) const override;
+  [[nodiscard]] std::uint64_t ranges_end() const override { return pieces_.end(0); }
   void check_invariants() const override;
 
   [[nodiscard]] Bytes arena_size() const { return Bytes{arena_}; }

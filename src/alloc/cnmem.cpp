@@ -129,6 +129,11 @@ AllocatorStats CnMemAllocator::stats() const {
 
 std::vector<Range> CnMemAllocator::ranges() const { return pieces_.ranges(0); }
 
+void CnMemAllocator::segment_starts(std::vector<std::uint64_t>& out) const {
+  out.clear();
+  for (const auto& [start, region] : regions_) out.push_back(start);  // regions are never given back
+}
+
 void CnMemAllocator::check_invariants() const {
   pieces_.check(kWho, kGranularity, 0);
   auto fail = [](const std::string& what) { throw InvariantError("cnmem: " + what); };

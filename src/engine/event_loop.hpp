@@ -60,6 +60,7 @@ class Executor : public MemoryView {
   [[nodiscard]] Bytes budget() const final;
   [[nodiscard]] const LinkModel& link() const final;
   void count_scanned(std::uint64_t n) const final;
+  [[nodiscard]] bool cross_check() const final;
 
   // Once, after the allocator is prepared and before the recorded initial state is seeded.
   virtual void setup() {}
@@ -192,6 +193,7 @@ inline const Allocator& Executor::allocator() const { return loop_.alloc(); }
 inline Bytes Executor::budget() const { return loop_.options().budget; }
 inline const LinkModel& Executor::link() const { return loop_.options().link; }
 inline void Executor::count_scanned(std::uint64_t n) const { loop_.report().scanned(n); }
+inline bool Executor::cross_check() const { return loop_.options().plan_checks; }
 
 template <class F>
 auto EventLoop::timed_policy_call(F&& f) {

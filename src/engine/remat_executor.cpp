@@ -30,6 +30,7 @@
 namespace coopsim::engine_detail {
 
 void RematExecutor::setup() {
+  graph_.verify_eq_cache(loop_.options().plan_checks);
   for (const OpInfo& op : trace_.ops) {
     const bool updates_state = std::any_of(op.mutated.begin(), op.mutated.end(), [&](TensorId m) {
       const TensorRole r = trace_.tensor(trace_.storage_of(m)).role;
@@ -224,7 +225,7 @@ void RematExecutor::check_plan() const {
   std::uint64_t end = 0;
   Bytes held;
   const bool addresses = loop_.alloc().address_aware();
-  for (const auto& [addr, v] : graph_.resident_by_address()) {
+  for (const auto& [addr, v] : graph_.holders_by_address()) {
     const RematValue& x = graph_.value(v);
     const bool holds_block =
         x.state == ValueState::Resident || x.state == ValueState::SwappingOut || x.state == ValueState::SwappingIn;

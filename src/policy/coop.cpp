@@ -115,43 +115,96 @@ void CoopPolicy::prepare(const MemoryView& view) {
   for (const auto& [s, dens] : density) cheap_[s] = dens < threshold ? 1 : 0;
 }
 
-std::vector<Action> CoopPolicy::window_eviction(const AllocRequest& request, const MemoryView& view) {
-  const Allocator& a = view.allocator();
-  if (!a.address_aware()) return {};
+// The pieces of the window search from the full list of ranges (models without free ranges by
+// address, and the --paranoid cross-check).
+void CoopPolicy::pieces_from_ranges(const MemoryView& view) {
   const RematGraph& g = *view.remat();
-  const std::vector<Range> ranges = a.ranges();
-  std::vector<WindowPiece> pieces;
-  std::vector<ValueId> owner;  // the value evicted with each piece, or kNoValue
-  pieces.reserve(ranges.size() + 8);
-  owner.reserve(ranges.size() + 8);
+  const std::vector<Range> ranges = view.allocator().ranges();
+  pieces_.clear();
+  owner_.clear();
   for (std::size_t i = 0; i < ranges.size(); ++i) {
     const Range& r = ranges[i];
-    if (i > 0 && r.segment != ranges[i - 1].segment) {  // windows never span two reservations
-      pieces.push_back(WindowPiece{Bytes{0}, true, 0.0});
-      owner.push_back(kNoValue);
-    }
+    if (i > 0 && r.segment != ranges[i - 1].segment) add_barrier();  // windows never span two reservations
     if (r.free) {
-      pieces.push_back(WindowPiece{r.size, false, 0.0});
-      owner.push_back(kNoValue);
+      pieces_.push_back(WindowPiece{r.size, false, 0.0});
+      owner_.push_back(kNoValue);
       continue;
     }
     const auto v = g.resident_at(r.addr);
     if (v && g.evictable(*v)) {
-      pieces.push_back(
-          WindowPiece{r.size, false, eviction_score(g, *v, EvictionScore::Coop, Bytes{0}, draws_, nullptr)});
-      owner.push_back(*v);
+      add_candidate(g, *v, r.size);
     } else {
-      pieces.push_back(WindowPiece{r.size, true, 0.0});
-      owner.push_back(kNoValue);
+      add_barrier();
     }
   }
+}
+
+// The same pieces from the free ranges and the eviction candidates only (layout_walk.hpp): runs
+// of barriers become one barrier, which the search treats alike. False when the allocator does
+// not keep its free ranges by address.
+bool CoopPolicy::pieces_from_layout(const MemoryView& view) {
+  const RematGraph& g = *view.remat();
+  pieces_.clear();
+  owner_.clear();
+  bool walked = false;
+  const bool trailing = walk_layout(view.allocator(), g, layout_scratch_, walked, [&](const LayoutItem& it) {
+    if (it.barrier_before) add_barrier();
+    if (it.value == kNoValue) {
+      pieces_.push_back(WindowPiece{it.size, false, 0.0});
+      owner_.push_back(kNoValue);
+    } else if (g.evictable(it.value)) {
+      add_candidate(g, it.value, it.size);
+    } else {
+      add_barrier();
+    }
+  });
+  if (trailing) add_barrier();
+  return walked;
+}
+
+void CoopPolicy::add_barrier() {
+  pieces_.push_back(WindowPiece{Bytes{0}, true, 0.0});
+  owner_.push_back(kNoValue);
+}
+
+void CoopPolicy::add_candidate(const RematGraph& g, ValueId v, Bytes size) {
+  pieces_.push_back(WindowPiece{size, false, eviction_score(g, v, EvictionScore::Coop, Bytes{0}, draws_, nullptr)});
+  owner_.push_back(v);
+}
+
+std::vector<Action> CoopPolicy::window_eviction(const AllocRequest& request, const MemoryView& view) {
+  const Allocator& a = view.allocator();
+  if (!a.address_aware()) return {};
+  const bool walked = pieces_from_layout(view);
+  if (!walked) pieces_from_ranges(view);
   WindowSearchStats stats;
-  const auto w = find_min_cost_window(pieces, a.placement_size(request), &stats);
+  const auto w = find_min_cost_window(pieces_, a.placement_size(request), &stats);
   view.count_scanned(stats.pieces_examined);
   std::vector<Action> out;
-  if (!w) return out;
-  for (std::size_t i = w->first; i < w->last; ++i) {
-    if (owner[i] != kNoValue) out.push_back(Action::evict(owner[i]));
+  if (w) {
+    for (std::size_t i = w->first; i < w->last; ++i) {
+      if (owner_[i] != kNoValue) out.push_back(Action::evict(owner_[i]));
+    }
+  }
+  if (walked && view.cross_check()) {
+    // Cross-check: the search over every range chooses the same tensors after as many pieces.
+    pieces_from_ranges(view);
+    WindowSearchStats full_stats;
+    const auto fw = find_min_cost_window(pieces_, a.placement_size(request), &full_stats);
+    std::vector<ValueId> full;
+    if (fw) {
+      for (std::size_t i = fw->first; i < fw->last; ++i) {
+        if (owner_[i] != kNoValue) full.push_back(owner_[i]);
+      }
+    }
+    bool same = full.size() == out.size() && full_stats.pieces_examined == stats.pieces_examined;
+    for (std::size_t i = 0; same && i < full.size(); ++i) same = full[i] == out[i].value;
+    if (!same) {
+      throw InvariantError("coop: the window over free ranges and candidates chose " + std::to_string(out.size()) +
+                           " tensors after " + std::to_string(stats.pieces_examined) +
+                           " pieces, the window over every range " + std::to_string(full.size()) + " after " +
+                           std::to_string(full_stats.pieces_examined));
+    }
   }
   return out;
 }

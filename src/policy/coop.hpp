@@ -26,6 +26,8 @@
 
 #include "coopsim/policy/policy.hpp"
 #include "coopsim/policy/remat/victim.hpp"
+#include "remat/layout_walk.hpp"
+#include "remat/sliding_window.hpp"
 
 namespace coopsim {
 
@@ -63,10 +65,18 @@ class CoopPolicy final : public Policy {
 
  private:
   std::vector<Action> window_eviction(const AllocRequest& request, const MemoryView& view);
+  void pieces_from_ranges(const MemoryView& view);
+  bool pieces_from_layout(const MemoryView& view);
+  void add_barrier();
+  void add_candidate(const RematGraph& g, ValueId v, Bytes size);
 
   CoopOptions opts_;
   std::vector<std::uint8_t> cheap_;  // per trace tensor (storage root)
   SeededDraws draws_{0};             // unused by coop's score
+  // Scratch of the window search, kept between failures.
+  std::vector<WindowPiece> pieces_;
+  std::vector<ValueId> owner_;  // the value evicted with each piece, or kNoValue
+  LayoutScratch layout_scratch_;
 };
 
 }  // namespace coopsim

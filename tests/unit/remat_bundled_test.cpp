@@ -51,3 +51,43 @@ TEST_CASE("recompute policies pass the plan checks on every bundled trace", "[re
   CHECK(runs == traces.size() * 3 * c.allocators.entries().size() * percents.size());
   CHECK(completed > runs / 2);
 }
+
+// The eviction searches walk only the candidates (and, for coop and dte on bestfit and cnmem,
+// the free ranges) with cached eq-class costs; engine.plan_checks cross-checks every search
+// against the plain one over every resident value or range and recomputes every cached cost it
+// hands out (throwing on a difference). Every heuristic, on an address-blind allocator and the
+// two that keep free ranges by address (pytorch's searches are the plain ones for dte and coop,
+// and the same candidate walk as fungible's for the others). Under COOPSIM_SANITIZE=1 every
+// other trace.
+TEST_CASE("fast eviction searches agree with the plain ones on every bundled trace", "[remat][bundled][search]") {
+  const auto all = coopsim::test::bundled_traces();
+  REQUIRE(all.size() >= 10);
+  const std::size_t stride = coopsim::test::bundled_percents({1, 2}).size() == 2 ? 1 : 2;
+  std::vector<std::filesystem::path> traces;
+  for (std::size_t i = 0; i < all.size(); i += stride) traces.push_back(all[i]);
+  std::uint64_t runs = 0, evicting = 0;
+  for (const auto& path : traces) {
+    const Trace trace = load_trace(path.string());
+    const TraceSummary summary = summarize(trace);
+    for (const std::string alloc : {"fungible", "bestfit", "cnmem"}) {
+      for (const std::string heuristic :
+           {"dtr", "dtr-eq", "dtr-local", "lru", "largest", "msps", "random", "dte", "coop"}) {
+        const bool is_policy = heuristic == "dte" || heuristic == "coop";
+        const auto budget = summary.peak_live.value / 100 * 55;
+        SimConfig cfg;
+        cfg.doc = {{"allocator", alloc},
+                   {"policy", is_policy ? heuristic : "dtr"},
+                   {"budget", std::to_string(budget)},
+                   {"engine", {{"plan_checks", true}}}};
+        if (!is_policy) cfg.doc["params"]["dtr"] = {{"heuristic", heuristic}, {"seed", 7}};
+        INFO(path.string() << " " << heuristic << " on " << alloc);
+        Report r;
+        REQUIRE_NOTHROW(r = test::validated_run(cfg, trace));
+        ++runs;
+        if (r.counters.forced_evictions > 0) ++evicting;
+      }
+    }
+  }
+  CHECK(runs == traces.size() * 3 * 9);
+  CHECK(evicting > runs / 2);
+}

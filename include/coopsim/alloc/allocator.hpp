@@ -107,6 +107,18 @@ class Allocator {
   [[nodiscard]] virtual AllocatorStats stats() const = 0;
   // Address-ordered list of every range the model manages (free and used). O(n); not hot.
   [[nodiscard]] virtual std::vector<Range> ranges() const = 0;
+  // For eviction searches that walk only the free and the evictable ranges (Coop's window, DTE)
+  // instead of ranges(): fills `out` with the free ranges in address order and returns true;
+  // then segment_starts() gives the start address of every segment, in order (ranges tile each
+  // segment, so two ranges that touch lie in different segments only when the second starts
+  // one), and ranges_end() the end of the last range. Models that do not keep these cheaply
+  // return false (the default) and the searches walk ranges().
+  virtual bool free_ranges_by_address(std::vector<Range>& out) const {
+    (void)out;
+    return false;
+  }
+  virtual void segment_starts(std::vector<std::uint64_t>& out) const { out.clear(); }
+  [[nodiscard]] virtual std::uint64_t ranges_end() const { return 0; }
   virtual void check_invariants() const = 0;
 
   // Installs recorded segments (taken from the device before the replay starts) with their

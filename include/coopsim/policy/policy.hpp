@@ -53,6 +53,9 @@ class MemoryView {
   // Counts work done by a policy's eviction search (pieces or tensors examined): the
   // deterministic search-latency figure of the report.
   virtual void count_scanned(std::uint64_t n) const = 0;
+  // engine.plan_checks (on under --paranoid): policies cross-check their fast searches against
+  // the plain ones and throw InvariantError when they differ.
+  [[nodiscard]] virtual bool cross_check() const { return false; }
 };
 
 struct Action {

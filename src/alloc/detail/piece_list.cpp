@@ -1,6 +1,8 @@
 // Address-ordered piece list with a (size, address) free index; see piece_list.hpp.
 #include "piece_list.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "coopsim/base/error.hpp"
@@ -160,6 +162,16 @@ std::vector<Range> PieceList::ranges(std::uint64_t base) const {
     out.push_back(Range{p.addr - base, Bytes{p.size}, p.free, p.segment});
   }
   return out;
+}
+
+void PieceList::free_by_address(std::uint64_t base, std::vector<Range>& out) const {
+  out.clear();
+  out.reserve(free_.size());
+  for (const FreeKey& k : free_) {
+    const Piece& p = pieces_[k.index];
+    out.push_back(Range{p.addr - base, Bytes{p.size}, true, p.segment});
+  }
+  std::sort(out.begin(), out.end(), [](const Range& a, const Range& b) { return a.addr < b.addr; });
 }
 
 void PieceList::check(std::string_view who, std::uint64_t alignment, std::uint64_t base) const {

@@ -97,6 +97,10 @@ class PieceList {
 
   // Every piece in address order, addresses shifted down by `base`.
   [[nodiscard]] std::vector<Range> ranges(std::uint64_t base) const;
+  // The free pieces in address order (O(f log f) in their number) and the end of the last
+  // piece, shifted down by `base` (Allocator's free_ranges_by_address and ranges_end).
+  void free_by_address(std::uint64_t base, std::vector<Range>& out) const;
+  [[nodiscard]] std::uint64_t end(std::uint64_t base) const { return empty() ? 0 : pieces_[last_].end() - base; }
 
   // Recomputes every structure and counter; throws InvariantError("<who>: ...") on the first
   // inconsistency. Checks: link symmetry, strictly increasing addresses, exact tiling inside a

@@ -17,9 +17,15 @@ ValueId RematGraph::add_value(TensorId storage, Bytes size, bool unevictable) {
   x.last_access = clock_;
   x.state = ValueState::Gone;  // until place()
   consumers_.emplace_back();
+  writers_.emplace_back();
   uf_parent_.push_back(v);
   uf_cost_.push_back(0);
   visit_mark_.push_back(0);
+  in_candidates_.push_back(0);
+  eq_cost_.push_back(0);
+  eq_valid_.push_back(0);
+  eq_generation_.push_back(0);
+  watch_head_.push_back(kNoIndex);
   return v;
 }
 
@@ -30,36 +36,80 @@ std::uint32_t RematGraph::add_execution(OpId op, SimTime cost, std::vector<Value
     auto& c = consumers_[index_of(u)];
     if (c.empty() || c.back() != e) c.push_back(e);
   }
+  for (ValueId u : outputs) {
+    auto& w = writers_[index_of(u)];
+    if (w.empty() || w.back() != e) w.push_back(e);
+  }
   executions_.push_back(RematExecution{op, cost, std::move(inputs), std::move(outputs)});
+  produced_.emplace_back();
   return e;
 }
 
 void RematGraph::set_producer(ValueId v, std::uint32_t execution) {
+  // v leaves its class (its subtree now reports to v) and its compute may change: the class it
+  // left, its own class and every reader of v see a change.
+  const ValueId old_root = find_root(v);
   RematValue& x = at(v);
   x.producer = execution;
   x.compute = executions_[execution].cost;
+  produced_[execution].push_back(v);
   uf_parent_[index_of(v)] = v;
   uf_cost_[index_of(v)] = static_cast<double>(x.compute.count());
+  if (old_root != v) changed_class(old_root);
+  changed_class(v);
+  changed_value(v);
+  invalidate_eq(v);
+  sync_candidate(v);
+}
+
+void RematGraph::set_unevictable(ValueId v) {
+  at(v).unevictable = true;
+  sync_candidate(v);
+}
+
+void RematGraph::set_state(ValueId v, ValueState s) {
+  RematValue& x = at(v);
+  const bool was_evicted = x.state == ValueState::Evicted;
+  x.state = s;
+  if (was_evicted != (s == ValueState::Evicted)) changed_value(v);
+  sync_candidate(v);
+}
+
+void RematGraph::sync_candidate(ValueId v) {
+  const RematValue& x = value(v);
+  const bool want = x.state == ValueState::Resident && !x.unevictable && x.producer != kNoIndex;
+  auto& in = in_candidates_[index_of(v)];
+  if (want == (in != 0)) return;
+  if (want) {
+    candidates_.insert(x.block.addr, v);
+  } else {
+    candidates_.erase(x.block.addr);
+  }
+  in = want ? 1 : 0;
+}
+
+std::vector<std::pair<std::uint64_t, ValueId>> RematGraph::holders_by_address() const {
+  std::vector<std::pair<std::uint64_t, ValueId>> out(holders_.begin(), holders_.end());
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 void RematGraph::place(ValueId v, const Block& b) {
   RematValue& x = at(v);
-  x.block = b;
-  x.state = ValueState::Resident;
-  if (const auto [it, fresh] = by_addr_.emplace(b.addr, v); !fresh) {
+  if (const auto [it, fresh] = holders_.emplace(b.addr, v); !fresh) {
     const RematValue& o = value(it->second);
-    throw std::logic_error("remat graph: two resident values at one address: value " +
-                           std::to_string(index_of(v)) + " (storage " + std::to_string(index_of(x.storage)) +
-                           ") placed where value " + std::to_string(index_of(it->second)) + " (storage " +
-                           std::to_string(index_of(o.storage)) + ", state " +
-                           std::to_string(static_cast<int>(o.state)) + ") is");
+    throw std::logic_error("remat graph: two resident values at one address: value " + std::to_string(index_of(v)) +
+                           " (storage " + std::to_string(index_of(x.storage)) + ") placed where value " +
+                           std::to_string(index_of(it->second)) + " (storage " + std::to_string(index_of(o.storage)) +
+                           ", state " + std::to_string(static_cast<int>(o.state)) + ") is");
   }
+  x.block = b;
+  set_state(v, ValueState::Resident);
 }
 
 void RematGraph::mark_evicted_without_memory(ValueId v) {
-  RematValue& x = at(v);
-  if (x.state == ValueState::Resident) by_addr_.erase(x.block.addr);
-  x.state = ValueState::Evicted;
+  if (value(v).state == ValueState::Resident) holders_.erase(value(v).block.addr);
+  set_state(v, ValueState::Evicted);
 }
 
 void RematGraph::evict(ValueId v) {
@@ -76,43 +126,46 @@ void RematGraph::evict(ValueId v) {
 }
 
 void RematGraph::drop(ValueId v) {
-  RematValue& x = at(v);
-  if (x.state == ValueState::Resident) by_addr_.erase(x.block.addr);
-  x.state = ValueState::Gone;
+  if (value(v).state == ValueState::Resident) holders_.erase(value(v).block.addr);
+  set_state(v, ValueState::Gone);
 }
 
 void RematGraph::begin_swap_out(ValueId v) {
   if (value(v).state != ValueState::Resident) throw std::logic_error("remat graph: swap-out of a value not resident");
-  at(v).state = ValueState::SwappingOut;
+  set_state(v, ValueState::SwappingOut);
 }
 
 void RematGraph::finish_swap_out(ValueId v) {
-  RematValue& x = at(v);
-  if (x.state != ValueState::SwappingOut) throw std::logic_error("remat graph: swap-out completion out of order");
-  by_addr_.erase(x.block.addr);
-  x.state = ValueState::SwappedOut;
+  if (value(v).state != ValueState::SwappingOut)
+    throw std::logic_error("remat graph: swap-out completion out of order");
+  holders_.erase(value(v).block.addr);
+  set_state(v, ValueState::SwappedOut);
 }
 
 void RematGraph::begin_swap_in(ValueId v, const Block& b) {
   RematValue& x = at(v);
   if (x.state != ValueState::SwappedOut) throw std::logic_error("remat graph: swap-in of a value not swapped out");
+  if (!holders_.emplace(b.addr, v).second) throw std::logic_error("remat graph: two values at one address");
   x.block = b;
-  x.state = ValueState::SwappingIn;
-  if (!by_addr_.emplace(b.addr, v).second) throw std::logic_error("remat graph: two values at one address");
+  set_state(v, ValueState::SwappingIn);
 }
 
 void RematGraph::finish_swap_in(ValueId v) {
   if (value(v).state != ValueState::SwappingIn) throw std::logic_error("remat graph: swap-in completion out of order");
-  at(v).state = ValueState::Resident;
+  set_state(v, ValueState::Resident);
 }
 
 void RematGraph::computed(ValueId v) {
   // update_after_compute: the class loses this member's cost; the value starts a new class.
   const ValueId r = find_root(v);
   RematValue& x = at(v);
-  if (r != v) uf_cost_[index_of(r)] -= static_cast<double>(x.compute.count());
+  if (r != v) {
+    uf_cost_[index_of(r)] -= static_cast<double>(x.compute.count());
+    changed_class(r);
+  }
   uf_parent_[index_of(v)] = v;
   uf_cost_[index_of(v)] = static_cast<double>(x.compute.count());
+  changed_class(v);
   x.last_access = clock_;
 }
 
@@ -130,21 +183,8 @@ void RematGraph::merge(ValueId a, ValueId b) {
   if (ra == rb) return;
   uf_parent_[index_of(rb)] = ra;
   uf_cost_[index_of(ra)] += uf_cost_[index_of(rb)];
-}
-
-double RematGraph::eq_class_cost(ValueId v) const {
-  const RematValue& x = value(v);
-  double c = static_cast<double>(x.compute.count());
-  if (x.producer == kNoIndex) return c;
-  const RematExecution& p = executions_[x.producer];
-  for (const auto* list : {&p.inputs, &p.outputs}) {
-    for (ValueId u : *list) {
-      const RematValue& y = value(u);
-      if (y.state != ValueState::Evicted) continue;
-      c += std::max(uf_cost_[index_of(find_root(u))], static_cast<double>(y.compute.count()));
-    }
-  }
-  return c;
+  changed_class(ra);
+  changed_class(rb);
 }
 
 // Sum of compute over evicted values reachable from v's neighbours through evicted values,
@@ -220,7 +260,10 @@ void RematGraph::lock_dependents(ValueId v) {
   walk_descendants(v, [&](ValueId w) {
     // Resident, or with its contents on the host: it must never be dropped to recompute.
     RematValue& y = at(w);
-    if (y.state != ValueState::Evicted && y.state != ValueState::Gone) y.unevictable = true;
+    if (y.state != ValueState::Evicted && y.state != ValueState::Gone) {
+      y.unevictable = true;
+      sync_candidate(w);
+    }
     return true;
   });
 }

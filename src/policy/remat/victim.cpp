@@ -5,7 +5,11 @@
 #include <limits>
 #include <stdexcept>
 #include <utility>
+#include <string>
 #include <vector>
+
+#include "coopsim/base/error.hpp"
+#include "layout_walk.hpp"
 
 namespace coopsim {
 
@@ -65,27 +69,53 @@ double eviction_score(const RematGraph& g, ValueId v, EvictionScore score, Bytes
   throw std::logic_error("unknown eviction score");
 }
 
-std::optional<ValueId> find_victim(const MemoryView& view, EvictionScore score, SeededDraws& draws) {
-  const RematGraph* g = view.remat();
-  if (g == nullptr) throw std::logic_error("find_victim: the engine keeps no remat graph");
+namespace {
+
+struct Search {
+  Search(const RematGraph& graph, EvictionScore sc, SeededDraws& d) : g(graph), score(sc), draws(d) {}
+  const RematGraph& g;
+  EvictionScore score;
+  SeededDraws& draws;
+  std::uint64_t scanned = 0;
   std::optional<ValueId> best;
   double best_score = std::numeric_limits<double>::infinity();
-  std::uint64_t scanned = 0;
-  auto consider = [&](ValueId v, Bytes free_adjacent) {
-    ++scanned;
-    if (!g->evictable(v)) return;
-    const double h = eviction_score(*g, v, score, free_adjacent, draws, &scanned);
+
+  // Called in address order for each evictable value: a strict '<' keeps the lowest address.
+  void consider(ValueId v, Bytes free_adjacent) {
+    const double h = eviction_score(g, v, score, free_adjacent, draws, &scanned);
     if (!best || h < best_score) {
       best = v;
       best_score = h;
     }
+  }
+  // dtr-eq and dte divide an eq-class cost >= the value's own compute c by the same positive
+  // denominator, so c / denominator is a lower bound on the score: a value whose bound is
+  // already >= the best score cannot replace it, and its eq-class cost is not needed.
+  [[nodiscard]] bool cannot_win(ValueId v, Bytes free_adjacent) const {
+    if (!best || (score != EvictionScore::DtrEq && score != EvictionScore::Dte)) return false;
+    const RematValue& x = g.value(v);
+    const double m = static_cast<double>(x.size.value);
+    const double s = static_cast<double>(g.staleness(v).count());
+    const double c = static_cast<double>(x.compute.count());
+    const double bound =
+        score == EvictionScore::DtrEq ? c / (m * s) : c / (s * (m + static_cast<double>(free_adjacent.value)));
+    return bound >= best_score;
+  }
+};
+
+// The plain searches, over every resident value or every range in address order.
+void search_all(const MemoryView& view, Search& s) {
+  const RematGraph& g = s.g;
+  auto consider = [&](ValueId v, Bytes free_adjacent) {
+    ++s.scanned;
+    if (g.evictable(v)) s.consider(v, free_adjacent);
   };
-  if (score == EvictionScore::Dte && view.allocator().address_aware()) {
+  if (s.score == EvictionScore::Dte && view.allocator().address_aware()) {
     // The allocator's ranges give each block's free neighbours in its own segment.
     const std::vector<Range> r = view.allocator().ranges();
     for (std::size_t i = 0; i < r.size(); ++i) {
       if (r[i].free) continue;
-      const auto v = g->resident_at(r[i].addr);
+      const auto v = g.resident_at(r[i].addr);
       if (!v) continue;
       Bytes adjacent;
       if (i > 0 && r[i - 1].free && r[i - 1].segment == r[i].segment) adjacent += r[i - 1].size;
@@ -93,10 +123,67 @@ std::optional<ValueId> find_victim(const MemoryView& view, EvictionScore score, 
       consider(*v, adjacent);
     }
   } else {
-    for (const auto& [addr, v] : g->resident_by_address()) consider(v, Bytes{0});
+    for (const auto& [addr, v] : g.holders_by_address()) consider(v, Bytes{0});
   }
-  view.count_scanned(scanned);
-  return best;
+}
+
+// The same searches over the eviction candidates only (plus, for dte, the free ranges next to
+// them): every other resident value is counted as examined, as the plain search counts it.
+// False when dte's allocator keeps no free ranges by address.
+bool search_candidates(const MemoryView& view, Search& s) {
+  const RematGraph& g = s.g;
+  if (s.score == EvictionScore::Dte && view.allocator().address_aware()) {
+    thread_local LayoutScratch scratch;
+    thread_local std::vector<LayoutItem> items;
+    items.clear();
+    bool walked = false;
+    walk_layout(view.allocator(), g, scratch, walked, [&](const LayoutItem& it) { items.push_back(it); });
+    if (!walked) return false;
+    s.scanned += g.holder_count();
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const LayoutItem& it = items[i];
+      if (it.value == kNoValue || !g.evictable(it.value)) continue;
+      Bytes adjacent;
+      if (i > 0 && items[i - 1].value == kNoValue && !it.barrier_before) adjacent += items[i - 1].size;
+      if (i + 1 < items.size() && items[i + 1].value == kNoValue && !items[i + 1].barrier_before) {
+        adjacent += items[i + 1].size;
+      }
+      if (!s.cannot_win(it.value, adjacent)) s.consider(it.value, adjacent);
+    }
+    return true;
+  }
+  s.scanned += g.holder_count();
+  for (const auto& block : g.candidates().blocks()) {
+    for (const auto& [addr, v] : block) {
+      if (g.evictable(v) && !s.cannot_win(v, Bytes{0})) s.consider(v, Bytes{0});
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<ValueId> find_victim(const MemoryView& view, EvictionScore score, SeededDraws& draws) {
+  const RematGraph* g = view.remat();
+  if (g == nullptr) throw std::logic_error("find_victim: the engine keeps no remat graph");
+  const SeededDraws draws_before = draws;
+  Search s(*g, score, draws);
+  const bool fast = search_candidates(view, s);
+  if (!fast) search_all(view, s);
+  if (fast && view.cross_check()) {
+    // Cross-check against the plain search (with the random draws it would have made).
+    SeededDraws copy = draws_before;
+    Search all(*g, score, copy);
+    search_all(view, all);
+    if (all.best != s.best || all.scanned != s.scanned) {
+      throw InvariantError(std::string("find_victim: the search over candidates and the search over every value "
+                                       "disagree (") +
+                           std::string(to_string(score)) + ", scanned " + std::to_string(s.scanned) + " vs " +
+                           std::to_string(all.scanned) + ")");
+    }
+  }
+  view.count_scanned(s.scanned);
+  return s.best;
 }
 
 }  // namespace coopsim

@@ -14,16 +14,27 @@
 //    of its producer; the class root accumulates the members' compute costs; (re)computing a
 //    value subtracts its cost from its root and makes it a singleton again (upstream's rule,
 //    approximate by design: members that pointed through it keep their stale links).
+//  * Eviction searches read eq-class costs thousands of times per run: each value's cost is
+//    cached and invalidated exactly when something it was computed from changes (the state or
+//    compute of a value in its producer's inputs and outputs, pushed through the executions;
+//    the cost or root of a class it read, through one-shot watch lists on the class root).
+//    verify_eq_cache(true) (engine.plan_checks, --paranoid) recomputes every cached cost it hands out and throws
+//    on a difference.
+//  * Resident values are indexed by block address twice: all of them (resident_at) and the
+//    eviction candidates in address order (candidates(): flat sorted blocks, so a search is a
+//    walk over contiguous memory).
 //
 // Policies read this through MemoryView::remat(); only the engine changes it.
 #pragma once
 
 #include <cstdint>
-#include <map>
+#include <unordered_map>
+#include <utility>
 #include <optional>
 #include <vector>
 
 #include "coopsim/alloc/allocator.hpp"
+#include "coopsim/base/flat_ordered_map.hpp"
 #include "coopsim/model/trace.hpp"
 #include "coopsim/base/units.hpp"
 
@@ -82,19 +93,25 @@ class RematGraph {
     const SimTime s = clock_ - value(v).last_access;
     return s < SimTime{1} ? SimTime{1} : s;
   }
-  // Values holding a block (resident, or with a copy in flight) by block address (address
-  // order is the scan order of per-tensor loops).
-  [[nodiscard]] const std::map<std::uint64_t, ValueId>& resident_by_address() const { return by_addr_; }
+  // Values holding a block (resident, or with a copy in flight), by block address.
+  [[nodiscard]] std::size_t holder_count() const { return holders_.size(); }
   [[nodiscard]] std::optional<ValueId> resident_at(std::uint64_t addr) const {
-    auto it = by_addr_.find(addr);
-    if (it == by_addr_.end()) return std::nullopt;
+    auto it = holders_.find(addr);
+    if (it == holders_.end()) return std::nullopt;
     return it->second;
   }
+  // Every value holding a block, in address order (the scan order of per-tensor loops). O(n log n).
+  [[nodiscard]] std::vector<std::pair<std::uint64_t, ValueId>> holders_by_address() const;
+  // The values evictable() but for pins (resident, not unevictable, with a producer), by block
+  // address: what eviction searches walk.
+  [[nodiscard]] const FlatOrderedMap<ValueId>& candidates() const { return candidates_; }
 
   // Costs, in ns of compute (see the header comment and docs/models/dtr-dte.md).
   // Coop / DTR prototype eq-class approximation: c(t) + sum over evicted inputs and outputs u
   // of t's producer of max(cost of u's class, c(u)).
   [[nodiscard]] double eq_class_cost(ValueId v) const;
+  // Recompute every cached eq-class cost handed out and throw std::logic_error on a difference.
+  void verify_eq_cache(bool on) { verify_eq_ = on; }
   // h_DTR's full evicted neighbourhood: c(t) + c(evicted ancestors reachable through evicted
   // values) + c(evicted descendants reachable through evicted values); each value once.
   // `scanned` (optional) counts the values visited.
@@ -116,7 +133,7 @@ class RematGraph {
   void touch(ValueId v) { at(v).last_access = clock_; }
   void pin(ValueId v) { ++at(v).pins; }
   void unpin(ValueId v) { --at(v).pins; }
-  void set_unevictable(ValueId v) { at(v).unevictable = true; }
+  void set_unevictable(ValueId v);
   void set_released(ValueId v) { at(v).released = true; }
   void set_producer(ValueId v, std::uint32_t execution);
   void place(ValueId v, const Block& b);          // -> Resident with block b
@@ -134,6 +151,15 @@ class RematGraph {
 
  private:
   RematValue& at(ValueId v) { return values_[index_of(v)]; }
+  // Every state change goes through here: it keeps the address indexes and the eq-cost cache.
+  void set_state(ValueId v, ValueState s);
+  void sync_candidate(ValueId v);
+  [[nodiscard]] double compute_eq_class_cost(ValueId v, bool watch) const;
+  // The eq-cost cache (graph_eq_cache.cpp).
+  void invalidate_eq(ValueId v) const;
+  void changed_value(ValueId u);  // u's evicted-ness or compute changed: its readers' costs are stale
+  void changed_class(ValueId r);  // class root r's cost or members changed
+  void watch_class(ValueId root, ValueId reader) const;
   ValueId find_root(ValueId v) const;
   template <class Visit>
   bool walk_descendants(ValueId v, Visit visit) const;
@@ -141,8 +167,26 @@ class RematGraph {
 
   std::vector<RematValue> values_;
   std::vector<RematExecution> executions_;
-  std::vector<std::vector<std::uint32_t>> consumers_;  // per value: executions reading it
-  std::map<std::uint64_t, ValueId> by_addr_;
+  std::vector<std::vector<std::uint32_t>> consumers_;   // per value: executions reading it
+  std::vector<std::vector<std::uint32_t>> writers_;     // per value: executions listing it as an output
+  std::vector<std::vector<ValueId>> produced_;          // per execution: values it was made producer of
+  std::unordered_map<std::uint64_t, ValueId> holders_;  // block address -> value holding it
+  FlatOrderedMap<ValueId> candidates_;
+  std::vector<std::uint8_t> in_candidates_;
+  // Eq-cost cache: value, validity, generation (bumped on invalidation; watch entries of an
+  // older generation are stale), and per class root a singly linked list of watch entries.
+  struct Watch {
+    ValueId reader;
+    std::uint32_t generation;
+    std::uint32_t next;
+  };
+  mutable std::vector<double> eq_cost_;
+  mutable std::vector<std::uint8_t> eq_valid_;
+  mutable std::vector<std::uint32_t> eq_generation_;
+  mutable std::vector<std::uint32_t> watch_head_;
+  mutable std::vector<Watch> watches_;
+  mutable std::uint32_t watch_free_ = kNoIndex;
+  bool verify_eq_ = false;
   SimTime clock_{0};
   mutable std::vector<ValueId> uf_parent_;         // path halving in find_root
   std::vector<double> uf_cost_;                    // class roots: summed compute (ns); a double so
