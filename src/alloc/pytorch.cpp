@@ -138,6 +138,11 @@ void PyTorchCachingAllocator::deallocate(const Block& block) { impl_->free(block
 void PyTorchCachingAllocator::release_cached() { impl_->release_cached_blocks(); }
 AllocatorStats PyTorchCachingAllocator::stats() const { return impl_->stats(); }
 std::vector<Range> PyTorchCachingAllocator::ranges() const { return impl_->ranges(); }
+bool PyTorchCachingAllocator::free_ranges_by_address(std::vector<Range>& out) const {
+  return impl_->free_ranges_by_address(out);
+}
+void PyTorchCachingAllocator::segment_starts(std::vector<std::uint64_t>& out) const { impl_->segment_starts(out); }
+std::uint64_t PyTorchCachingAllocator::ranges_end() const { return impl_->ranges_end(); }
 void PyTorchCachingAllocator::check_invariants() const { impl_->check_invariants(); }
 Bytes PyTorchCachingAllocator::inactive_split_bytes() const { return Bytes{impl_->inactive_split}; }
 std::uint64_t PyTorchCachingAllocator::ooms() const { return impl_->oom_count; }

@@ -292,6 +292,9 @@ struct PyTorchCachingAllocator::Impl {
   // --- inspection (pytorch_inspect.cpp) ---
   AllocatorStats stats() const;
   std::vector<Range> ranges() const;
+  bool free_ranges_by_address(std::vector<Range>& out) const;
+  void segment_starts(std::vector<std::uint64_t>& out) const;
+  std::uint64_t ranges_end() const;
   void check_invariants() const;
   std::vector<Block> seed_segment(std::uint64_t addr, std::uint32_t stream, bool small,
                                   std::span<const PyTorchSeedBlock> blocks);

@@ -63,6 +63,33 @@ std::vector<Range> Impl::ranges() const {
   return out;
 }
 
+bool Impl::free_ranges_by_address(std::vector<Range>& out) const {
+  out.clear();
+  for (const auto& [addr, s] : seg_by_addr) {
+    if (segs[s].expandable) return false;  // unmapped pages break the tiling the walk relies on
+  }
+  // Every free block of a non-expandable segment is cached in its pool (free_block()).
+  for (const Pool* pool : {&small, &large}) {
+    for (const SizeKey& k : pool->blocks) {
+      const Node& b = nodes[k.node];
+      out.push_back(Range{b.addr, Bytes{b.size}, true, segs[b.seg].id});
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const Range& a, const Range& b) { return a.addr < b.addr; });
+  return true;
+}
+
+void Impl::segment_starts(std::vector<std::uint64_t>& out) const {
+  out.clear();
+  for (const auto& [addr, s] : seg_by_addr) out.push_back(addr);
+}
+
+std::uint64_t Impl::ranges_end() const {
+  if (seg_by_addr.empty()) return 0;
+  const Segment& last = segs[seg_by_addr.rbegin()->second];
+  return last.addr + last.size;  // not expandable: its blocks tile [addr, addr + size)
+}
+
 void Impl::check_invariants() const {
   auto fail = [](const std::string& what) { throw InvariantError("pytorch: " + what); };
   std::uint64_t sum_reserved = 0, sum_allocated = 0, sum_requested = 0, sum_inactive = 0;

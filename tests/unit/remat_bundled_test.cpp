@@ -56,9 +56,7 @@ TEST_CASE("recompute policies pass the plan checks on every bundled trace", "[re
 // the free ranges) with cached eq-class costs; engine.plan_checks cross-checks every search
 // against the plain one over every resident value or range and recomputes every cached cost it
 // hands out (throwing on a difference). Every heuristic, on an address-blind allocator and the
-// two that keep free ranges by address (pytorch's searches are the plain ones for dte and coop,
-// and the same candidate walk as fungible's for the others). Under COOPSIM_SANITIZE=1 every
-// other trace.
+// three that give free ranges by address. Under COOPSIM_SANITIZE=1 every other trace.
 TEST_CASE("fast eviction searches agree with the plain ones on every bundled trace", "[remat][bundled][search]") {
   const auto all = coopsim::test::bundled_traces();
   REQUIRE(all.size() >= 10);
@@ -69,7 +67,7 @@ TEST_CASE("fast eviction searches agree with the plain ones on every bundled tra
   for (const auto& path : traces) {
     const Trace trace = load_trace(path.string());
     const TraceSummary summary = summarize(trace);
-    for (const std::string alloc : {"fungible", "bestfit", "cnmem"}) {
+    for (const std::string alloc : {"fungible", "bestfit", "cnmem", "pytorch"}) {
       for (const std::string heuristic :
            {"dtr", "dtr-eq", "dtr-local", "lru", "largest", "msps", "random", "dte", "coop"}) {
         const bool is_policy = heuristic == "dte" || heuristic == "coop";
@@ -88,6 +86,6 @@ TEST_CASE("fast eviction searches agree with the plain ones on every bundled tra
       }
     }
   }
-  CHECK(runs == traces.size() * 3 * 9);
+  CHECK(runs == traces.size() * 4 * 9);
   CHECK(evicting > runs / 2);
 }

@@ -90,6 +90,11 @@ class PyTorchCachingAllocator final : public Allocator {
   void release_cached() override;  // torch.cuda.empty_cache()
   [[nodiscard]] AllocatorStats stats() const override;
   [[nodiscard]] std::vector<Range> ranges() const override;  // mapped memory only
+  // Layout-aware searches: while no segment is expandable (blocks then tile each segment), the
+  // cached free blocks of both pools by address; otherwise false (the searches read ranges()).
+  bool free_ranges_by_address(std::vector<Range>& out) const override;
+  void segment_starts(std::vector<std::uint64_t>& out) const override;
+  [[nodiscard]] std::uint64_t ranges_end() const override;
   void check_invariants() const override;
 
   // DeviceStats extras.
