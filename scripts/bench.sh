@@ -8,7 +8,8 @@
 #    traces;
 #  - `coopsim plan` on 30 000 and 62 000 random buffers (wall time under --time-limit 5 / 10);
 #  - wide traces (200 / 2,000 / 6,000 layers, 3 iterations; 20,000 with BENCH_WIDE_20000=1):
-#    smartpool keep, dtr on fungible and coop on bestfit at 60 %, wall time under a timeout;
+#    smartpool keep, dtr on fungible and coop on bestfit and pytorch at 60 %, wall time under a
+#    timeout;
 #  - peak resident memory of each measurement.
 # Results: bench/results.csv and a printed summary. Targets: >= 1M lines/s, >= 10M events/s
 # under keep, a 100-budget x 3-policy sweep of the largest bundled trace in < 10 s on 2 cores.
@@ -77,7 +78,8 @@ for i in range(n):
   # Wide traces (issue 18): generated CNNs of 200, 2,000 and 6,000 layers, 3 iterations (26k,
   # 256k, 768k events; BENCH_WIDE_20000=1 adds 20,000 layers, 2.56 M events): wall seconds and
   # peak RSS of smartpool keep at 100 % (its offline planning is the lifetime index's case), and
-  # of dtr (dtr-eq) on fungible and coop on bestfit at 60 %, one core, each cut after
+  # of dtr (dtr-eq) on fungible and coop on bestfit and on pytorch (the default allocator) at
+  # 60 %, one core, each cut after
   # BENCH_WIDE_TIMEOUT seconds (default 300; value "timeout"). Subject: layers/allocator/policy/
   # budget/status.
   wide_layers="200 2000 6000"
@@ -85,7 +87,7 @@ for i in range(n):
   for layers_w in $wide_layers; do
     trace="bench/wide-$layers_w.jsonl.gz"
     [ -f "$trace" ] || "$coopsim" generate -o "$trace" --set layers="$layers_w" --set iterations=3 >/dev/null
-    for spec in smartpool:keep:100% fungible:dtr:60% bestfit:coop:60%; do
+    for spec in smartpool:keep:100% fungible:dtr:60% bestfit:coop:60% pytorch:coop:60%; do
       IFS=: read -r a p b <<<"$spec"
       limit="${BENCH_WIDE_TIMEOUT:-300}"
       if timeout "$limit" /usr/bin/time -f "%e %M" -o bench/time.txt taskset -c 0 "$coopsim" run "$trace" \

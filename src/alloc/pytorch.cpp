@@ -243,11 +243,15 @@ std::uint32_t PyTorchCachingAllocator::Impl::new_segment(std::uint64_t addr, std
   g.used = true;
   seg_by_addr.emplace(addr, s);
   ++segment_count;
+  if (expandable) ++expandable_count;
+  starts_stale = true;
   return s;
 }
 
 void PyTorchCachingAllocator::Impl::delete_segment(std::uint32_t s) {
   seg_by_addr.erase(segs[s].addr);
+  if (segs[s].expandable) --expandable_count;
+  starts_stale = true;
   segs[s].used = false;
   free_segs.push_back(s);
   --segment_count;

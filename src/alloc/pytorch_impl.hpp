@@ -319,6 +319,9 @@ struct PyTorchCachingAllocator::Impl {
   std::uint64_t requested = 0;
   std::uint64_t inactive_split = 0;
   std::uint64_t segment_count = 0;
+  std::uint64_t expandable_count = 0;         // segments in use that are expandable
+  mutable std::vector<std::uint64_t> starts;  // segment addresses, rebuilt when stale
+  mutable bool starts_stale = true;
   std::uint64_t device_mallocs = 0;
   std::uint64_t device_frees = 0;
   std::uint64_t alloc_retries = 0;

@@ -65,9 +65,7 @@ std::vector<Range> Impl::ranges() const {
 
 bool Impl::free_ranges_by_address(std::vector<Range>& out) const {
   out.clear();
-  for (const auto& [addr, s] : seg_by_addr) {
-    if (segs[s].expandable) return false;  // unmapped pages break the tiling the walk relies on
-  }
+  if (expandable_count > 0) return false;  // unmapped pages break the tiling the walk relies on
   // Every free block of a non-expandable segment is cached in its pool (free_block()).
   for (const Pool* pool : {&small, &large}) {
     for (const SizeKey& k : pool->blocks) {
@@ -80,8 +78,12 @@ bool Impl::free_ranges_by_address(std::vector<Range>& out) const {
 }
 
 void Impl::segment_starts(std::vector<std::uint64_t>& out) const {
-  out.clear();
-  for (const auto& [addr, s] : seg_by_addr) out.push_back(addr);
+  if (starts_stale) {
+    starts.clear();
+    for (const auto& [addr, s] : seg_by_addr) starts.push_back(addr);
+    starts_stale = false;
+  }
+  out = starts;
 }
 
 std::uint64_t Impl::ranges_end() const {
@@ -93,12 +95,13 @@ std::uint64_t Impl::ranges_end() const {
 void Impl::check_invariants() const {
   auto fail = [](const std::string& what) { throw InvariantError("pytorch: " + what); };
   std::uint64_t sum_reserved = 0, sum_allocated = 0, sum_requested = 0, sum_inactive = 0;
-  std::uint64_t n_free = 0, n_unmapped = 0, n_live = 0, n_nodes = 0, n_segs = 0;
+  std::uint64_t n_free = 0, n_unmapped = 0, n_live = 0, n_nodes = 0, n_segs = 0, n_expandable = 0;
   std::uint64_t prev_end = 0;
 
   for (const auto& [addr, s] : seg_by_addr) {
     const Segment& g = segs[s];
     ++n_segs;
+    if (g.expandable) ++n_expandable;
     if (!g.used || g.addr != addr) fail(fmt::format("segment index entry {:#x} is stale", addr));
     if (addr < prev_end) fail(fmt::format("segment {:#x} overlaps the previous one", addr));
     prev_end = addr + g.size;
@@ -168,6 +171,7 @@ void Impl::check_invariants() const {
     if (counter != actual) fail(fmt::format("{} is {}, recomputed {}", what, counter, actual));
   };
   check_count("segment count", segment_count, n_segs);
+  check_count("expandable segment count", expandable_count, n_expandable);
   check_count("reserved", reserved, sum_reserved);
   check_count("allocated", allocated, sum_allocated);
   check_count("requested", requested, sum_requested);

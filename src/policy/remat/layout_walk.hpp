@@ -54,8 +54,12 @@ bool walk_layout(const Allocator& a, const RematGraph& g, LayoutScratch& scratch
     have_prev = true;
     prev_end = item.addr + item.size.value;
   };
+  constexpr std::size_t kAhead = 8;  // candidates prefetched ahead of the walk
   for (const auto& block : g.candidates().blocks()) {
-    for (const auto& [addr, v] : block) {
+    for (std::size_t i = 0; i < block.size(); ++i) {
+      if (i + kAhead < block.size()) g.prefetch(block[i + kAhead].value);
+      const std::uint64_t addr = block[i].key;
+      const ValueId v = block[i].value;
       while (f < free.size() && free[f].addr < addr) {
         emit(LayoutItem{free[f].addr, free[f].size, kNoValue, false});
         ++f;

@@ -153,8 +153,11 @@ bool search_candidates(const MemoryView& view, Search& s) {
     return true;
   }
   s.scanned += g.holder_count();
+  constexpr std::size_t kAhead = 8;  // candidates prefetched ahead of the scan
   for (const auto& block : g.candidates().blocks()) {
-    for (const auto& [addr, v] : block) {
+    for (std::size_t i = 0; i < block.size(); ++i) {
+      if (i + kAhead < block.size()) g.prefetch(block[i + kAhead].value);
+      const ValueId v = block[i].value;
       if (g.evictable(v) && !s.cannot_win(v, Bytes{0})) s.consider(v, Bytes{0});
     }
   }

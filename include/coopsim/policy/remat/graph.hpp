@@ -110,6 +110,13 @@ class RematGraph {
   // Coop / DTR prototype eq-class approximation: c(t) + sum over evicted inputs and outputs u
   // of t's producer of max(cost of u's class, c(u)).
   [[nodiscard]] double eq_class_cost(ValueId v) const;
+  // Hints the cache lines a search will read for v (its record and cached cost): searches walk
+  // the candidates in address order, whose values lie anywhere in memory.
+  void prefetch(ValueId v) const {
+    __builtin_prefetch(&values_[index_of(v)]);
+    __builtin_prefetch(&eq_cost_[index_of(v)]);
+    __builtin_prefetch(&eq_valid_[index_of(v)]);
+  }
   // Recompute every cached eq-class cost handed out and throw std::logic_error on a difference.
   void verify_eq_cache(bool on) { verify_eq_ = on; }
   // h_DTR's full evicted neighbourhood: c(t) + c(evicted ancestors reachable through evicted
