@@ -56,11 +56,11 @@ TEST_CASE("recompute policies pass the plan checks on every bundled trace", "[re
 // the free ranges) with cached eq-class costs; engine.plan_checks cross-checks every search
 // against the plain one over every resident value or range and recomputes every cached cost it
 // hands out (throwing on a difference). Every heuristic, on an address-blind allocator and the
-// three that give free ranges by address. Under COOPSIM_SANITIZE=1 every other trace.
+// three that give free ranges by address. Under COOPSIM_SANITIZE=1 every fourth trace.
 TEST_CASE("fast eviction searches agree with the plain ones on every bundled trace", "[remat][bundled][search]") {
   const auto all = coopsim::test::bundled_traces();
   REQUIRE(all.size() >= 10);
-  const std::size_t stride = coopsim::test::bundled_percents({1, 2}).size() == 2 ? 1 : 2;
+  const std::size_t stride = coopsim::test::bundled_percents({1, 2}).size() == 2 ? 1 : 4;
   std::vector<std::filesystem::path> traces;
   for (std::size_t i = 0; i < all.size(); i += stride) traces.push_back(all[i]);
   std::uint64_t runs = 0, evicting = 0;
