@@ -36,6 +36,10 @@ def parse_args(argv, models):
                    help="zero_grad(set_to_none=False): gradients are zeroed in place and stay allocated")
     p.add_argument("--seed", type=int, default=0, help="torch.manual_seed (default 0)")
     p.add_argument("--quiet", action="store_true", help="no progress or warnings on stderr")
+    p.add_argument("--memory-snapshot", metavar="FILE",
+                   help="CUDA, torch >= 2.0: record the caching allocator's history in the same run and write "
+                        "its snapshot (torch.cuda.memory._snapshot(), pickled; gzip when FILE ends in .gz); the "
+                        "allocator's peaks go into the header (source.cuda_memory)")
     args = p.parse_args(argv)
     if ":" not in args.model and args.model not in models:
         p.error(f"argument --model: invalid choice: {args.model!r} (choose from {', '.join(sorted(models))}, "
@@ -50,6 +54,8 @@ def parse_args(argv, models):
         p.error("--launch-overhead must be >= 0")
     if args.launch_overhead and not (args.fake or args.device_profile):
         p.error("--launch-overhead needs an estimate (--device-profile or --fake)")
+    if args.memory_snapshot and args.fake:
+        p.error("--memory-snapshot needs a real run: FakeTensors allocate no device memory (drop --fake)")
     return args
 
 
@@ -130,11 +136,24 @@ def main(argv=None, tool=TOOL):
         elif args.checkpoint:
             checkpoint = [n.strip() for n in args.checkpoint.split(",") if n.strip()]
         optimizer = args.optimizer or spec.optimizer
+        history = None
+        if args.memory_snapshot:
+            from .cuda_memory import MemoryHistory
+            history = MemoryHistory(device)
+            history.start()  # before the model exists: the snapshot's history covers the whole run
         torch.manual_seed(args.seed)
-        builder = record(spec.build, lambda dev: spec.inputs(batch, dev), spec.loss, optimizer,
-                         iterations=args.iterations, device=device, fake=args.fake, timer=timer, log=log, amp=args.amp,
-                         checkpoint=checkpoint, accumulation=args.accumulation,
-                         set_to_none=not args.keep_grads)
+        try:
+            builder = record(spec.build, lambda dev: spec.inputs(batch, dev), spec.loss, optimizer,
+                             iterations=args.iterations, device=device, fake=args.fake, timer=timer, log=log,
+                             amp=args.amp, checkpoint=checkpoint, accumulation=args.accumulation,
+                             set_to_none=not args.keep_grads)
+            if history is not None:
+                cuda_memory = history.stats()
+                cuda_memory["snapshot"] = os.path.basename(args.memory_snapshot)
+                snapshot = history.snapshot()
+        finally:
+            if history is not None:
+                history.stop()
         source = {"tool": tool, "torch": api.compat.version(), "model": spec.summary, "batch": batch,
                   "evaluation_batch": spec.batch, "iterations": args.iterations,
                   "optimizer": optimizer if isinstance(optimizer, str) else getattr(optimizer, "__qualname__", "callable"),
@@ -143,16 +162,26 @@ def main(argv=None, tool=TOOL):
                                         checkpoint=api.describe_checkpoint(checkpoint, builder),
                                         accumulation=args.accumulation, set_to_none=not args.keep_grads))
         source["durations"] = timer.describe()
+        if history is not None:
+            source["cuda_memory"] = cuda_memory
         header = {"format": "coopsim-trace", "version": 1, "model": spec.name, "source": source, "time_unit": "ns",
                   "iterations": args.iterations, "device": api.device_name(device, args.fake)}
         builder.write(args.output, header)
+        if history is not None:
+            history.write(snapshot, args.memory_snapshot)
     except Exception as e:  # one line, no traceback: the recorder's contract with scripts and tests
+        if os.environ.get("COOPSIM_RECORD_TRACEBACK"):
+            import traceback
+            traceback.print_exc()
         print(f"record_pytorch: error: {label}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
               file=sys.stderr)
         return 1
     if log:
         log(f"wrote {args.output}: {len(builder.tensors)} tensors, {len(builder.ops)} ops, {len(builder.events)} "
             f"events, peak live {builder.peak_live()} bytes, {time.perf_counter() - started:.1f} s")
+        if args.memory_snapshot:
+            log(f"wrote {args.memory_snapshot}: max_memory_allocated {cuda_memory['max_memory_allocated']} bytes, "
+                f"max_memory_reserved {cuda_memory['max_memory_reserved']} bytes")
     return 0
 
 

@@ -20,7 +20,8 @@ try:
 except ImportError:  # pragma: no cover - torch older than 1.13
     FakeTensor = FakeTensorMode = None
 
-_StorageBase = torch._C.StorageBase
+# torch._C.StorageBase is the C base of UntypedStorage in 1.13 and 2.x; UntypedStorage inherits its methods.
+_StorageBase = getattr(torch._C, "StorageBase", None) or torch.UntypedStorage
 _weak_ref = _StorageBase._weak_ref
 _expired = _StorageBase._expired
 _free_weak_ref = _StorageBase._free_weak_ref
