@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU checks of docs/cuda-validation.md in one command, for a CUDA machine with PyTorch 2.x:
-#   scripts/gpu_validate.sh OUT_DIR [STAGE...]      stages: env suite record replay calibrated corrupt
+#   scripts/gpu_validate.sh OUT_DIR [STAGE...]      stages: env suite record replay calibrated corrupt fullcheck
 # (default: all, in that order). COOPSIM (default build-cuda/src/coopsim) and TEST_GPU (default
 # build-cuda/tests/test_gpu) name the binaries of a -Dcuda=enabled build; PYTHON (default python3) the
 # interpreter with torch. Each stage has a wall-clock budget (STAGE_<NAME>_S) so that one slow stage
@@ -9,11 +9,12 @@
 # (recorded traces, memory snapshots, their imports and address checks).
 #   Replays: every bundled trace under keep (110 %, 150 %), coop (60 %, 80 %) and autoswap (50 %, 80 %)
 #   on the bestfit arena, REPLAY_WARMUP (1) + REPLAY_ITERATIONS (3) replays each, biggest traces last.
+#   Recordings: RECORD_ITERATIONS (3) iterations each, so that an op's duration is a median of three.
 set -u
 cd "$(dirname "$0")/.."
 out="${1:?usage: scripts/gpu_validate.sh OUT_DIR [STAGE...]}"
 shift
-stages="${*:-env suite record replay calibrated corrupt}"
+stages="${*:-env suite record replay calibrated corrupt fullcheck}"
 B="${COOPSIM:-build-cuda/src/coopsim}"
 T="${TEST_GPU:-build-cuda/tests/test_gpu}"
 PY="${PYTHON:-python3}"
@@ -35,8 +36,8 @@ if has env; then
 fi
 
 if has suite; then
-  log "suite: $T (Catch2, TAP)"
-  timeout "${STAGE_SUITE_S:-120}" "$T" -r tap 2>&1 | tee "$out/gpu/suite.tap"
+  log "suite: $T (Catch2)"
+  timeout "${STAGE_SUITE_S:-120}" "$T" 2>&1 | tee "$out/gpu/suite.txt"
   echo "suite exit ${PIPESTATUS[0]}"
 fi
 
@@ -51,6 +52,7 @@ if has record; then
     [ "$(left "$end")" -gt 20 ] || { log "record $m: not reached (stage budget)"; continue; }
     log "record $m $opts"
     COOPSIM_RECORD_TRACEBACK=1 timeout "$(left "$end")" "$PY" scripts/record_pytorch.py --model "$m" $opts \
+      --iterations "${RECORD_ITERATIONS:-3}" \
       --memory-snapshot "$out/rec/$name.snapshot.pickle.gz" -o "$out/rec/$name.jsonl.gz"
     echo "record exit $?"
     timeout "$(left "$end")" "$PY" scripts/time_pytorch_step.py --model "$m" $opts | tee "$out/rec/$name.step.json"
@@ -99,7 +101,7 @@ if has calibrated; then
   end=$(deadline "${STAGE_CALIBRATED_S:-60}")
   if [ -f "$out/gpu/link.json" ]; then
     log "calibrated: link"; cat "$out/gpu/link.json"
-    for m in resnet50 unet swin_t bert_large inception_v3 densenet121 resnet152 bilstm gpt2; do
+    for m in resnet50 unet swin_t inception_v3 densenet121 bert_large resnet152 bilstm gpt2; do
       for b in 50 80; do
         n="$m.autoswap.$b.cal"
         [ "$(left "$end")" -gt 5 ] || { echo "$n: not reached (stage budget)"; continue; }
@@ -130,5 +132,15 @@ if has corrupt; then
   else
     echo "no autoswap plan to corrupt"
   fi
+fi
+if has fullcheck; then
+  # The same replays with every input word checked (--full-check): what the check costs when it is
+  # not fitted into the ops' durations.
+  log fullcheck
+  for n in resnet50.keep.110 resnet50.autoswap.80; do
+    [ -f "/tmp/$n.plan.json" ] || continue
+    timeout 60 "$B" replay-gpu "/tmp/$n.plan.json" --full-check --warmup "$warmup" --iterations "$iterations" \
+      -o "$out/gpu/$n.full.gpu.json" 2>&1 | tee "$out/gpu/$n.full.gpu.txt"
+  done
 fi
 log done

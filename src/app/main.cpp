@@ -206,6 +206,8 @@ int run_command(CLI::App& app, int argc, char** argv) {
       ->check(coopsim::cli::integer<int>());
   replay_cmd->add_option("--sample-stride", replay.sample_stride, "check and write every Nth 4-byte word (default 1)")
       ->check(coopsim::cli::integer<int>());
+  replay_cmd->add_flag("--full-check", replay.full_check,
+                       "check every sampled word of every input, even where that outlasts the op's duration");
   replay_cmd->add_flag("--skip-check", replay.skip_check, "load the plan without the plan checker");
   replay_cmd->add_flag("--poison", replay.poison, "fill blocks allocated without content with a poison pattern");
   replay_cmd->add_flag("--no-graph", replay.no_graph,

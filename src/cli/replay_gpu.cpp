@@ -47,6 +47,7 @@ int command_replay_gpu(const ReplayGpuArgs& args, std::ostream& out) {
   settings.graph = !args.no_graph;
   settings.poison = args.poison;
   settings.sample_stride = static_cast<std::uint32_t>(args.sample_stride);
+  settings.full_check = args.full_check;
   const gpu::ReplayMeasurement m = gpu::cuda::replay(plan, settings);
   const auto samples = gpu::cuda::measure_link(5);
   const gpu::LinkFit d2h = gpu::fit_link(samples, true), h2d = gpu::fit_link(samples, false);
@@ -68,7 +69,10 @@ int command_replay_gpu(const ReplayGpuArgs& args, std::ostream& out) {
     out << "  integrity: FAILED at " << gpu::describe_step(plan, m.first_failing_step) << "\n";
     return 6;
   }
-  out << "  integrity: ok\n";
+  const auto& integrity = report.at("integrity");
+  out << fmt::format("  integrity: ok ({} of {} input words checked, {} checks thinned to fit their op)\n",
+                     integrity.at("read_words_checked").get<std::uint64_t>(),
+                     integrity.at("read_words").get<std::uint64_t>(), integrity.at("thinned_steps").get<std::uint64_t>());
   return 0;
 #else
   (void)args;

@@ -30,15 +30,29 @@ struct DevRef {
 };
 
 struct KernelShape {
-  int blocks = 1;  // at most one per SM, so every block of a kernel runs at once
+  int blocks = 1;  // SMs x resident blocks per SM (occupancy), so every block of a kernel runs at once
   int threads = 256;
 };
 
-// The op kernel: checks refs[0, reads) against their patterns (a mismatch sets *fail to the
-// smallest failing step), writes refs[reads, reads + writes), then spins until `cycles` SM
-// cycles have passed since the block started.
+// The shape of the op and fill kernels on the current device: as many 256-thread blocks as are
+// resident at once (cudaOccupancyMaxActiveBlocksPerMultiprocessor x SMs), enough loads in flight
+// to run the check near the memory's bandwidth.
+KernelShape op_kernel_shape(int sms);
+
+// The op kernel: checks refs[0, reads) against their patterns at `read_stride` (a mismatch sets
+// *fail to the smallest failing step), writes refs[reads, reads + writes) at `write_stride`,
+// then spins until `cycles` SM cycles have passed since the block started. Stride 1 uses
+// 16-byte loads and stores where the block is 16-byte aligned.
 void launch_op(cudaStream_t stream, KernelShape shape, char* arena, const DevRef* refs, std::uint32_t reads,
-               std::uint32_t writes, std::uint32_t stride, long long cycles, std::uint32_t step, std::uint32_t* fail);
+               std::uint32_t writes, std::uint32_t read_stride, std::uint32_t write_stride, long long cycles,
+               std::uint32_t step, std::uint32_t* fail);
+
+// Bytes per ns of the op kernel checking (read) and writing (write) a 256 MiB scratch block at
+// stride 1, best of three; the scratch is allocated and freed here.
+struct CheckBandwidth {
+  double read_bytes_per_ns = 0.0, write_bytes_per_ns = 0.0;
+};
+CheckBandwidth measure_check_bandwidth(cudaStream_t stream, KernelShape shape, std::uint32_t* fail);
 
 // Writes version `version` of `tensor` over `words` words at `offset` (poison: kPoisonTensor).
 void launch_fill(cudaStream_t stream, KernelShape shape, char* arena, DevRef ref, std::uint32_t stride);

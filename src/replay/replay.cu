@@ -63,10 +63,13 @@ struct Prepared {
   std::vector<std::uint32_t> first_ref;  // per step: index of its first DevRef
   std::vector<std::uint32_t> reads, writes;
   std::vector<long long> cycles;  // op / recompute spin
+  std::vector<std::uint32_t> read_stride;  // op / recompute / access: the input check's stride
   std::vector<DevRef> refs;
   std::vector<bool> fill;  // alloc steps that write a pattern
   std::uint64_t fills = 0, poisons = 0;
+  std::uint64_t read_words = 0, read_words_checked = 0, thinned_steps = 0;
 };
+
 
 bool gpu_work(const PlanStep& s, const Prepared& p, std::uint32_t i) {
   switch (s.kind) {
@@ -99,6 +102,15 @@ Prepared prepare(const Plan& plan, const ReplaySettings& settings, const Calibra
   p.writes.resize(n);
   p.cycles.resize(n);
   p.fill.resize(n);
+  p.read_stride.assign(n, settings.sample_stride);
+  auto count_reads = [&](std::size_t i) {
+    for (std::uint32_t k = 0; k < p.reads[i]; ++k) {
+      const std::uint64_t words = p.refs[p.first_ref[i] + k].words;
+      p.read_words += words;
+      p.read_words_checked += (words + p.read_stride[i] - 1) / p.read_stride[i];
+    }
+    if (p.read_stride[i] != settings.sample_stride) ++p.thinned_steps;
+  };
   for (std::size_t i = 0; i < n; ++i) {
     const PlanStep& s = plan.steps[i];
     p.first_ref[i] = static_cast<std::uint32_t>(p.refs.size());
@@ -111,11 +123,19 @@ Prepared prepare(const Plan& plan, const ReplaySettings& settings, const Calibra
         p.writes[i] = static_cast<std::uint32_t>(s.writes.size());
         const double spin_ns = std::max(0.0, static_cast<double>((s.end - s.start).count()) - cal.kernel_overhead_ns);
         p.cycles[i] = static_cast<long long>(spin_ns * cal.cycles_per_ns);
+        double read_bytes = 0, write_bytes = 0;
+        for (std::uint32_t k = 0; k < p.reads[i] + p.writes[i]; ++k) {
+          (k < p.reads[i] ? read_bytes : write_bytes) += 4.0 * static_cast<double>(p.refs[p.first_ref[i] + k].words);
+        }
+        p.read_stride[i] = check_read_stride(spin_ns, read_bytes, write_bytes, settings, cal);
+        count_reads(i);
         break;
       }
       case StepKind::Access:
         p.refs.push_back(content(plan, s.block));
         p.reads[i] = 1;
+        p.read_stride[i] = check_read_stride(0.0, 4.0 * static_cast<double>(p.refs.back().words), 0.0, settings, cal);
+        count_reads(i);
         break;
       case StepKind::Alloc:
         if (s.fill) {
@@ -204,8 +224,8 @@ void issue(Resources& r, const Plan& plan, const Prepared& p, const ReplaySettin
       case StepKind::Op:
       case StepKind::Recompute:
       case StepKind::Access:
-        detail::launch_op(st, shape, r.arena, r.refs + p.first_ref[i], p.reads[i], p.writes[i], settings.sample_stride,
-                          p.cycles[i], i, r.fail);
+        detail::launch_op(st, shape, r.arena, r.refs + p.first_ref[i], p.reads[i], p.writes[i], p.read_stride[i],
+                          settings.sample_stride, p.cycles[i], i, r.fail);
         break;
       case StepKind::Alloc:
         if (p.fill[i]) detail::launch_fill(st, shape, r.arena, p.refs[p.first_ref[i]], settings.sample_stride);
@@ -245,7 +265,7 @@ ReplayMeasurement replay(const Plan& plan, const ReplaySettings& settings) {
   int device = 0, sms = 0;
   check(cudaGetDevice(&device), "cudaGetDevice");
   check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
-  const detail::KernelShape shape{std::max(1, sms), 256};
+  const detail::KernelShape shape = detail::op_kernel_shape(sms);
 
   Resources r;
   ReplayMeasurement m;
@@ -253,6 +273,9 @@ ReplayMeasurement replay(const Plan& plan, const ReplaySettings& settings) {
   check(cudaMalloc(reinterpret_cast<void**>(&r.fail), sizeof(std::uint32_t)), "cudaMalloc (flag)");
   m.calibration.cycles_per_ns = detail::measure_cycles_per_ns(r.streams[0]);
   m.calibration.kernel_overhead_ns = detail::measure_kernel_overhead_ns(r.streams[0], shape, settings.graph, r.fail);
+  const detail::CheckBandwidth bw = detail::measure_check_bandwidth(r.streams[0], shape, r.fail);
+  m.calibration.check_read_bytes_per_ns = bw.read_bytes_per_ns;
+  m.calibration.check_write_bytes_per_ns = bw.write_bytes_per_ns;
   cudaFree(r.fail);
   r.fail = nullptr;
   cudaStreamDestroy(r.streams[0]);
@@ -261,6 +284,9 @@ ReplayMeasurement replay(const Plan& plan, const ReplaySettings& settings) {
   const Prepared p = prepare(plan, settings, m.calibration);
   m.fills = p.fills;
   m.poisons = p.poisons;
+  m.read_words = p.read_words;
+  m.read_words_checked = p.read_words_checked;
+  m.thinned_steps = p.thinned_steps;
   allocate(r, plan, p, settings);
   cudaStream_t compute = r.streams[0];
   if (settings.graph) {

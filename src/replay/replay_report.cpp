@@ -114,10 +114,17 @@ Json replay_report_json(const Plan& plan, const std::string& plan_path, const De
                        {"warmup", settings.warmup},
                        {"graph", settings.graph},
                        {"poison", settings.poison},
-                       {"sample_stride", settings.sample_stride}};
-  r["calibration"] =
-      Json{{"sm_clock_ghz", m.calibration.cycles_per_ns}, {"kernel_overhead_ns", m.calibration.kernel_overhead_ns}};
-  Json integrity{{"ok", m.first_failing_step == kNoStep}, {"first_failing_step", nullptr}};
+                       {"sample_stride", settings.sample_stride},
+                       {"check", settings.full_check ? "full" : "fit"}};
+  r["calibration"] = Json{{"sm_clock_ghz", m.calibration.cycles_per_ns},
+                          {"kernel_overhead_ns", m.calibration.kernel_overhead_ns},
+                          {"check_read_gbps", m.calibration.check_read_bytes_per_ns},
+                          {"check_write_gbps", m.calibration.check_write_bytes_per_ns}};
+  Json integrity{{"ok", m.first_failing_step == kNoStep},
+                 {"first_failing_step", nullptr},
+                 {"read_words", m.read_words},
+                 {"read_words_checked", m.read_words_checked},
+                 {"thinned_steps", m.thinned_steps}};
   if (m.first_failing_step != kNoStep && m.first_failing_step < plan.steps.size()) {
     integrity["first_failing_step"] =
         Json{{"id", m.first_failing_step}, {"step", describe_step(plan, m.first_failing_step)}};

@@ -121,3 +121,43 @@ TEST_CASE("replay report: measured against simulated, per op class and per trans
   CHECK(r.at("transfers").at("h2d").at("mean_abs_step_error").get<double>() == Approx(0.25));
   CHECK(r.at("link").at("d2h").at("gbps").get<double>() == Approx(20.0));
 }
+
+TEST_CASE("replay-gpu input checks are thinned only as far as the op's duration needs") {
+  // Check bandwidth 2 B/ns read, 4 B/ns write (hand-picked for round numbers).
+  Calibration cal;
+  cal.check_read_bytes_per_ns = 2.0;
+  cal.check_write_bytes_per_ns = 4.0;
+  ReplaySettings settings;
+
+  // Traffic: every word up to a 32-byte sector (8 words), then one sector per checked word.
+  CHECK(check_traffic(1024.0, 1) == 1024.0);
+  CHECK(check_traffic(1024.0, 8) == 1024.0);
+  CHECK(check_traffic(1024.0, 16) == 512.0);
+  CHECK(check_traffic(1024.0, 1024) == 8.0);
+
+  // 1000 B read takes 500 ns; 400 B written 100 ns. Spin 725 ns: (725 - 100) * 0.8 = 500 -> fits.
+  CHECK(check_read_stride(725.0, 1000.0, 400.0, settings, cal) == 1);
+  // Spin 724 ns: budget 499.2 ns; stride 16 costs 250 ns -> 16.
+  CHECK(check_read_stride(724.0, 1000.0, 400.0, settings, cal) == 16);
+  // Budget 100 ns (spin 225): 16 -> 250, 32 -> 125, 64 -> 62.5 ns -> 64.
+  CHECK(check_read_stride(225.0, 1000.0, 400.0, settings, cal) == 64);
+  // No time at all (a view op of 0 ns): the sparsest check, one word per 4 KiB.
+  CHECK(check_read_stride(0.0, 369295360.0, 0.0, settings, cal) == kMaxThinning);
+  // Outputs that alone outlast the op leave nothing for the check.
+  CHECK(check_read_stride(100.0, 8.0, 4000.0, settings, cal) == kMaxThinning);
+  // Nothing to read: the sample stride.
+  CHECK(check_read_stride(0.0, 0.0, 0.0, settings, cal) == 1);
+
+  SECTION("--sample-stride scales every stride, so a thinned check reads only written words") {
+    settings.sample_stride = 4;
+    CHECK(check_read_stride(725.0, 1000.0, 400.0, settings, cal) == 4);
+    CHECK(check_read_stride(0.0, 1e6, 0.0, settings, cal) == 4 * kMaxThinning);
+  }
+  SECTION("--full-check never thins") {
+    settings.full_check = true;
+    CHECK(check_read_stride(0.0, 369295360.0, 0.0, settings, cal) == 1);
+  }
+  SECTION("without a calibration (no check bandwidth) nothing is thinned") {
+    CHECK(check_read_stride(0.0, 1e6, 0.0, settings, Calibration{}) == 1);
+  }
+}

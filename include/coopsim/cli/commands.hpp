@@ -114,6 +114,7 @@ struct ReplayGpuArgs {
   bool skip_check = false;  // load the plan without the plan checker
   bool poison = false;      // fill blocks allocated without content with a poison pattern
   bool no_graph = false;    // issue from the host instead of launching a captured CUDA graph
+  bool full_check = false;  // no thinning of input checks to fit the ops' durations
 };
 int command_replay_gpu(const ReplayGpuArgs& args, std::ostream& out);
 

@@ -35,11 +35,17 @@ struct ReplaySettings {
   bool graph = true;                // capture one replay as a CUDA graph and launch it (else issue from the host)
   bool poison = false;              // fill blocks allocated without content with a pattern no version has
   std::uint32_t sample_stride = 1;  // check and write every Nth 4-byte word of a tensor
+  // false (default): an op's input check is thinned (every 16th, 32nd, ... 1024th sampled word) where
+  // checking every word would take longer than the op's simulated duration leaves after writing
+  // its outputs, so the check never adds time; true: every sampled word of every input is checked.
+  bool full_check = false;
 };
 
 struct Calibration {
   double cycles_per_ns = 0.0;       // measured SM clock (clock64 cycles per ns of CUDA-event time)
   double kernel_overhead_ns = 0.0;  // launch-to-launch time of an empty op kernel, taken off every spin
+  double check_read_bytes_per_ns = 0.0;   // the op kernel checking a 256 MiB block (every word)
+  double check_write_bytes_per_ns = 0.0;  // the op kernel writing a 256 MiB block (every word)
 };
 
 // What one replay measured. Times are CUDA-event times in ns.
@@ -51,7 +57,23 @@ struct ReplayMeasurement {
   double host_issue_ns = 0.0;                  // host wall time to issue one iteration (graph: one launch)
   std::uint32_t first_failing_step = kNoStep;  // integrity: the first step that found a wrong pattern
   std::uint64_t fills = 0, poisons = 0;        // pattern writes at allocations, per iteration
+  std::uint64_t read_words = 0;                // per iteration: input words of op / recompute / access steps
+  std::uint64_t read_words_checked = 0;        // of them, checked (sample stride and thinning)
+  std::uint64_t thinned_steps = 0;             // steps whose check was thinned to fit their duration
 };
+
+// The stride at which an op step checks its inputs (plain C++, shared by the backend and its tests).
+// Checking every sampled word costs traffic / check bandwidth on top of writing the outputs; where
+// that does not fit in `spin_ns` (the op's duration less the kernel overhead) with a 20 % margin,
+// the check is thinned: the sample stride times 16, 32, ... up to 1024, the first that fits.
+// Thinning below 8 words (one 32-byte memory sector) would read the same sectors and save nothing;
+// past 1024 (one word per 4 KiB at stride 1) the check costs about a launch anyway. The outputs are
+// always written at the sample stride, so a thinned check reads only words that were written.
+inline constexpr std::uint32_t kFirstThinning = 16, kMaxThinning = 1024;
+// Bytes of memory traffic for checking `bytes` every `stride` 4-byte words.
+double check_traffic(double bytes, std::uint32_t stride);
+std::uint32_t check_read_stride(double spin_ns, double read_bytes, double write_bytes, const ReplaySettings& settings,
+                                const Calibration& cal);
 
 // One timed copy between pinned host memory and the device.
 struct LinkSample {

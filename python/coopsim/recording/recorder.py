@@ -126,7 +126,7 @@ class Recorder(TorchDispatchMode):
         written = self._written(func, name, args, kwargs)
 
         shape_rule = fake_shape_rule(name) if self.fake else None
-        token = self.timer.begin()
+        token = self.timer.begin(name)
         out = shape_rule(args, kwargs) if shape_rule else func(*args, **kwargs)
         sample = self.timer.stop(token)
 
