@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "coopsim/replay/check_layout.hpp"
 #include "cuda_kernels.hpp"
 
 namespace coopsim::gpu::cuda::detail {
@@ -22,56 +23,72 @@ __device__ __forceinline__ std::uint32_t mix(std::uint32_t tensor, std::uint32_t
   return x;
 }
 
-// Word w of `ref` from word `first` on, every `stride` words (the strided form), or every word with
-// 16-byte accesses over the aligned body (stride 1): `visit(word index, pointer)` for the scalar
-// words, `visit4(first word, pointer to 4 words)` for the quads. Four quads per thread per round, so
-// each thread has 64 bytes in flight.
-template <class Word, class Quad>
-__device__ __forceinline__ void for_words(char* arena, const DevRef& ref, std::uint32_t stride, Word visit,
-                                          Quad visit4) {
-  const std::uint64_t thread = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const std::uint64_t threads = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
-  auto* p = reinterpret_cast<std::uint32_t*>(arena + ref.offset);
-  if (stride != 1 || ref.offset % 16 != 0) {
-    for (std::uint64_t w = thread * stride; w < ref.words; w += threads * stride) visit(w, p + w);
-    return;
-  }
-  const std::uint64_t quads = ref.words / 4;
-  auto* q = reinterpret_cast<uint4*>(p);
-  for (std::uint64_t base = thread; base < quads; base += 4 * threads) {
-    uint4 v[4];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const std::uint64_t i = base + k * threads;
-      if (i < quads) v[k] = q[i];
-    }
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const std::uint64_t i = base + k * threads;
-      if (i < quads) visit4(4 * i, &q[i], v[k]);
-    }
-  }
-  for (std::uint64_t w = 4 * quads + thread; w < ref.words; w += threads) visit(w, p + w);
-}
-
 __device__ __forceinline__ uint4 pattern4(const DevRef& ref, std::uint64_t w) {
   return make_uint4(mix(ref.tensor, ref.version, w), mix(ref.tensor, ref.version, w + 1),
                     mix(ref.tensor, ref.version, w + 2), mix(ref.tensor, ref.version, w + 3));
 }
 
-__device__ __forceinline__ void write_ref(char* arena, const DevRef& ref, std::uint32_t stride) {
-  // The quad form loads before it visits; a write needs no load, so it stores straight away.
-  const std::uint64_t thread = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const std::uint64_t threads = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
-  auto* p = reinterpret_cast<std::uint32_t*>(arena + ref.offset);
-  if (stride != 1 || ref.offset % 16 != 0) {
-    for (std::uint64_t w = thread * stride; w < ref.words; w += threads * stride) p[w] = mix(ref.tensor, ref.version, w);
-    return;
+__device__ __forceinline__ std::uint64_t grid_thread() {
+  return static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ __forceinline__ std::uint64_t grid_threads() { return static_cast<std::uint64_t>(gridDim.x) * blockDim.x; }
+
+// Checks the units of `ref` this thread owns (check_layout.hpp) at `read_stride`; true on a mismatch.
+// Unthinned quads are loaded four at a time per thread (64 bytes in flight).
+__device__ __forceinline__ bool check_ref(const char* arena, const DevRef& ref, std::uint32_t sample_stride,
+                                          std::uint32_t read_stride) {
+  const CheckLayout layout = CheckLayout::of(ref.offset, ref.words, sample_stride);
+  const std::uint64_t t = grid_thread(), threads = grid_threads(), units = layout.units();
+  const auto* p = reinterpret_cast<const std::uint32_t*>(arena + ref.offset);
+  bool bad = false;
+  if (read_stride != sample_stride) {  // thinned: one word of the sampled units
+    for (std::uint64_t m = t; m < units; m += threads) {
+      if (!layout.checked(m, read_stride)) continue;
+      const std::uint64_t w = layout.first_word(m);
+      bad |= p[w] != mix(ref.tensor, ref.version, w);
+    }
+    return bad;
   }
-  const std::uint64_t quads = ref.words / 4;
-  auto* q = reinterpret_cast<uint4*>(p);
-  for (std::uint64_t i = thread; i < quads; i += threads) q[i] = pattern4(ref, 4 * i);
-  for (std::uint64_t w = 4 * quads + thread; w < ref.words; w += threads) p[w] = mix(ref.tensor, ref.version, w);
+  std::uint64_t first_single = t;  // this thread's first unit that is not a quad
+  if (layout.quads) {
+    const std::uint64_t quads = layout.body_quads();
+    const auto* q = reinterpret_cast<const uint4*>(p);
+    for (std::uint64_t m = t; m < quads; m += 4 * threads) {
+      uint4 v[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        if (m + k * threads < quads) v[k] = q[m + k * threads];
+      }
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const std::uint64_t i = m + k * threads;
+        if (i >= quads) continue;
+        const uint4 e = pattern4(ref, 4 * i);
+        bad |= (v[k].x != e.x) | (v[k].y != e.y) | (v[k].z != e.z) | (v[k].w != e.w);
+      }
+    }
+    first_single = quads + (t + threads - quads % threads) % threads;  // the least m >= quads, m = t mod threads
+  }
+  for (std::uint64_t m = first_single; m < units; m += threads) {
+    const std::uint64_t w = layout.first_word(m);
+    bad |= p[w] != mix(ref.tensor, ref.version, w);
+  }
+  return bad;
+}
+
+// Writes the units of `ref` this thread owns.
+__device__ __forceinline__ void write_ref(char* arena, const DevRef& ref, std::uint32_t sample_stride) {
+  const CheckLayout layout = CheckLayout::of(ref.offset, ref.words, sample_stride);
+  const std::uint64_t t = grid_thread(), threads = grid_threads(), units = layout.units();
+  auto* p = reinterpret_cast<std::uint32_t*>(arena + ref.offset);
+  for (std::uint64_t m = t; m < units; m += threads) {
+    const std::uint64_t w = layout.first_word(m);
+    if (layout.unit_words(m) == 4) {
+      reinterpret_cast<uint4*>(p)[m] = pattern4(ref, w);
+    } else {
+      p[w] = mix(ref.tensor, ref.version, w);
+    }
+  }
 }
 
 __global__ void op_kernel(char* arena, const DevRef* refs, std::uint32_t reads, std::uint32_t writes,
@@ -79,15 +96,7 @@ __global__ void op_kernel(char* arena, const DevRef* refs, std::uint32_t reads, 
                           std::uint32_t* fail) {
   const long long t0 = clock64();
   for (std::uint32_t r = 0; r < reads; ++r) {
-    const DevRef ref = refs[r];
-    bool bad = false;
-    for_words(
-        arena, ref, read_stride, [&](std::uint64_t w, const std::uint32_t* at) { bad |= *at != mix(ref.tensor, ref.version, w); },
-        [&](std::uint64_t w, const uint4*, const uint4& v) {
-          const uint4 e = pattern4(ref, w);
-          bad |= (v.x != e.x) | (v.y != e.y) | (v.z != e.z) | (v.w != e.w);
-        });
-    if (bad) atomicMin(fail, step);
+    if (check_ref(arena, refs[r], write_stride, read_stride)) atomicMin(fail, step);
   }
   for (std::uint32_t k = reads; k < reads + writes; ++k) write_ref(arena, refs[k], write_stride);
   while (clock64() - t0 < cycles) {
