@@ -70,9 +70,10 @@ int command_replay_gpu(const ReplayGpuArgs& args, std::ostream& out) {
     return 6;
   }
   const auto& integrity = report.at("integrity");
-  out << fmt::format("  integrity: ok ({} of {} input words checked, {} checks thinned to fit their op)\n",
-                     integrity.at("read_words_checked").get<std::uint64_t>(),
-                     integrity.at("read_words").get<std::uint64_t>(), integrity.at("thinned_steps").get<std::uint64_t>());
+  out << fmt::format(
+      "  integrity: ok ({} of {} input words checked, {} checks thinned to fit their op, {} view steps not launched)\n",
+      integrity.at("read_words_checked").get<std::uint64_t>(), integrity.at("read_words").get<std::uint64_t>(),
+      integrity.at("thinned_steps").get<std::uint64_t>(), integrity.at("view_steps_not_launched").get<std::uint64_t>());
   return 0;
 #else
   (void)args;

@@ -41,11 +41,16 @@ KernelShape op_kernel_shape(int sms);
 
 // The op kernel: checks refs[0, reads) against their patterns at `read_stride` (a mismatch sets
 // *fail to the smallest failing step), writes refs[reads, reads + writes) at `write_stride`,
-// then spins until `cycles` SM cycles have passed since the block started. Stride 1 uses
+// then spins until `spin_ns` ns of the global timer (spins of at least kGlobalTimerSpinNs) or
+// `cycles` SM cycles (shorter spins) have passed since the block started. Stride 1 uses
 // 16-byte loads and stores where the block is 16-byte aligned.
 void launch_op(cudaStream_t stream, KernelShape shape, char* arena, const DevRef* refs, std::uint32_t reads,
                std::uint32_t writes, std::uint32_t read_stride, std::uint32_t write_stride, long long cycles,
-               std::uint32_t step, std::uint32_t* fail);
+               long long spin_ns, std::uint32_t step, std::uint32_t* fail);
+
+// Spins at least this long follow %globaltimer (immune to SM clock changes); shorter ones count
+// cycles, where a clock change costs little and the timer's update step could cost more.
+inline constexpr long long kGlobalTimerSpinNs = 2000;
 
 // Bytes per ns of the op kernel checking (read) and writing (write) a 256 MiB scratch block at
 // stride 1, best of three; the scratch is allocated and freed here.

@@ -66,19 +66,23 @@ struct Resources {
 struct Prepared {
   std::vector<std::uint32_t> first_ref;  // per step: index of its first DevRef
   std::vector<std::uint32_t> reads, writes;
-  std::vector<long long> cycles;  // op / recompute spin
+  std::vector<long long> cycles;   // op / recompute spin in SM cycles (short spins)
+  std::vector<long long> spin_ns;  // the same spin in ns (long spins follow the global timer)
   std::vector<std::uint32_t> read_stride;  // op / recompute / access: the input check's stride
   std::vector<DevRef> refs;
   std::vector<bool> fill;  // alloc steps that write a pattern
+  // Op steps of no duration that write nothing (views: detach, t, slice, ...): PyTorch launches no
+  // kernel for them, so neither does the replay; the later ops that read the tensor check it.
+  std::vector<bool> view;
   std::uint64_t fills = 0, poisons = 0;
-  std::uint64_t read_words = 0, read_words_checked = 0, thinned_steps = 0;
+  std::uint64_t read_words = 0, read_words_checked = 0, thinned_steps = 0, view_steps = 0;
 };
 
 
 bool gpu_work(const PlanStep& s, const Prepared& p, std::uint32_t i) {
   switch (s.kind) {
     case StepKind::Op:
-    case StepKind::Recompute:
+    case StepKind::Recompute: return !p.view[i];
     case StepKind::Access:
     case StepKind::SwapOut:
     case StepKind::SwapIn: return true;
@@ -105,12 +109,18 @@ Prepared prepare(const Plan& plan, const ReplaySettings& settings, const Calibra
   p.reads.resize(n);
   p.writes.resize(n);
   p.cycles.resize(n);
+  p.spin_ns.resize(n);
   p.fill.resize(n);
+  p.view.resize(n);
   p.read_stride.assign(n, settings.sample_stride);
   auto count_reads = [&](std::size_t i) {
     for (std::uint32_t k = 0; k < p.reads[i]; ++k) {
       const std::uint64_t words = p.refs[p.first_ref[i] + k].words;
       p.read_words += words;
+    }
+    if (p.view[i]) return;  // read by no kernel
+    for (std::uint32_t k = 0; k < p.reads[i]; ++k) {
+      const std::uint64_t words = p.refs[p.first_ref[i] + k].words;
       p.read_words_checked += (words + p.read_stride[i] - 1) / p.read_stride[i];
     }
     if (p.read_stride[i] != settings.sample_stride) ++p.thinned_steps;
@@ -127,11 +137,14 @@ Prepared prepare(const Plan& plan, const ReplaySettings& settings, const Calibra
         p.writes[i] = static_cast<std::uint32_t>(s.writes.size());
         const double spin_ns = std::max(0.0, static_cast<double>((s.end - s.start).count()) - cal.kernel_overhead_ns);
         p.cycles[i] = static_cast<long long>(spin_ns * cal.cycles_per_ns);
+        p.spin_ns[i] = static_cast<long long>(spin_ns);
         double read_bytes = 0, write_bytes = 0;
         for (std::uint32_t k = 0; k < p.reads[i] + p.writes[i]; ++k) {
           (k < p.reads[i] ? read_bytes : write_bytes) += 4.0 * static_cast<double>(p.refs[p.first_ref[i] + k].words);
         }
         p.read_stride[i] = check_read_stride(spin_ns, read_bytes, write_bytes, settings, cal);
+        p.view[i] = s.kind == StepKind::Op && s.end == s.start && s.writes.empty() && !settings.full_check;
+        p.view_steps += p.view[i];
         count_reads(i);
         break;
       }
@@ -228,8 +241,9 @@ void issue(Resources& r, const Plan& plan, const Prepared& p, const ReplaySettin
       case StepKind::Op:
       case StepKind::Recompute:
       case StepKind::Access:
+        if (p.view[i]) break;
         detail::launch_op(st, shape, r.arena, r.refs + p.first_ref[i], p.reads[i], p.writes[i], p.read_stride[i],
-                          settings.sample_stride, p.cycles[i], i, r.fail);
+                          settings.sample_stride, p.cycles[i], p.spin_ns[i], i, r.fail);
         break;
       case StepKind::Alloc:
         if (p.fill[i]) detail::launch_fill(st, shape, r.arena, p.refs[p.first_ref[i]], settings.sample_stride);
@@ -291,6 +305,7 @@ ReplayMeasurement replay(const Plan& plan, const ReplaySettings& settings) {
   m.read_words = p.read_words;
   m.read_words_checked = p.read_words_checked;
   m.thinned_steps = p.thinned_steps;
+  m.view_steps = p.view_steps;
   allocate(r, plan, p, settings);
   cudaStream_t compute = r.streams[0];
   auto capture = [&](bool step_events) {

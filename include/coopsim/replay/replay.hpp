@@ -37,7 +37,9 @@ struct ReplaySettings {
   std::uint32_t sample_stride = 1;  // check and write every Nth 4-byte word of a tensor
   // false (default): an op's input check is thinned (every 16th, 32nd, ... 1024th sampled word) where
   // checking every word would take longer than the op's simulated duration leaves after writing
-  // its outputs, so the check never adds time; true: every sampled word of every input is checked.
+  // its outputs, so the check never adds time, and op steps of no duration that write nothing
+  // (views) launch no kernel, as in PyTorch; true: every sampled word of every input of every step
+  // is checked.
   bool full_check = false;
 };
 
@@ -60,6 +62,7 @@ struct ReplayMeasurement {
   std::uint64_t read_words = 0;                // per iteration: input words of op / recompute / access steps
   std::uint64_t read_words_checked = 0;        // of them, checked (sample stride and thinning)
   std::uint64_t thinned_steps = 0;             // steps whose check was thinned to fit their duration
+  std::uint64_t view_steps = 0;                // op steps of no duration and no writes: no kernel launched
 };
 
 // The stride at which an op step checks its inputs (plain C++, shared by the backend and its tests).
