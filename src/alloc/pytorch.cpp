@@ -262,13 +262,18 @@ void PyTorchCachingAllocator::Impl::insert_into_blocks(std::uint32_t n) {
   Pool& p = pool_of(b);
   b.gc_count_base = p.get_free_blocks_call_count;
   b.pos = p.blocks.insert(SizeKey{b.stream, b.size, b.addr, n}).first;
+  b.releasable = in_expandable(b) || !is_split(b);
+  p.releasable += b.releasable;
   if (b.size > largest_free) largest_free = b.size;
 }
 
 void PyTorchCachingAllocator::Impl::erase_from_blocks(std::uint32_t n) {
   Node& b = nodes[n];
   if (b.size >= largest_free) largest_dirty = true;
-  pool_of(b).blocks.erase(b.pos);
+  Pool& p = pool_of(b);
+  p.blocks.erase(b.pos);
+  p.releasable -= b.releasable;
+  b.releasable = false;
   b.pos = {};
 }
 

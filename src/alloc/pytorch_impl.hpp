@@ -185,6 +185,7 @@ struct PyTorchCachingAllocator::Impl {
     bool used = false;        // slot holds a live node
     bool small = false;       // copied from the segment: pool
     bool expandable = false;  // copied from the segment
+    bool releasable = false;  // counted in its pool's `releasable` (set while in `blocks`)
     SizeSet::iterator pos{};  // position in its pool's `blocks` while cached free and mapped
   };
 
@@ -195,6 +196,10 @@ struct PyTorchCachingAllocator::Impl {
           small(small_pool) {}
     SizeSet blocks;    // cached free, mapped blocks
     AddrSet unmapped;  // unmapped ranges of expandable segments
+    // Blocks of `blocks` that release_blocks (emptyCache) acts on: whole segments and blocks of
+    // expandable segments. When none, a release has nothing to do and skips its pass over the
+    // pool (every failed allocation releases: a pass over every cached block per failure).
+    std::uint64_t releasable = 0;
     bool small;
     std::int64_t get_free_blocks_call_count = 0;
   };

@@ -187,13 +187,19 @@ void Impl::check_invariants() const {
   }
   if (reserved > capacity.value) fail(fmt::format("reserved {} exceeds the capacity {}", reserved, capacity.value));
   for (const Pool* p : {&small, &large}) {
+    std::uint64_t releasable = 0;
     for (const SizeKey& k : p->blocks) {
       const Node& b = nodes[k.node];
+      if (b.releasable != (in_expandable(b) || !is_split(b))) {
+        fail(fmt::format("pool entry {:#x}+{}: releasable flag {} is stale", k.addr, k.size, b.releasable));
+      }
+      releasable += b.releasable;
       if (!b.used || b.allocated || !b.mapped || b.size != k.size || b.addr != k.addr || b.stream != k.stream ||
           b.small != p->small) {
         fail(fmt::format("pool entry {:#x}+{} does not match its block", k.addr, k.size));
       }
     }
+    check_count(p->small ? "releasable small blocks" : "releasable large blocks", p->releasable, releasable);
     for (const AddrKey& k : p->unmapped) {
       const Node& b = nodes[k.node];
       if (!b.used || b.mapped || b.addr != k.addr || b.stream != k.stream || b.small != p->small) {

@@ -65,6 +65,8 @@ std::uint32_t Impl::get_free_block(Pool& pool, std::uint32_t stream, std::uint64
   const std::uint32_t n = it->node;
   if (it->size >= largest_free) largest_dirty = true;
   pool.blocks.erase(it);
+  pool.releasable -= nodes[n].releasable;
+  nodes[n].releasable = false;
   nodes[n].pos = {};
   return n;
 }
@@ -250,6 +252,7 @@ void Impl::release_cached_blocks() {
 }
 
 void Impl::release_blocks(Pool& pool) {
+  if (pool.releasable == 0) return;  // no whole segment and no expandable block cached
   scratch.clear();
   auto it = pool.blocks.begin();
   while (it != pool.blocks.end()) {

@@ -26,12 +26,14 @@ void CapuchinPolicy::choose(const HybridPlanner& planner, std::size_t b, std::si
   const std::vector<Gap> all = planner.gaps(b, e);
   std::set<std::pair<std::uint32_t, std::uint32_t>> taken;
   for (const Gap& g : chosen) taken.emplace(g.tensor, g.last_use);
+  hybrid_detail::ChosenRecomputes recomputes(chosen);
   auto take = [&](const Gap& from, Choice c, SimTime cost) {
     Gap g = from;
     g.choice = c;
     g.cost = cost;
     planner.apply(g, load, b);
     taken.emplace(g.tensor, g.last_use);
+    recomputes.add(g);
     chosen.push_back(g);
   };
   auto over = [&](std::size_t& at) {
@@ -78,7 +80,7 @@ void CapuchinPolicy::choose(const HybridPlanner& planner, std::size_t b, std::si
         by_stall = &g;
       }
       if (!g.recomputable || !planner.covers(g, Choice::Recompute, at)) continue;
-      const SimTime cost = planner.recompute_cost(g, chosen);
+      const SimTime cost = planner.recompute_cost(g, recomputes);
       const double msps =
           static_cast<double>(g.size.value) / static_cast<double>(std::max<std::int64_t>(cost.count(), 1));
       if (msps > best_msps) {

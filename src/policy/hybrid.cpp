@@ -70,12 +70,14 @@ void HybridPolicy::prepare(const MemoryView& view) {
       // A swap whose copies do not hide after all is recomputed when that costs less (PoocH's
       // swap -> recompute phase; Capuchin's swap-or-recompute comparison).
       bool changed = false;
+      hybrid_detail::ChosenRecomputes recomputes(chosen);
       for (Gap& g : chosen) {
         if (g.choice != hybrid_detail::Choice::Swap || !g.recomputable || g.cost == SimTime{0}) continue;
-        const SimTime r = planner_->recompute_cost(g, chosen);
+        const SimTime r = planner_->recompute_cost(g, recomputes);
         if (r < g.cost) {
           g.choice = hybrid_detail::Choice::Recompute;
           g.cost = r;
+          recomputes.add(g);
           changed = true;
         }
       }

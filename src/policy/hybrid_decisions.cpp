@@ -214,14 +214,29 @@ std::vector<std::uint64_t> HybridPlanner::simulate(std::size_t b, std::size_t e,
   return load;
 }
 
-SimTime HybridPlanner::recompute_cost(const Gap& g, const std::vector<Gap>& chosen) const {
+ChosenRecomputes::ChosenRecomputes(const std::vector<Gap>& chosen) {
+  for (const Gap& g : chosen) add(g);
+}
+
+void ChosenRecomputes::add(const Gap& g) {
+  if (g.choice == Choice::Recompute) gaps_[g.tensor].emplace_back(g.last_use, g.next_use);
+}
+
+bool ChosenRecomputes::out_at(std::uint32_t storage, std::uint32_t at) const {
+  const auto it = gaps_.find(storage);
+  if (it == gaps_.end()) return false;
+  return std::any_of(it->second.begin(), it->second.end(),
+                     [&](const auto& gap) { return gap.first < at && at <= gap.second; });
+}
+
+SimTime HybridPlanner::recompute_cost(const Gap& g, const ChosenRecomputes& chosen) const {
   if (g.producer == kNoIndex) return SimTime::max();
   return chain_cost(g.producer, g.next_use, chosen, 0);
 }
 
 // The producer at event `producer_event` re-run at event `at`, plus the producers of its
 // inputs that will be out of memory then.
-SimTime HybridPlanner::chain_cost(std::uint32_t producer_event, std::uint32_t at, const std::vector<Gap>& chosen,
+SimTime HybridPlanner::chain_cost(std::uint32_t producer_event, std::uint32_t at, const ChosenRecomputes& chosen,
                                   int depth) const {
   const OpInfo& op = trace_.op(trace_.events[producer_event].compute_op());
   SimTime cost = op.duration;
@@ -232,9 +247,7 @@ SimTime HybridPlanner::chain_cost(std::uint32_t producer_event, std::uint32_t at
     if (std::find(seen.begin(), seen.end(), s) != seen.end() || !evictable_[s]) continue;
     seen.push_back(s);
     const bool freed = free_at_[s] != kNoIndex && free_at_[s] < at;
-    const bool chosen_out = std::any_of(chosen.begin(), chosen.end(), [&](const Gap& c) {
-      return c.tensor == s && c.choice == Choice::Recompute && c.last_use < at && at <= c.next_use;
-    });
+    const bool chosen_out = chosen.out_at(s, at);
     if (!freed && !chosen_out) continue;
     // Its value as the producer read it: the last write before the producer ran.
     const auto& w = writers_[s];

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 #include "coopsim/model/link.hpp"
@@ -39,6 +40,21 @@ struct Gap {
   SimTime cost{0};          // estimated added time of the choice (set when chosen)
 };
 
+// The recompute choices among the gaps chosen so far, by storage: chain_cost asks, for each
+// input of a producer it would re-run, whether an earlier choice recomputes that input at the
+// time (a pass over every chosen gap per input made PoocH's planning quadratic). Callers add each
+// gap as it is chosen or turned into a recompute, so the index says what `chosen` says.
+class ChosenRecomputes {
+ public:
+  explicit ChosenRecomputes(const std::vector<Gap>& chosen);
+  void add(const Gap& g);  // nothing unless g.choice == Choice::Recompute
+  // Some chosen recompute gap of `storage` has last_use < at <= next_use.
+  [[nodiscard]] bool out_at(std::uint32_t storage, std::uint32_t at) const;
+
+ private:
+  std::unordered_map<std::uint32_t, std::vector<std::pair<std::uint32_t, std::uint32_t>>> gaps_;
+};
+
 class HybridPlanner {
  public:
   HybridPlanner(const Trace& trace, const LinkModel& link, Bytes smallest);
@@ -48,7 +64,7 @@ class HybridPlanner {
   // Estimated stall of swapping gap g: max(0, out + in - idle).
   [[nodiscard]] static SimTime swap_stall(const Gap& g);
   // Estimated recompute time of gap g given the gaps already chosen (chained recomputes).
-  [[nodiscard]] SimTime recompute_cost(const Gap& g, const std::vector<Gap>& chosen) const;
+  [[nodiscard]] SimTime recompute_cost(const Gap& g, const ChosenRecomputes& chosen) const;
   // The requested-bytes load after each event of [b, e) with `chosen` applied, swaps timed on
   // serial lanes (`serial`; sets each swap's in_at) or each on its own.
   [[nodiscard]] std::vector<std::uint64_t> simulate(std::size_t b, std::size_t e, std::vector<Gap>& chosen,
@@ -67,7 +83,7 @@ class HybridPlanner {
  private:
   // [from, to) event range over which gap g's bytes are out of memory, unserialised.
   [[nodiscard]] std::pair<std::size_t, std::size_t> absence(const Gap& g) const;
-  SimTime chain_cost(std::uint32_t producer_event, std::uint32_t at, const std::vector<Gap>& chosen, int depth) const;
+  SimTime chain_cost(std::uint32_t producer_event, std::uint32_t at, const ChosenRecomputes& chosen, int depth) const;
 
   const Trace& trace_;
   LinkModel link_;

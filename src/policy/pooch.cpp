@@ -19,6 +19,7 @@ void PoochPolicy::choose(const hybrid_detail::HybridPlanner& planner, std::size_
   const std::vector<Gap> all = planner.gaps(b, e);
   std::set<std::pair<std::uint32_t, std::uint32_t>> taken;
   for (const Gap& g : chosen) taken.emplace(g.tensor, g.last_use);
+  hybrid_detail::ChosenRecomputes recomputes(chosen);
   for (;;) {
     const auto [peak, offset] = hybrid_detail::peak_of(load);
     if (static_cast<double>(peak) <= limit) return;
@@ -42,7 +43,7 @@ void PoochPolicy::choose(const hybrid_detail::HybridPlanner& planner, std::size_
       };
       if (planner.covers(g, Choice::Swap, at)) consider(Choice::Swap, hybrid_detail::HybridPlanner::swap_stall(g));
       if (g.recomputable && planner.covers(g, Choice::Recompute, at)) {
-        consider(Choice::Recompute, planner.recompute_cost(g, chosen));
+        consider(Choice::Recompute, planner.recompute_cost(g, recomputes));
       }
     }
     if (best == nullptr) return;  // nothing left that lowers this peak
@@ -51,6 +52,7 @@ void PoochPolicy::choose(const hybrid_detail::HybridPlanner& planner, std::size_
     g.cost = best_cost;
     planner.apply(g, load, b);
     taken.emplace(g.tensor, g.last_use);
+    recomputes.add(g);
     chosen.push_back(g);
   }
 }

@@ -13,6 +13,7 @@ namespace coopsim {
 
 namespace swap_detail {
 class UseIndex;
+class FurthestNextUse;
 class SwapSchedule;
 struct PlannedSwap;
 }  // namespace swap_detail
@@ -36,6 +37,7 @@ class ScheduledSwapPolicy : public Policy {
  private:
   bool fallback_;
   std::unique_ptr<swap_detail::UseIndex> uses_;
+  std::unique_ptr<swap_detail::FurthestNextUse> furthest_;  // the fallback's candidates (after uses_)
   std::unique_ptr<swap_detail::SwapSchedule> schedule_;
 };
 

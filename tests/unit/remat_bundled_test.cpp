@@ -89,3 +89,37 @@ TEST_CASE("fast eviction searches agree with the plain ones on every bundled tra
   CHECK(runs == traces.size() * 4 * 9);
   CHECK(evicting > runs / 2);
 }
+
+// autoswap's and vdnn's fallback (the resident storage used furthest in the future) keeps its
+// candidates in a heap fed by the trace's events; engine.plan_checks runs the plain pass over
+// every tensor beside it at every failed allocation and throws when they choose differently. The
+// first version lost a storage whose swap-in allocation was the one that failed (bundled traces
+// at 40-60 %); these budgets make the fallback run on every trace.
+TEST_CASE("the swap policies' fallback agrees with the plain search on every bundled trace", "[swap][bundled][search]") {
+  const auto all = coopsim::test::bundled_traces();
+  REQUIRE(all.size() >= 10);
+  const std::size_t stride = coopsim::test::bundled_percents({1, 2}).size() == 2 ? 1 : 4;
+  std::uint64_t runs = 0, swapping = 0;
+  for (std::size_t i = 0; i < all.size(); i += stride) {
+    const Trace trace = load_trace(all[i].string());
+    const TraceSummary summary = summarize(trace);
+    for (const std::string alloc : {"fungible", "bestfit", "pytorch"}) {
+      for (const std::string policy : {"autoswap", "vdnn"}) {
+        for (const int percent : {40, 60}) {
+          const auto budget = summary.peak_live.value / 100 * static_cast<std::uint64_t>(percent);
+          SimConfig cfg;
+          cfg.doc = {{"allocator", alloc},
+                     {"policy", policy},
+                     {"budget", std::to_string(budget)},
+                     {"engine", {{"plan_checks", true}}}};
+          INFO(all[i].string() << " " << policy << " on " << alloc << " at " << percent << "%");
+          Report r;
+          REQUIRE_NOTHROW(r = test::validated_run(cfg, trace));
+          ++runs;
+          if (r.counters.search_scanned > 0) ++swapping;
+        }
+      }
+    }
+  }
+  CHECK(swapping > runs / 4);  // the fallback ran (it counts its scan) in a good share of the runs
+}
