@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "coopsim/base/error.hpp"
+#include "peak_tree.hpp"
 #include "swap_schedule.hpp"
 
 namespace coopsim {
@@ -119,12 +120,13 @@ struct IterationPlanner {
     auto cands = candidates(b, e, max_idx);
     prioritise(cands, opts.score);
     std::vector<Candidate> chosen;
+    swap_detail::PeakTree tree(load, b, e);  // the passes "lower the gap, find the peak", in O(log n)
     for (const Candidate& c : cands) {
-      const std::uint64_t size = trace.tensors[c.tensor].size.value;
-      for (std::uint32_t i = c.ready; i < c.next_use; ++i) load[i] -= std::min(load[i], size);
+      tree.lower(c.ready, c.next_use, trace.tensors[c.tensor].size.value);
       chosen.push_back(c);
-      if (static_cast<double>(peak(b, e)) < limit) break;
+      if (static_cast<double>(tree.peak().first) < limit) break;
     }
+    tree.store(load);
     // Swap-ins in descending next use on one serial lane, each finishing by its use or by the
     // start of the one after it, no earlier than just after the peak.
     std::sort(chosen.begin(), chosen.end(), [](const Candidate& x, const Candidate& y) {

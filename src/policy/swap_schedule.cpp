@@ -89,21 +89,28 @@ void SwapSchedule::set(std::vector<PlannedSwap> plan) {
   plan_ = std::move(plan);
   state_.assign(plan_.size(), State::Waiting);
   next_ = 0;
-  active_.clear();
+  awake_.clear();
+  parked_ = {};
 }
 
 std::vector<Action> SwapSchedule::due(const MemoryView& view) {
   const std::size_t i = view.event_index();
-  while (next_ < plan_.size() && plan_[next_].out_at <= i) active_.push_back(static_cast<std::uint32_t>(next_++));
+  while (!parked_.empty() && parked_.top().first <= i) {
+    awake_.insert(parked_.top().second);
+    parked_.pop();
+  }
+  while (next_ < plan_.size() && plan_[next_].out_at <= i) awake_.insert(static_cast<std::uint32_t>(next_++));
   // Swap-outs go first: a swap-in's allocation may make the engine ask the fallback for room,
   // which could otherwise take a tensor this batch names next.
   std::vector<Action> actions, swap_ins;
   Bytes promised;  // swap-ins already asked for in this call
-  for (std::uint32_t k : active_) {
+  std::vector<std::uint32_t> done, park;
+  for (std::uint32_t k : awake_) {  // activation (= plan) order, as a list of every active entry had it
     const PlannedSwap& p = plan_[k];
     const TensorId t{p.tensor};
     if (i >= p.use_at) {
       state_[k] = State::Done;  // the use came: on-demand swap-in (if still out) is the engine's
+      done.push_back(k);
       continue;
     }
     const Residency r = view.residency(t);
@@ -111,8 +118,11 @@ std::vector<Action> SwapSchedule::due(const MemoryView& view) {
       if (r == Residency::Resident && !view.pinned(t)) {
         actions.push_back({Action::Kind::SwapOut, t});
         state_[k] = State::Out;
+        // Nothing happens to it before its swap-in or its use: parked until then.
+        if (std::min(p.in_at, p.use_at) > i + 1) park.push_back(k);
       } else if (i >= p.in_at) {
         state_[k] = State::Done;  // never got a chance to leave early enough
+        done.push_back(k);
       }
     } else if (state_[k] == State::Out && i >= p.in_at) {
       if (r == Residency::SwappedOut) {
@@ -122,13 +132,19 @@ std::vector<Action> SwapSchedule::due(const MemoryView& view) {
           swap_ins.push_back({Action::Kind::SwapIn, t});
           promised += size;
           state_[k] = State::Done;
+          done.push_back(k);
         }
       } else if (r != Residency::SwappingOut) {
         state_[k] = State::Done;  // freed, or brought back already
+        done.push_back(k);
       }
     }
   }
-  std::erase_if(active_, [&](std::uint32_t k) { return state_[k] == State::Done; });
+  for (std::uint32_t k : done) awake_.erase(k);
+  for (std::uint32_t k : park) {
+    awake_.erase(k);
+    parked_.emplace(std::min(plan_[k].in_at, plan_[k].use_at), k);
+  }
   actions.insert(actions.end(), swap_ins.begin(), swap_ins.end());
   return actions;
 }

@@ -5,6 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <queue>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -59,8 +62,14 @@ class SwapSchedule {
   enum class State : std::uint8_t { Waiting, Out, Done };
   std::vector<PlannedSwap> plan_;
   std::vector<State> state_;
-  std::size_t next_ = 0;               // first plan entry not yet activated
-  std::vector<std::uint32_t> active_;  // activated, not Done, in activation order
+  std::size_t next_ = 0;  // first plan entry not yet activated
+  // Activated, not Done entries: those that may act at this event, in plan (= activation) order,
+  // and those swapped out whose swap-in moment and use are still ahead, by the event that wakes
+  // them (a pass over every active entry at every event was quadratic in the graph's width).
+  std::set<std::uint32_t> awake_;
+  std::priority_queue<std::pair<std::uint32_t, std::uint32_t>, std::vector<std::pair<std::uint32_t, std::uint32_t>>,
+                      std::greater<>>
+      parked_;
 };
 
 // Belady: swap out the resident, unpinned storage whose next use is furthest away (never used
