@@ -27,17 +27,19 @@ void CapuchinPolicy::choose(const HybridPlanner& planner, std::size_t b, std::si
   std::set<std::pair<std::uint32_t, std::uint32_t>> taken;
   for (const Gap& g : chosen) taken.emplace(g.tensor, g.last_use);
   hybrid_detail::ChosenRecomputes recomputes(chosen);
+  if (load.empty()) return;
+  swap_detail::PeakTree tree(load, 0, load.size());  // apply + peak_of, in O(log n)
   auto take = [&](const Gap& from, Choice c, SimTime cost) {
     Gap g = from;
     g.choice = c;
     g.cost = cost;
-    planner.apply(g, load, b);
+    planner.apply(g, tree, b);
     taken.emplace(g.tensor, g.last_use);
     recomputes.add(g);
     chosen.push_back(g);
   };
   auto over = [&](std::size_t& at) {
-    const auto [peak, offset] = hybrid_detail::peak_of(load);
+    const auto [peak, offset] = tree.peak();
     at = b + offset;
     return static_cast<double>(peak) > limit;
   };
@@ -103,6 +105,7 @@ void CapuchinPolicy::choose(const HybridPlanner& planner, std::size_t b, std::si
       break;  // nothing left that lowers this peak
     }
   }
+  tree.store(load);
 }
 
 // Its line in the registry (src/policy/registry.cpp).

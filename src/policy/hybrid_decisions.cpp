@@ -165,6 +165,11 @@ void HybridPlanner::apply(const Gap& g, std::vector<std::uint64_t>& load, std::s
   for (std::size_t i = from; i < to; ++i) load[i - b] -= std::min(load[i - b], g.size.value);
 }
 
+void HybridPlanner::apply(const Gap& g, swap_detail::PeakTree& load, std::size_t b) const {
+  const auto [from, to] = absence(g);
+  load.lower(from - b, to - b, g.size.value);
+}
+
 std::vector<std::uint64_t> HybridPlanner::simulate(std::size_t b, std::size_t e, std::vector<Gap>& chosen,
                                                    bool serial) const {
   std::vector<std::uint64_t> load(load_.begin() + static_cast<std::ptrdiff_t>(b),

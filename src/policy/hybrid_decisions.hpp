@@ -20,6 +20,7 @@
 #include "coopsim/model/link.hpp"
 #include "coopsim/policy/policy.hpp"
 #include "coopsim/policy/remat/victim.hpp"
+#include "peak_tree.hpp"
 #include "swap_schedule.hpp"
 
 namespace coopsim::hybrid_detail {
@@ -71,6 +72,8 @@ class HybridPlanner {
                                                     bool serial) const;
   // Lowers `load` (the events from b on) for one choice (unserialised timing), for the greedy loops.
   void apply(const Gap& g, std::vector<std::uint64_t>& load, std::size_t b) const;
+  // The same on a PeakTree built over that load (local indices from 0 = event b).
+  void apply(const Gap& g, swap_detail::PeakTree& load, std::size_t b) const;
   // Whether taking gap g out of memory by `choice` lowers the load after event `at`.
   [[nodiscard]] bool covers(const Gap& g, Choice choice, std::size_t at) const;
   // First event index in [b, e) starting at or after time t (e when none).

@@ -20,9 +20,11 @@ void PoochPolicy::choose(const hybrid_detail::HybridPlanner& planner, std::size_
   std::set<std::pair<std::uint32_t, std::uint32_t>> taken;
   for (const Gap& g : chosen) taken.emplace(g.tensor, g.last_use);
   hybrid_detail::ChosenRecomputes recomputes(chosen);
+  if (load.empty()) return;
+  swap_detail::PeakTree tree(load, 0, load.size());  // apply + peak_of, in O(log n)
   for (;;) {
-    const auto [peak, offset] = hybrid_detail::peak_of(load);
-    if (static_cast<double>(peak) <= limit) return;
+    const auto [peak, offset] = tree.peak();
+    if (static_cast<double>(peak) <= limit) break;
     const std::size_t at = b + offset;
     const Gap* best = nullptr;
     Choice best_choice = Choice::Keep;
@@ -46,15 +48,16 @@ void PoochPolicy::choose(const hybrid_detail::HybridPlanner& planner, std::size_
         consider(Choice::Recompute, planner.recompute_cost(g, recomputes));
       }
     }
-    if (best == nullptr) return;  // nothing left that lowers this peak
+    if (best == nullptr) break;  // nothing left that lowers this peak
     Gap g = *best;
     g.choice = best_choice;
     g.cost = best_cost;
-    planner.apply(g, load, b);
+    planner.apply(g, tree, b);
     taken.emplace(g.tensor, g.last_use);
     recomputes.add(g);
     chosen.push_back(g);
   }
+  tree.store(load);
 }
 
 // Its line in the registry (src/policy/registry.cpp).
