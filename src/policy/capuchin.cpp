@@ -1,6 +1,7 @@
 // capuchin: the Capuchin-like hybrid (src/policy/hybrid.hpp;
 // docs/models/swap-policies.md): swap by FreeTime while copies hide, then MSPS for the rest.
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <set>
 
@@ -29,6 +30,17 @@ void CapuchinPolicy::choose(const HybridPlanner& planner, std::size_t b, std::si
   hybrid_detail::ChosenRecomputes recomputes(chosen);
   if (load.empty()) return;
   swap_detail::PeakTree tree(load, 0, load.size());  // apply + peak_of, in O(log n)
+  // Recompute costs by gap, reused while no recompute was chosen since (ChosenRecomputes::version).
+  std::vector<SimTime> cost_of(all.size());
+  std::vector<std::uint64_t> cost_version(all.size(), std::numeric_limits<std::uint64_t>::max());
+  auto recompute_cost = [&](const Gap& g) {
+    const auto k = static_cast<std::size_t>(&g - all.data());
+    if (cost_version[k] != recomputes.version()) {
+      cost_of[k] = planner.recompute_cost(g, recomputes);
+      cost_version[k] = recomputes.version();
+    }
+    return cost_of[k];
+  };
   auto take = [&](const Gap& from, Choice c, SimTime cost) {
     Gap g = from;
     g.choice = c;
@@ -82,7 +94,7 @@ void CapuchinPolicy::choose(const HybridPlanner& planner, std::size_t b, std::si
         by_stall = &g;
       }
       if (!g.recomputable || !planner.covers(g, Choice::Recompute, at)) continue;
-      const SimTime cost = planner.recompute_cost(g, recomputes);
+      const SimTime cost = recompute_cost(g);
       const double msps =
           static_cast<double>(g.size.value) / static_cast<double>(std::max<std::int64_t>(cost.count(), 1));
       if (msps > best_msps) {

@@ -224,7 +224,9 @@ ChosenRecomputes::ChosenRecomputes(const std::vector<Gap>& chosen) {
 }
 
 void ChosenRecomputes::add(const Gap& g) {
-  if (g.choice == Choice::Recompute) gaps_[g.tensor].emplace_back(g.last_use, g.next_use);
+  if (g.choice != Choice::Recompute) return;
+  gaps_[g.tensor].emplace_back(g.last_use, g.next_use);
+  ++version_;
 }
 
 bool ChosenRecomputes::out_at(std::uint32_t storage, std::uint32_t at) const {

@@ -51,8 +51,12 @@ class ChosenRecomputes {
   void add(const Gap& g);  // nothing unless g.choice == Choice::Recompute
   // Some chosen recompute gap of `storage` has last_use < at <= next_use.
   [[nodiscard]] bool out_at(std::uint32_t storage, std::uint32_t at) const;
+  // Changes whenever a recompute gap is added: a recompute cost computed at one version holds
+  // for as long as the version stays (the planner's other inputs never change).
+  [[nodiscard]] std::uint64_t version() const { return version_; }
 
  private:
+  std::uint64_t version_ = 0;
   std::unordered_map<std::uint32_t, std::vector<std::pair<std::uint32_t, std::uint32_t>>> gaps_;
 };
 

@@ -1,5 +1,6 @@
 // pooch: the PoocH-like greedy (src/policy/hybrid.hpp; docs/models/pooch.md).
 #include <algorithm>
+#include <limits>
 #include <set>
 
 #include "hybrid.hpp"
@@ -22,6 +23,17 @@ void PoochPolicy::choose(const hybrid_detail::HybridPlanner& planner, std::size_
   hybrid_detail::ChosenRecomputes recomputes(chosen);
   if (load.empty()) return;
   swap_detail::PeakTree tree(load, 0, load.size());  // apply + peak_of, in O(log n)
+  // Recompute costs by gap, reused while no recompute was chosen since (ChosenRecomputes::version).
+  std::vector<SimTime> cost_of(all.size());
+  std::vector<std::uint64_t> cost_version(all.size(), std::numeric_limits<std::uint64_t>::max());
+  auto recompute_cost = [&](const Gap& g) {
+    const auto k = static_cast<std::size_t>(&g - all.data());
+    if (cost_version[k] != recomputes.version()) {
+      cost_of[k] = planner.recompute_cost(g, recomputes);
+      cost_version[k] = recomputes.version();
+    }
+    return cost_of[k];
+  };
   for (;;) {
     const auto [peak, offset] = tree.peak();
     if (static_cast<double>(peak) <= limit) break;
@@ -45,7 +57,7 @@ void PoochPolicy::choose(const hybrid_detail::HybridPlanner& planner, std::size_
       };
       if (planner.covers(g, Choice::Swap, at)) consider(Choice::Swap, hybrid_detail::HybridPlanner::swap_stall(g));
       if (g.recomputable && planner.covers(g, Choice::Recompute, at)) {
-        consider(Choice::Recompute, planner.recompute_cost(g, recomputes));
+        consider(Choice::Recompute, recompute_cost(g));
       }
     }
     if (best == nullptr) break;  // nothing left that lowers this peak
