@@ -8,8 +8,8 @@
 #    traces;
 #  - `coopsim plan` on 30 000 and 62 000 random buffers (wall time under --time-limit 5 / 10);
 #  - wide traces (200 / 2,000 / 6,000 layers, 3 iterations; 20,000 with BENCH_WIDE_20000=1):
-#    smartpool keep, dtr on fungible and coop on bestfit and pytorch at 60 %, wall time under a
-#    timeout;
+#    smartpool keep, dtr on fungible, coop on bestfit and pytorch, and autoswap, vdnn, capuchin and
+#    pooch on pytorch, at 60 %, wall time under a timeout;
 #  - peak resident memory of each measurement.
 # Results: bench/results.csv and a printed summary. Targets: >= 1M lines/s, >= 10M events/s
 # under keep, a 100-budget x 3-policy sweep of the largest bundled trace in < 10 s on 2 cores.
@@ -87,7 +87,8 @@ for i in range(n):
   for layers_w in $wide_layers; do
     trace="bench/wide-$layers_w.jsonl.gz"
     [ -f "$trace" ] || "$coopsim" generate -o "$trace" --set layers="$layers_w" --set iterations=3 >/dev/null
-    for spec in smartpool:keep:100% fungible:dtr:60% bestfit:coop:60% pytorch:coop:60%; do
+    for spec in smartpool:keep:100% fungible:dtr:60% bestfit:coop:60% pytorch:coop:60% pytorch:autoswap:60% \
+                pytorch:vdnn:60% pytorch:capuchin:60% pytorch:pooch:60%; do
       IFS=: read -r a p b <<<"$spec"
       limit="${BENCH_WIDE_TIMEOUT:-300}"
       if timeout "$limit" /usr/bin/time -f "%e %M" -o bench/time.txt taskset -c 0 "$coopsim" run "$trace" \

@@ -1,9 +1,7 @@
 // capuchin: the Capuchin-like hybrid (src/policy/hybrid.hpp;
 // docs/models/swap-policies.md): swap by FreeTime while copies hide, then MSPS for the rest.
 #include <algorithm>
-#include <limits>
 #include <numeric>
-#include <set>
 
 #include "hybrid.hpp"
 #include "coopsim/policy/registry.hpp"
@@ -24,40 +22,21 @@ std::int64_t free_time(const Gap& g) { return (g.idle - sat_add(g.out, g.in)).co
 
 void CapuchinPolicy::choose(const HybridPlanner& planner, std::size_t b, std::size_t e, double limit,
                             std::vector<std::uint64_t>& load, std::vector<Gap>& chosen) {
-  const std::vector<Gap> all = planner.gaps(b, e);
-  std::set<std::pair<std::uint32_t, std::uint32_t>> taken;
-  for (const Gap& g : chosen) taken.emplace(g.tensor, g.last_use);
-  hybrid_detail::ChosenRecomputes recomputes(chosen);
   if (load.empty()) return;
-  swap_detail::PeakTree tree(load, 0, load.size());  // apply + peak_of, in O(log n)
-  // Recompute costs by gap, reused while no recompute was chosen since (ChosenRecomputes::version).
-  std::vector<SimTime> cost_of(all.size());
-  std::vector<std::uint64_t> cost_version(all.size(), std::numeric_limits<std::uint64_t>::max());
-  auto recompute_cost = [&](const Gap& g) {
-    const auto k = static_cast<std::size_t>(&g - all.data());
-    if (cost_version[k] != recomputes.version()) {
-      cost_of[k] = planner.recompute_cost(g, recomputes);
-      cost_version[k] = recomputes.version();
-    }
-    return cost_of[k];
-  };
+  hybrid_detail::GreedyState state(planner, b, e, load, chosen);
+  const std::vector<Gap>& all = state.gaps();
   auto take = [&](const Gap& from, Choice c, SimTime cost) {
     Gap g = from;
     g.choice = c;
     g.cost = cost;
-    planner.apply(g, tree, b);
-    taken.emplace(g.tensor, g.last_use);
-    recomputes.add(g);
-    chosen.push_back(g);
+    state.take(g, chosen);
   };
   auto over = [&](std::size_t& at) {
-    const auto [peak, offset] = tree.peak();
-    at = b + offset;
+    const auto [peak, index] = state.peak();
+    at = index;
     return static_cast<double>(peak) > limit;
   };
-  auto open = [&](const Gap& g, std::size_t at) {
-    return g.last_use < at && at < g.next_use && taken.count({g.tensor, g.last_use}) == 0;
-  };
+  auto open = [&](const Gap& g, std::size_t at) { return g.last_use < at && at < g.next_use && !state.taken(g); };
 
   // Phase 1: swaps in descending FreeTime (stable on the gaps' order), while they hide.
   std::vector<std::size_t> order(all.size());
@@ -94,7 +73,7 @@ void CapuchinPolicy::choose(const HybridPlanner& planner, std::size_t b, std::si
         by_stall = &g;
       }
       if (!g.recomputable || !planner.covers(g, Choice::Recompute, at)) continue;
-      const SimTime cost = recompute_cost(g);
+      const SimTime cost = state.recompute_cost(g);
       const double msps =
           static_cast<double>(g.size.value) / static_cast<double>(std::max<std::int64_t>(cost.count(), 1));
       if (msps > best_msps) {
@@ -117,7 +96,7 @@ void CapuchinPolicy::choose(const HybridPlanner& planner, std::size_t b, std::si
       break;  // nothing left that lowers this peak
     }
   }
-  tree.store(load);
+  state.store(load);
 }
 
 // Its line in the registry (src/policy/registry.cpp).

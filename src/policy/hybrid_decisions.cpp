@@ -2,6 +2,7 @@
 #include "hybrid_decisions.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include "coopsim/policy/remat/victim.hpp"
 
@@ -23,6 +24,39 @@ std::pair<std::uint64_t, std::size_t> peak_of(const std::vector<std::uint64_t>& 
     if (load[i] > load[at]) at = i;
   }
   return {load.empty() ? 0 : load[at], at};
+}
+
+GreedyState::GreedyState(const HybridPlanner& planner, std::size_t b, std::size_t e,
+                         const std::vector<std::uint64_t>& load, const std::vector<Gap>& chosen)
+    : planner_(planner),
+      b_(b),
+      all_(planner.gaps(b, e)),
+      recomputes_(chosen),
+      load_(load, 0, load.size()),
+      cost_(all_.size()),
+      cost_version_(all_.size(), std::numeric_limits<std::uint64_t>::max()) {
+  for (const Gap& g : chosen) taken_.emplace(g.tensor, g.last_use);
+}
+
+std::pair<std::uint64_t, std::size_t> GreedyState::peak() const {
+  const auto [value, offset] = load_.peak();
+  return {value, b_ + offset};
+}
+
+SimTime GreedyState::recompute_cost(const Gap& g) {
+  const auto k = static_cast<std::size_t>(&g - all_.data());
+  if (cost_version_[k] != recomputes_.version()) {
+    cost_[k] = planner_.recompute_cost(g, recomputes_);
+    cost_version_[k] = recomputes_.version();
+  }
+  return cost_[k];
+}
+
+void GreedyState::take(const Gap& g, std::vector<Gap>& chosen) {
+  planner_.apply(g, load_, b_);
+  taken_.emplace(g.tensor, g.last_use);
+  recomputes_.add(g);
+  chosen.push_back(g);
 }
 
 HybridPlanner::HybridPlanner(const Trace& trace, const LinkModel& link, Bytes smallest)

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <unordered_map>
 #include <vector>
 
@@ -101,6 +102,36 @@ class HybridPlanner {
   std::vector<std::uint32_t> free_at_;               // per storage: event index of its trace free (or none)
   std::vector<std::uint8_t> evictable_;              // per storage: its values can be recomputed
   std::vector<std::vector<std::uint32_t>> writers_;  // per storage: compute events writing it
+};
+
+// What PoocH's and Capuchin's greedy loops share over one iteration [b, e): its gaps, the ones
+// already taken, the chosen recomputes, the load as a PeakTree (apply + peak in O(log n)), and
+// each gap's recompute cost, reused while no recompute was chosen since.
+class GreedyState {
+ public:
+  // `load` is the iteration's load (non-empty); `chosen` the gaps chosen in earlier rounds.
+  GreedyState(const HybridPlanner& planner, std::size_t b, std::size_t e, const std::vector<std::uint64_t>& load,
+              const std::vector<Gap>& chosen);
+  [[nodiscard]] const std::vector<Gap>& gaps() const { return all_; }
+  [[nodiscard]] bool taken(const Gap& g) const { return taken_.count({g.tensor, g.last_use}) != 0; }
+  // The current peak of the load: value and the event index holding it (first on ties).
+  [[nodiscard]] std::pair<std::uint64_t, std::size_t> peak() const;
+  // planner.recompute_cost(g, chosen recomputes) for a gap of gaps().
+  [[nodiscard]] SimTime recompute_cost(const Gap& g);
+  // Applies g (its choice set) to the load and appends it to `chosen`.
+  void take(const Gap& g, std::vector<Gap>& chosen);
+  // Writes the load back.
+  void store(std::vector<std::uint64_t>& load) { load_.store(load); }
+
+ private:
+  const HybridPlanner& planner_;
+  std::size_t b_;
+  std::vector<Gap> all_;
+  std::set<std::pair<std::uint32_t, std::uint32_t>> taken_;
+  ChosenRecomputes recomputes_;
+  swap_detail::PeakTree load_;
+  std::vector<SimTime> cost_;
+  std::vector<std::uint64_t> cost_version_;
 };
 
 // Peak of `load` over [0, n): value and index (first on ties).

@@ -1,7 +1,4 @@
 // pooch: the PoocH-like greedy (src/policy/hybrid.hpp; docs/models/pooch.md).
-#include <algorithm>
-#include <limits>
-#include <set>
 
 #include "hybrid.hpp"
 #include "coopsim/policy/registry.hpp"
@@ -17,33 +14,17 @@ using hybrid_detail::Gap;
 // earlier gap.
 void PoochPolicy::choose(const hybrid_detail::HybridPlanner& planner, std::size_t b, std::size_t e, double limit,
                          std::vector<std::uint64_t>& load, std::vector<Gap>& chosen) {
-  const std::vector<Gap> all = planner.gaps(b, e);
-  std::set<std::pair<std::uint32_t, std::uint32_t>> taken;
-  for (const Gap& g : chosen) taken.emplace(g.tensor, g.last_use);
-  hybrid_detail::ChosenRecomputes recomputes(chosen);
   if (load.empty()) return;
-  swap_detail::PeakTree tree(load, 0, load.size());  // apply + peak_of, in O(log n)
-  // Recompute costs by gap, reused while no recompute was chosen since (ChosenRecomputes::version).
-  std::vector<SimTime> cost_of(all.size());
-  std::vector<std::uint64_t> cost_version(all.size(), std::numeric_limits<std::uint64_t>::max());
-  auto recompute_cost = [&](const Gap& g) {
-    const auto k = static_cast<std::size_t>(&g - all.data());
-    if (cost_version[k] != recomputes.version()) {
-      cost_of[k] = planner.recompute_cost(g, recomputes);
-      cost_version[k] = recomputes.version();
-    }
-    return cost_of[k];
-  };
+  hybrid_detail::GreedyState state(planner, b, e, load, chosen);
   for (;;) {
-    const auto [peak, offset] = tree.peak();
+    const auto [peak, at] = state.peak();
     if (static_cast<double>(peak) <= limit) break;
-    const std::size_t at = b + offset;
     const Gap* best = nullptr;
     Choice best_choice = Choice::Keep;
     SimTime best_cost{0};
     double best_score = 0;
-    for (const Gap& g : all) {
-      if (!(g.last_use < at && at < g.next_use) || taken.count({g.tensor, g.last_use}) != 0) continue;
+    for (const Gap& g : state.gaps()) {
+      if (!(g.last_use < at && at < g.next_use) || state.taken(g)) continue;
       auto consider = [&](Choice c, SimTime cost) {
         const double score = static_cast<double>(cost.count()) / static_cast<double>(g.size.value);
         const bool better = best == nullptr || score < best_score ||
@@ -57,19 +38,16 @@ void PoochPolicy::choose(const hybrid_detail::HybridPlanner& planner, std::size_
       };
       if (planner.covers(g, Choice::Swap, at)) consider(Choice::Swap, hybrid_detail::HybridPlanner::swap_stall(g));
       if (g.recomputable && planner.covers(g, Choice::Recompute, at)) {
-        consider(Choice::Recompute, recompute_cost(g));
+        consider(Choice::Recompute, state.recompute_cost(g));
       }
     }
     if (best == nullptr) break;  // nothing left that lowers this peak
     Gap g = *best;
     g.choice = best_choice;
     g.cost = best_cost;
-    planner.apply(g, tree, b);
-    taken.emplace(g.tensor, g.last_use);
-    recomputes.add(g);
-    chosen.push_back(g);
+    state.take(g, chosen);
   }
-  tree.store(load);
+  state.store(load);
 }
 
 // Its line in the registry (src/policy/registry.cpp).
