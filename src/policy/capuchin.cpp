@@ -66,7 +66,7 @@ void CapuchinPolicy::choose(const HybridPlanner& planner, std::size_t b, std::si
     SimTime msps_cost{0};
     double best_msps = -1;
     const Gap* by_stall = nullptr;
-    for (const Gap& g : all) {
+    for (const Gap& g : state.opened_before(at)) {
       if (!open(g, at)) continue;
       if (planner.covers(g, Choice::Swap, at) &&
           (by_stall == nullptr || HybridPlanner::swap_stall(g) < HybridPlanner::swap_stall(*by_stall))) {

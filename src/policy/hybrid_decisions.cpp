@@ -38,6 +38,11 @@ GreedyState::GreedyState(const HybridPlanner& planner, std::size_t b, std::size_
   for (const Gap& g : chosen) taken_.emplace(g.tensor, g.last_use);
 }
 
+std::span<const Gap> GreedyState::opened_before(std::size_t at) const {
+  const auto end = std::partition_point(all_.begin(), all_.end(), [&](const Gap& g) { return g.last_use < at; });
+  return {all_.data(), static_cast<std::size_t>(end - all_.begin())};
+}
+
 std::pair<std::uint64_t, std::size_t> GreedyState::peak() const {
   const auto [value, offset] = load_.peak();
   return {value, b_ + offset};

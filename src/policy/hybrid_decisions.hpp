@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <set>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -113,6 +114,9 @@ class GreedyState {
   GreedyState(const HybridPlanner& planner, std::size_t b, std::size_t e, const std::vector<std::uint64_t>& load,
               const std::vector<Gap>& chosen);
   [[nodiscard]] const std::vector<Gap>& gaps() const { return all_; }
+  // The gaps opened before event `at` (a prefix of gaps(), which is in last_use order): the only
+  // ones that can cover it.
+  [[nodiscard]] std::span<const Gap> opened_before(std::size_t at) const;
   [[nodiscard]] bool taken(const Gap& g) const { return taken_.count({g.tensor, g.last_use}) != 0; }
   // The current peak of the load: value and the event index holding it (first on ties).
   [[nodiscard]] std::pair<std::uint64_t, std::size_t> peak() const;

@@ -23,7 +23,7 @@ void PoochPolicy::choose(const hybrid_detail::HybridPlanner& planner, std::size_
     Choice best_choice = Choice::Keep;
     SimTime best_cost{0};
     double best_score = 0;
-    for (const Gap& g : state.gaps()) {
+    for (const Gap& g : state.opened_before(at)) {
       if (!(g.last_use < at && at < g.next_use) || state.taken(g)) continue;
       auto consider = [&](Choice c, SimTime cost) {
         const double score = static_cast<double>(cost.count()) / static_cast<double>(g.size.value);
