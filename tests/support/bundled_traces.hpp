@@ -2,8 +2,11 @@
 #pragma once
 
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <filesystem>
+#include <initializer_list>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,12 +22,57 @@ inline std::vector<std::filesystem::path> bundled_traces() {
   return traces;
 }
 
+// True under COOPSIM_SANITIZE=1 (scripts/test.sh --sanitize), where every run is several times
+// slower.
+inline bool sanitize_pass() {
+  const char* s = std::getenv("COOPSIM_SANITIZE");
+  return s != nullptr && std::string_view(s) == "1";
+}
+
+// The share of a bundled suite that this process runs. tests/meson.build splits the suite into n
+// tests that run side by side (COOPSIM_BUNDLED_SHARD="k/n", k in 1..n). A combination (trace,
+// policy, allocator, budget, ... as indices) belongs to shard 1 + (sum of its indices) mod n:
+// every shard gets every trace, policy, allocator and budget, interleaved, so a suite's ratios
+// (runs that complete, that swap) hold in each shard as in the whole, and the shards take about
+// equal time. Unset: one shard, every combination. A malformed value throws (the case fails
+// rather than silently running nothing or everything).
+class BundledShard {
+ public:
+  BundledShard() {
+    const char* env = std::getenv("COOPSIM_BUNDLED_SHARD");
+    if (env == nullptr || *env == '\0') return;
+    const std::string_view spec(env);
+    const auto bad = [&](const char* why) {
+      return std::runtime_error("COOPSIM_BUNDLED_SHARD: " + std::string(why) + ", got '" + std::string(spec) + "'");
+    };
+    const auto number = [&](std::string_view text) {
+      std::size_t v = 0;
+      const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+      if (ec != std::errc() || end != text.data() + text.size()) throw bad("expected k/n");
+      return v;
+    };
+    const auto slash = spec.find('/');
+    if (slash == std::string_view::npos) throw bad("expected k/n");
+    k_ = number(spec.substr(0, slash));
+    n_ = number(spec.substr(slash + 1));
+    if (n_ == 0 || k_ == 0 || k_ > n_) throw bad("need 1 <= k <= n");
+  }
+  bool whole() const { return n_ == 1; }
+  bool runs(std::initializer_list<std::size_t> indices) const {
+    std::size_t sum = 0;
+    for (const std::size_t i : indices) sum += i;
+    return sum % n_ == k_ - 1;
+  }
+
+ private:
+  std::size_t k_ = 1, n_ = 1;
+};
+
 // The budgets (percent of the no-eviction peak) a bundled suite runs: `full`, or with
 // COOPSIM_SANITIZE=1 (scripts/test.sh --sanitize, where every run is several times slower)
 // every other one, counted from the largest.
 inline std::vector<int> bundled_percents(const std::vector<int>& full) {
-  const char* s = std::getenv("COOPSIM_SANITIZE");
-  if (s == nullptr || std::string_view(s) != "1") return full;
+  if (!sanitize_pass()) return full;
   std::vector<int> out;
   for (std::size_t i = full.size(); i > 0; i -= std::min<std::size_t>(i, 2)) out.insert(out.begin(), full[i - 1]);
   return out;
