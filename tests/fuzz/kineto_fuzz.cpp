@@ -8,7 +8,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string path = fuzz::write_temp("kineto.json", data, size);
   Trace t;
   try {
-    t = import_kineto(path, KinetoOptions{0}, fuzz::fuzz_limits());
+    t = import_kineto(path, KinetoOptions(), fuzz::fuzz_limits());
   } catch (const Error& e) {
     fuzz::check_message(e);
     return 0;

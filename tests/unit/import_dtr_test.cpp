@@ -320,14 +320,22 @@ TEST_CASE("dtr: import command writes a trace that validates", "[import][dtr]") 
   const auto dir = test::scratch_dir("import-dtr-cmd");
   const std::string out = (dir / "mlp.jsonl.gz").string();
   std::ostringstream msg;
-  CHECK(command_import(ImportArgs{"dtr", kMlp, out, 0, true}, msg) == 0);
+  ImportArgs args;
+  args.kind = "dtr";
+  args.input = kMlp;
+  args.output = out;
+  args.copy_on_write = true;
+  CHECK(command_import(args, msg) == 0);
   CHECK(msg.str() == kMlp + " -> " + out + ": 9 tensors, 6 ops, 24 events, peak live 3.32 KiB (3400 bytes)\n");
   std::ostringstream v;
   CHECK(command_validate(out, v) == 0);
   CHECK(v.str().find("peak live 3.32 KiB (3400 bytes), op compute time 11.710 us") != std::string::npos);
   // A failed import leaves no output behind.
   const std::string bad_out = (dir / "bad.jsonl").string();
-  CHECK_THROWS_AS(command_import(ImportArgs{"dtr", kMlp + ".missing", bad_out, 0, false}, msg), InputError);
+  args.input = kMlp + ".missing";
+  args.output = bad_out;
+  args.copy_on_write = false;
+  CHECK_THROWS_AS(command_import(args, msg), InputError);
   CHECK(!fs::exists(bad_out));
   CHECK(!fs::exists(bad_out + ".tmp"));
 }

@@ -30,6 +30,12 @@ using nlohmann::json;
 
 namespace {
 
+KinetoOptions on_device(int device) {
+  KinetoOptions o;
+  o.device = device;
+  return o;
+}
+
 const std::string kLegacy = "tests/data/kineto/legacy_lifo.json";
 const std::string kCurrent = "tests/data/kineto/current_addr.json";
 const std::string kCpuOnly = "tests/data/kineto/cpu_only.json";
@@ -132,7 +138,7 @@ Trace round_trip(const Trace& t, const std::string& name) {
 
 TEST_CASE("kineto: 2021 trace without Addr: LIFO-per-size pairing, nesting, kernels by correlation, steps",
           "[kineto]") {
-  const Trace t = import_kineto(kLegacy, KinetoOptions{0});
+  const Trace t = import_kineto(kLegacy, on_device(0));
   round_trip(t, "legacy");
 
   SECTION("header") {
@@ -218,7 +224,7 @@ TEST_CASE("kineto: 2021 trace without Addr: LIFO-per-size pairing, nesting, kern
 }
 
 TEST_CASE("kineto: 2023+ trace with Addr, totals, fractional ts and an OOM event", "[kineto]") {
-  const Trace t = import_kineto(kCurrent, KinetoOptions{0});
+  const Trace t = import_kineto(kCurrent, on_device(0));
   round_trip(t, "current");
 
   SECTION("header") {
@@ -298,7 +304,7 @@ TEST_CASE("kineto: 2023+ trace with Addr, totals, fractional ts and an OOM event
 }
 
 TEST_CASE("kineto: CPU-only trace: op time is the CPU dur, ranges nest despite rounding, one iteration", "[kineto]") {
-  const Trace t = import_kineto(kCpuOnly, KinetoOptions{0});
+  const Trace t = import_kineto(kCpuOnly, on_device(0));
   round_trip(t, "cpu-only");
   CHECK(t.header.iterations == 1);
   CHECK(t.header.source["op_duration"] == "cpu: the op's dur (the trace has no GPU activity)");
@@ -318,7 +324,7 @@ TEST_CASE("kineto: CPU-only trace: op time is the CPU dur, ranges nest despite r
 }
 
 TEST_CASE("kineto: --device picks the device's memory events and GPU work", "[kineto]") {
-  const Trace t = import_kineto(kLegacy, KinetoOptions{1});
+  const Trace t = import_kineto(kLegacy, on_device(1));
   round_trip(t, "device1");
   const json& s = t.header.source;
   CHECK(t.header.extra == json{{"device", "Other GPU"}, {"device_total_memory", 2000000}});
@@ -337,22 +343,23 @@ TEST_CASE("kineto: --device picks the device's memory events and GPU work", "[ki
   CHECK(summarize(t).peak_live.value == 4096);
 
   try {
-    (void)import_kineto(kLegacy, KinetoOptions{2});
+    (void)import_kineto(kLegacy, on_device(2));
     FAIL("device 2 accepted");
   } catch (const Error& e) {
     CHECK(std::string(e.what()) == kLegacy +
                                        ": device 2 has no [memory] events or GPU activity in this trace "
                                        "(devices with events: 0, 1)");
   }
-  CHECK_THROWS_WITH(import_kineto(kLegacy, KinetoOptions{-1}), "device: must be a CUDA device index >= 0 (got -1)");
+  CHECK_THROWS_WITH(import_kineto(kLegacy, on_device(-1)),
+                    "device: must be a CUDA device index >= 0 (got -1)");
 }
 
 TEST_CASE("kineto: gzip and plain input, bare event arrays, deterministic output", "[kineto]") {
   const fs::path dir = test::scratch_dir("kineto-forms");
   const std::string gz = (dir / "legacy.pt.trace.json.gz").string();
   write_gzip(gz, read_file(kLegacy));
-  const Trace plain = import_kineto(kLegacy, KinetoOptions{0});
-  const Trace zipped = import_kineto(gz, KinetoOptions{0});
+  const Trace plain = import_kineto(kLegacy, on_device(0));
+  const Trace zipped = import_kineto(gz, on_device(0));
   CHECK(zipped.header.model == "legacy");  // .pt.trace.json.gz stripped
   CHECK(zipped.tensors == plain.tensors);
   CHECK(zipped.ops == plain.ops);
@@ -360,7 +367,7 @@ TEST_CASE("kineto: gzip and plain input, bare event arrays, deterministic output
 
   // Same input, same bytes.
   write_trace(plain, (dir / "a.jsonl").string());
-  write_trace(import_kineto(kLegacy, KinetoOptions{0}), (dir / "b.jsonl").string());
+  write_trace(import_kineto(kLegacy, on_device(0)), (dir / "b.jsonl").string());
   CHECK(read_file(dir / "a.jsonl") == read_file(dir / "b.jsonl"));
 
   // The Chrome "JSON Array Format": just the events.
@@ -369,7 +376,7 @@ TEST_CASE("kineto: gzip and plain input, bare event arrays, deterministic output
       array,
       R"([{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":5,"dur":3},)"
       R"({"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":6,"args":{"Device Type":1,"Device Id":0,"Bytes":512}}])");
-  const Trace a = import_kineto(array, KinetoOptions{0});
+  const Trace a = import_kineto(array, on_device(0));
   check_tensors(a, {{512, TensorRole::Other, "aten::mm"}});
   check_ops(a, {{"aten::mm", 3000, {0}}});
   CHECK(event_lines(a) == std::vector<std::string>{"alloc 0 @1000", "compute 0 @3000"});
@@ -480,7 +487,7 @@ TEST_CASE("kineto: malformed inputs fail with file:line: problem", "[kineto][cat
     write_file(path, c.text);
     INFO(c.name);
     try {
-      (void)import_kineto(path, KinetoOptions{0});
+      (void)import_kineto(path, on_device(0));
       FAIL("accepted: " << c.name);
     } catch (const InputError& e) {
       CHECK(std::string(e.what()) == path + ":" + c.expected);
@@ -489,7 +496,7 @@ TEST_CASE("kineto: malformed inputs fail with file:line: problem", "[kineto][cat
 
   SECTION("cannot open") {
     const std::string missing = (dir / "missing.json").string();
-    CHECK_THROWS_WITH(import_kineto(missing, KinetoOptions{0}),
+    CHECK_THROWS_WITH(import_kineto(missing, on_device(0)),
                       missing + ":0: cannot open trace file: No such file or directory");
   }
 
@@ -500,7 +507,7 @@ TEST_CASE("kineto: malformed inputs fail with file:line: problem", "[kineto][cat
     const std::string bytes = read_file(gz);
     write_file(gz, bytes.substr(0, bytes.size() / 2));
     try {
-      (void)import_kineto(gz, KinetoOptions{0});
+      (void)import_kineto(gz, on_device(0));
       FAIL("truncated gzip accepted");
     } catch (const InputError& e) {
       CHECK(std::regex_match(std::string(e.what()),
@@ -511,7 +518,7 @@ TEST_CASE("kineto: malformed inputs fail with file:line: problem", "[kineto][cat
     damaged[damaged.size() - 6] = static_cast<char>(damaged[damaged.size() - 6] ^ 0x55);  // the CRC-32 trailer
     write_file(gz, damaged);
     try {
-      (void)import_kineto(gz, KinetoOptions{0});
+      (void)import_kineto(gz, on_device(0));
       FAIL("corrupt gzip accepted");
     } catch (const InputError& e) {
       CHECK(std::regex_match(std::string(e.what()),
@@ -623,7 +630,7 @@ TEST_CASE("kineto: public traces convert and match figures read off the JSON", "
   REQUIRE(files.size() == 4);
   for (const fs::path& file : files) {
     INFO(file.string());
-    const Trace t = import_kineto(file.string(), KinetoOptions{0});
+    const Trace t = import_kineto(file.string(), on_device(0));
     const Trace back = round_trip(t, file.stem().string());
     const Reference ref = reference_figures(file);
     const TraceSummary s = summarize(back);

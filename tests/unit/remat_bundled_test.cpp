@@ -19,7 +19,7 @@ TEST_CASE("recompute policies pass the plan checks on every bundled trace", "[re
   const auto& c = builtin_components();
   const std::vector<int> percents = coopsim::test::bundled_percents({30, 40, 50, 60, 70, 80, 90, 100});
   const std::vector<std::string> policies = {"coop", "dte", "dtr"};
-  const coopsim::test::BundledShard shard;
+  const coopsim::test::BundledShard shard(/*halve_under_sanitizer=*/true);
   std::uint64_t runs = 0, completed = 0;
   for (std::size_t t = 0; t < traces.size(); ++t) {
     const auto& path = traces[t];
@@ -71,8 +71,8 @@ TEST_CASE("fast eviction searches agree with the plain ones on every bundled tra
   std::vector<std::filesystem::path> traces;
   for (std::size_t i = 0; i < all.size(); i += stride) traces.push_back(all[i]);
   const std::vector<std::string> allocs = {"fungible", "bestfit", "cnmem", "pytorch"};
-  const std::vector<std::string> heuristics = {"dtr",    "dtr-eq", "dtr-local", "lru", "largest",
-                                               "msps",   "random", "dte",       "coop"};
+  const std::vector<std::string> heuristics = {"dtr",  "dtr-eq", "dtr-local", "lru", "largest",
+                                               "msps", "random", "dte",       "coop"};
   const coopsim::test::BundledShard shard;
   std::uint64_t runs = 0, evicting = 0;
   for (std::size_t t = 0; t < traces.size(); ++t) {
@@ -109,7 +109,8 @@ TEST_CASE("fast eviction searches agree with the plain ones on every bundled tra
 // every tensor beside it at every failed allocation and throws when they choose differently. The
 // first version lost a storage whose swap-in allocation was the one that failed (bundled traces
 // at 40-60 %); these budgets make the fallback run on every trace.
-TEST_CASE("the swap policies' fallback agrees with the plain search on every bundled trace", "[swap][bundled][search]") {
+TEST_CASE("the swap policies' fallback agrees with the plain search on every bundled trace",
+          "[swap][bundled][search]") {
   const auto all = coopsim::test::bundled_traces();
   REQUIRE(all.size() >= 10);
   // Under COOPSIM_SANITIZE=1 only the first trace: the normal pass covers every one, and the

@@ -35,8 +35,8 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // Python's int / int, correctly rounded: exact when both fit in a double's 53 bits (IEEE division
 // of exact operands); otherwise through long double (64 bits), which can differ in the last bit.
-double quotient(Cost c, __int128 d) {
-  constexpr __int128 kExact = __int128{1} << 53;
+double quotient(Cost c, Cost d) {
+  constexpr Cost kExact = Cost{1} << 53;
   if (d < kExact && c < kExact && c > -kExact) {
     return static_cast<double>(static_cast<std::int64_t>(c)) / static_cast<double>(static_cast<std::int64_t>(d));
   }
@@ -46,8 +46,8 @@ double quotient(Cost c, __int128 d) {
 // Python's `c / (m * s) if m * s > 0 else inf` over integers (s may be -inf before a first use).
 double ratio(Cost c, std::int64_t m, double last_access, std::int64_t clock) {
   if (std::isinf(last_access)) return m > 0 ? 0.0 : kInf;  // c / inf = 0; 0 * inf = nan, not > 0
-  const auto stale = static_cast<__int128>(clock - static_cast<std::int64_t>(last_access));
-  const __int128 denom = static_cast<__int128>(m) * stale;
+  const auto stale = static_cast<Cost>(clock - static_cast<std::int64_t>(last_access));
+  const Cost denom = static_cast<Cost>(m) * stale;
   if (denom <= 0) return kInf;
   return quotient(c, denom);
 }
