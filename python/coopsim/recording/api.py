@@ -11,9 +11,10 @@ from .cost import PROFILES, Roofline
 from .optim import OPTIMIZERS
 from .session import record as record_session
 from .timing import CudaEvents, Estimate, WallClock
+from .workspaces import Workspaces
 
 WALL_CLOCK_WARNING = ("durations are CPU wall-clock times (CPU kernels, not a GPU's); "
-                      "use a device profile (a100 or h100) for GPU roofline estimates")
+                      "use a device profile (a100, h100 or h200) for GPU roofline estimates")
 
 
 def make_timer(device, fake, device_profile, launch_overhead=0.0):
@@ -81,7 +82,7 @@ def record(model, batch, loss_fn, optimizer="adamw", *, iterations=2, fake=True,
         gradients and optimizer states; fp16 adds a loss scaler).
     checkpoint: qualified module names, or a predicate (name, module) -> bool: those modules run under
         torch.utils.checkpoint (reentrant; see session.checkpointed) and are recomputed in backward.
-    device_profile: 'a100' | 'h100': durations from that GPU's roofline (default under fake: a100);
+    device_profile: 'a100' | 'h100' | 'h200': durations from that GPU's roofline (default under fake: a100);
         without one and without fake, durations are measured (CPU wall clock, with a warning, or CUDA
         events).
     set_to_none: zero_grad(set_to_none); False zeroes the gradients in place and keeps them.
@@ -105,10 +106,11 @@ def record(model, batch, loss_fn, optimizer="adamw", *, iterations=2, fake=True,
                     for k, v in batch.items()}
     else:
         raise TypeError(f"batch must be a dict of tensors or a callable(device) -> dict, not {type(batch).__name__}")
+    workspaces = Workspaces.for_recording(device, fake, profile)
     torch.manual_seed(seed)
     builder = record_session(model, make_batch, loss_fn, optimizer, iterations=iterations, device=device,
                              fake=fake, timer=timer, log=log, amp=amp, checkpoint=checkpoint,
-                             accumulation=accumulation, set_to_none=set_to_none)
+                             accumulation=accumulation, set_to_none=set_to_none, workspaces=workspaces)
     name = name or builder.model_name
     if output is None:
         fd, output = tempfile.mkstemp(prefix=f"coopsim-{name}-", suffix=".jsonl.gz")
@@ -120,6 +122,7 @@ def record(model, batch, loss_fn, optimizer="adamw", *, iterations=2, fake=True,
     source.update(source_fields(model_dtype=builder.model_dtype, amp=amp, checkpoint=describe_checkpoint(checkpoint, builder),
                                 accumulation=accumulation, set_to_none=set_to_none))
     source["durations"] = timer.describe()
+    source["workspaces"] = workspaces.describe() if workspaces is not None else None
     header = {"format": "coopsim-trace", "version": 1, "model": name, "source": source, "time_unit": "ns",
               "iterations": iterations, "device": device_name(device, fake)}
     builder.write(os.fspath(output), header)

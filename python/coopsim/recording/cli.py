@@ -19,7 +19,7 @@ def parse_args(argv, models):
     p.add_argument("--iterations", type=int, default=2, help="training iterations to record (default 2)")
     p.add_argument("-o", "--output", required=True, help="output trace (.jsonl or .jsonl.gz)")
     p.add_argument("--fake", action="store_true", help="FakeTensors: exact sizes, no memory; implies an estimate")
-    p.add_argument("--device-profile", choices=["a100", "h100"],
+    p.add_argument("--device-profile", choices=["a100", "h100", "h200"],
                    help="estimate durations with this GPU's roofline instead of measuring")
     p.add_argument("--launch-overhead", type=float, default=0.0, metavar="NS",
                    help="with an estimate: ns added to every op that launches a kernel (default 0)")
@@ -141,12 +141,13 @@ def main(argv=None, tool=TOOL):
             from .cuda_memory import MemoryHistory
             history = MemoryHistory(device)
             history.start()  # before the model exists: the snapshot's history covers the whole run
+        workspaces = api.Workspaces.for_recording(device, args.fake, profile)
         torch.manual_seed(args.seed)
         try:
             builder = record(spec.build, lambda dev: spec.inputs(batch, dev), spec.loss, optimizer,
                              iterations=args.iterations, device=device, fake=args.fake, timer=timer, log=log,
                              amp=args.amp, checkpoint=checkpoint, accumulation=args.accumulation,
-                             set_to_none=not args.keep_grads)
+                             set_to_none=not args.keep_grads, workspaces=workspaces)
             if history is not None:
                 cuda_memory = history.stats()
                 cuda_memory["snapshot"] = os.path.basename(args.memory_snapshot)
@@ -162,6 +163,7 @@ def main(argv=None, tool=TOOL):
                                         checkpoint=api.describe_checkpoint(checkpoint, builder),
                                         accumulation=args.accumulation, set_to_none=not args.keep_grads))
         source["durations"] = timer.describe()
+        source["workspaces"] = workspaces.describe() if workspaces is not None else None
         if history is not None:
             source["cuda_memory"] = cuda_memory
         header = {"format": "coopsim-trace", "version": 1, "model": spec.name, "source": source, "time_unit": "ns",

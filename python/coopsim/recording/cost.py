@@ -8,6 +8,11 @@ Peak figures are the vendors' dense (no structured sparsity) datasheet numbers:
 * H100 SXM5 80 GB - NVIDIA H100 Tensor Core GPU datasheet: FP64 34, FP64 Tensor Core 67, FP32 67,
   TF32 Tensor Core 989 / BF16 and FP16 Tensor Core 1,979 with sparsity, i.e. 494.5 / 989.5 dense,
   HBM3 bandwidth 3.35 TB/s.
+* H200 SXM 141 GB - NVIDIA H200 Tensor Core GPU datasheet: the H100 SXM's compute (FP64 34, FP32 67,
+  TF32 989 / FP16 and BF16 1,979 with sparsity: 494.5 / 989.5 dense) with HBM3e at 4.8 TB/s.
+
+`compute_capability` (8.0 for the A100, 9.0 for Hopper) selects the cuBLAS workspace size
+(workspaces.py).
 
 Which peak an op gets follows PyTorch's defaults on CUDA: float32 matrix multiplies run on CUDA cores
 (torch.backends.cuda.matmul.allow_tf32 is False since 1.12), float32 convolutions on TF32 tensor cores
@@ -28,11 +33,15 @@ from .compat import untyped_storage
 
 TFLOPS = 1e12
 PROFILES = {
-    "a100": {"name": "NVIDIA A100 SXM4 80GB", "hbm_bytes_per_s": 2039e9,
+    "a100": {"name": "NVIDIA A100 SXM4 80GB", "hbm_bytes_per_s": 2039e9, "compute_capability": (8, 0),
              "vector": {"float64": 9.7 * TFLOPS, "float32": 19.5 * TFLOPS},
              "matmul": {"float64": 19.5 * TFLOPS, "float32": 19.5 * TFLOPS, "tf32": 156 * TFLOPS,
                         "float16": 312 * TFLOPS, "bfloat16": 312 * TFLOPS}},
-    "h100": {"name": "NVIDIA H100 SXM5 80GB", "hbm_bytes_per_s": 3.35e12,
+    "h100": {"name": "NVIDIA H100 SXM5 80GB", "hbm_bytes_per_s": 3.35e12, "compute_capability": (9, 0),
+             "vector": {"float64": 34 * TFLOPS, "float32": 67 * TFLOPS},
+             "matmul": {"float64": 67 * TFLOPS, "float32": 67 * TFLOPS, "tf32": 494.5 * TFLOPS,
+                        "float16": 989.5 * TFLOPS, "bfloat16": 989.5 * TFLOPS}},
+    "h200": {"name": "NVIDIA H200 SXM 141GB", "hbm_bytes_per_s": 4.8e12, "compute_capability": (9, 0),
              "vector": {"float64": 34 * TFLOPS, "float32": 67 * TFLOPS},
              "matmul": {"float64": 67 * TFLOPS, "float32": 67 * TFLOPS, "tf32": 494.5 * TFLOPS,
                         "float16": 989.5 * TFLOPS, "bfloat16": 989.5 * TFLOPS}},

@@ -54,6 +54,7 @@ class Recorder(TorchDispatchMode):
         self.phase_context = "setup"  # the context outside any module: the phase's name
         self.recomputing = 0  # > 0 while a checkpointed module's forward runs again in backward
         self.ops_seen = 0
+        self.workspaces = None  # workspaces.Workspaces: the library blocks ops allocate and keep
 
     # --- helpers ---------------------------------------------------------------------------------
     def traced(self, t):
@@ -182,6 +183,9 @@ class Recorder(TorchDispatchMode):
         if self.timer.deterministic:
             signature += (round(sample),)
         base_name = name.split(".", 1)[0].split("::", 1)[-1]
+        if self.workspaces is not None:
+            for key, nbytes, label in self.workspaces.needed(name, args, self.b.phase):
+                allocs.append(self.b.storage_tensor(key, nbytes, label, "workspace"))
         for tid in allocs:
             self.b.alloc(tid)
         op_id = self.b.op(name, occurrence, input_ids, output_ids, views, mutates, base_name in RANDOM_OPS, signature)

@@ -18,6 +18,7 @@ import torch
 from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 
 from . import amp as amp_mod
+from .cuda_dispatch import CudaDispatch
 from .compat import FakeTensorMode, is_fake
 from .optim import make_optimizer
 from .recorder import Recorder
@@ -82,6 +83,32 @@ def fake_module(model, fake_mode):
         f = fake_mode.from_tensor(t)
         memo[id(t)] = torch.nn.Parameter(f, requires_grad=t.requires_grad) if isinstance(t, torch.nn.Parameter) else f
     return copy.deepcopy(model, memo)
+
+
+def move_fake_module(model, device):
+    """Puts a FakeTensor module's parameters and buffers on `device` in place, keeping tied tensors
+    tied. Not nn.Module.to: in torch 2.x _apply swaps a FakeTensor parameter with
+    torch.utils.swap_tensors, which FakeTensorMode's own weak references refuse
+    ("_apply(): Couldn't swap Conv2d.weight"). Tensors already on the device are left as they are."""
+    target = torch.device(device)
+    moved = {}
+
+    def to_device(t):
+        if t is None or t.device.type == target.type:
+            return t
+        if id(t) not in moved:
+            with torch.no_grad():
+                new = t.to(target)
+            if isinstance(t, torch.nn.Parameter):
+                new = torch.nn.Parameter(new, requires_grad=t.requires_grad)
+            moved[id(t)] = new
+        return moved[id(t)]
+
+    for module in model.modules():
+        for key, p in list(module._parameters.items()):
+            module._parameters[key] = to_device(p)
+        for key, b in list(module._buffers.items()):
+            module._buffers[key] = to_device(b)
 
 
 def checkpoint_names(model, checkpoint):
@@ -155,7 +182,7 @@ def _one_input_requires_grad(args):
 
 
 def record(model, make_batch, loss_fn, optimizer, *, iterations, device, fake, timer, log=None, amp=None,
-           checkpoint=None, accumulation=1, set_to_none=True):
+           checkpoint=None, accumulation=1, set_to_none=True, workspaces=None):
     """Returns a TraceBuilder holding `iterations` optimizer steps.
 
     model: an nn.Module or a zero-argument callable building one (under fake, built inside the fake
@@ -169,7 +196,10 @@ def record(model, make_batch, loss_fn, optimizer, *, iterations, device, fake, t
                 raise TypeError(f"the model callable returned {type(model).__name__}, not a torch.nn.Module")
         if fake and not all(is_fake(t) for t in list(model.parameters()) + list(model.buffers())):
             model = fake_module(model, fake_mode)
-        model = model.to(device)
+        if fake:
+            move_fake_module(model, device)
+        else:
+            model = model.to(device)
         model.train()
         opt = make_optimizer(optimizer, model.parameters(), fake)
         scaler = amp_mod.LossScaler(device) if amp == "fp16" else None
@@ -178,6 +208,7 @@ def record(model, make_batch, loss_fn, optimizer, *, iterations, device, fake, t
     builder.model_name, builder.model_dtype, builder.checkpointed = type(model).__name__, _dtype(model), names
     device_type = torch.device(device).type
     rec = Recorder(builder, timer, device_type, fake)
+    rec.workspaces = workspaces
     param_names = {}
     for name, p in model.named_parameters():
         rec.register(p, "parameter", name)
@@ -192,7 +223,10 @@ def record(model, make_batch, loss_fn, optimizer, *, iterations, device, fake, t
     gc_was_enabled = gc.isenabled()
     gc.disable()  # reference cycles are collected at iteration ends only, so frees do not depend on gc timing
     try:
-        with fake_mode, rec, ModuleNames(model, rec) as module_names, checkpointed(model, names, module_names):
+        # a fake recording models a GPU: the kernels CUDA would pick (cuda_dispatch.py)
+        dispatch = CudaDispatch() if fake else contextlib.nullcontext()
+        with fake_mode, dispatch, rec, ModuleNames(model, rec) as module_names, \
+                checkpointed(model, names, module_names):
             for it in range(iterations):
                 data = None
                 for micro in range(accumulation):
