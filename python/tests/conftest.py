@@ -16,9 +16,10 @@ heavy = pytest.mark.skipif(os.environ.get("COOPSIM_SANITIZE") == "1",
                            reason="heavy case: not in the sanitizer pass (COOPSIM_SANITIZE=1)")
 
 
-def peak_live(records):
-    """The largest sum of live tensor bytes over the trace's alloc/free events."""
-    sizes = {r["id"]: r["bytes"] for r in records if r["kind"] == "tensor"}
+def peak_live(records, skip_roles=()):
+    """The largest sum of live tensor bytes over the trace's alloc/free events (tensors of the roles in
+    skip_roles not counted)."""
+    sizes = {r["id"]: (0 if r.get("role") in skip_roles else r["bytes"]) for r in records if r["kind"] == "tensor"}
     live = peak = 0
     for r in records:
         if r["kind"] == "alloc":

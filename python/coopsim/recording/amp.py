@@ -19,6 +19,12 @@ are differentiable and recorded as the aten::_to_copy ops real autocast makes:
 * promote (the widest floating type of the inputs): addcdiv, addcmul, atan2, bilinear, cross, dot,
   grid_sample, index_put, scatter_add, tensordot.
 
+CUDA autocast is a dispatch key: it applies to every ATen op, whatever Python function calls it. A
+TorchFunctionMode sees a Python composite of torch.nn.functional (multi_head_attention_forward, which
+nn.MultiheadAttention and nn.TransformerEncoderLayer call) as one call, and the ops inside it would
+run with the mode switched off, in float32. Such composites run with the policy re-entered, so the
+linears and matrix products inside get their casts as on CUDA (test_amp_inside_multihead_attention).
+
 As in autocast, the lower-precision copy of a leaf float32 tensor that requires grad (a parameter)
 is cached for the region, so each weight is cast once per forward; the cache is dropped when the
 outermost region ends. Ops called as Tensor methods or torch functions are covered; ATen ops reached
@@ -28,6 +34,8 @@ top, which for the listed ops is the common case).
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_map
+
+from .compat import python_composite as _python_composite, run_composite_inside
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -87,7 +95,12 @@ class _Policy(TorchFunctionMode):
             if floats and len({t.dtype for t in floats}) > 1:
                 widest = torch.float32 if any(t.dtype == torch.float32 for t in floats) else floats[0].dtype
                 args, kwargs = tree_map(lambda t: t.to(widest) if _eligible(t) else t, (args, kwargs))
+        elif _python_composite(func):
+            return self._inside(func, args, kwargs)
         return func(*args, **kwargs)
+
+    def _inside(self, func, args, kwargs):
+        return run_composite_inside(self, func, args, kwargs)
 
 
 def _tensors(tree):

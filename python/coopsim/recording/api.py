@@ -110,7 +110,8 @@ def record(model, batch, loss_fn, optimizer="adamw", *, iterations=2, fake=True,
     torch.manual_seed(seed)
     builder = record_session(model, make_batch, loss_fn, optimizer, iterations=iterations, device=device,
                              fake=fake, timer=timer, log=log, amp=amp, checkpoint=checkpoint,
-                             accumulation=accumulation, set_to_none=set_to_none, workspaces=workspaces)
+                             accumulation=accumulation, set_to_none=set_to_none, workspaces=workspaces,
+                             cuda_like=fake or (profile is not None and not device.startswith("cuda")))
     name = name or builder.model_name
     if output is None:
         fd, output = tempfile.mkstemp(prefix=f"coopsim-{name}-", suffix=".jsonl.gz")

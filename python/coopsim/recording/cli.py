@@ -147,7 +147,8 @@ def main(argv=None, tool=TOOL):
             builder = record(spec.build, lambda dev: spec.inputs(batch, dev), spec.loss, optimizer,
                              iterations=args.iterations, device=device, fake=args.fake, timer=timer, log=log,
                              amp=args.amp, checkpoint=checkpoint, accumulation=args.accumulation,
-                             set_to_none=not args.keep_grads, workspaces=workspaces)
+                             set_to_none=not args.keep_grads, workspaces=workspaces,
+                             cuda_like=args.fake or (profile is not None and not device.startswith("cuda")))
             if history is not None:
                 cuda_memory = history.stats()
                 cuda_memory["snapshot"] = os.path.basename(args.memory_snapshot)

@@ -12,6 +12,7 @@
   reused while it is tracked: the address is a safe key until the reference is released.
 """
 import contextlib
+import inspect
 
 import torch
 
@@ -111,3 +112,43 @@ def is_fake(t):
 
 def version():
     return torch.__version__
+
+
+# Python composites of torch.nn.functional whose inner calls (linear, bmm, softmax, dropout,
+# scaled_dot_product_attention) a mode must see: nn.MultiheadAttention and nn.TransformerEncoderLayer
+# reach their matrix products only through this one. The others of torch.nn.functional (relu,
+# batch_norm, cross_entropy...) call one C function each, which the modes see anyway.
+_COMPOSITES = {("torch.nn.functional", "multi_head_attention_forward")}
+
+
+def python_composite(func):
+    """A Python composite whose inner calls a TorchFunctionMode must see (_COMPOSITES)."""
+    return inspect.isfunction(func) and (getattr(func, "__module__", ""), func.__name__) in _COMPOSITES
+
+
+def run_composite_inside(mode, func, args, kwargs):
+    """Runs a Python composite from inside `mode`'s __torch_function__ with the mode active again, so
+    the ops it calls reach the mode too (a dispatch key such as Autocast sees them all). The
+    composite's first statement asks has_torch_function* whether to hand itself to the modes: that one
+    question is answered False (else it would come straight back); every later one, from the ops and
+    composites it calls, goes to torch as usual. (torch 1.13 and 2.x spell the check the same way.)"""
+    namespace = func.__globals__
+    names = [n for n in ("has_torch_function", "has_torch_function_unary", "has_torch_function_variadic")
+             if n in namespace]
+    saved = {n: namespace[n] for n in names}
+    first = [True]
+
+    def answer(original):
+        def check(*a):
+            if first[0]:
+                first[0] = False
+                return False
+            return original(*a)
+        return check
+    for n in names:
+        namespace[n] = answer(saved[n])
+    try:
+        with mode:
+            return func(*args, **kwargs)
+    finally:
+        namespace.update(saved)

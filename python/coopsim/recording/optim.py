@@ -127,28 +127,30 @@ CUDA_FOREACH_DEFAULT = int(torch.__version__.split(".")[0]) >= 2
 _UNSUPPORTED_UNDER_FAKE = ("amsgrad", "fused", "capturable", "maximize", "differentiable")
 
 
-def make_optimizer(kind, params, fake):
+def make_optimizer(kind, params, fake, cuda_like=None):
     """'sgd': SGD, momentum 0.9, weight decay 1e-4; 'adamw': AdamW, weight decay 0.01; 'adam': Adam,
-    no weight decay; or a callable(params) -> torch.optim.Optimizer."""
+    no weight decay; or a callable(params) -> torch.optim.Optimizer. cuda_like (default: fake): the
+    recording models a GPU, so the optimizer runs CUDA's default (foreach) path."""
+    cuda_like = fake if cuda_like is None else cuda_like
     params = list(params)
     if callable(kind):
         opt = kind(params)
         if not isinstance(opt, torch.optim.Optimizer):
             raise TypeError(f"the optimizer callable returned {type(opt).__name__}, not a torch.optim.Optimizer")
         if fake and type(opt) in (torch.optim.Adam, torch.optim.AdamW):
-            return _step_count_copy(opt)
-        return _foreach_as_on_cuda(opt) if fake and CUDA_FOREACH_DEFAULT else opt
-    foreach = fake and CUDA_FOREACH_DEFAULT
+            return _step_count_copy(opt)  # (fake implies cuda_like)
+        return _foreach_as_on_cuda(opt) if cuda_like and CUDA_FOREACH_DEFAULT else opt
+    foreach = cuda_like and CUDA_FOREACH_DEFAULT
     if kind == "sgd":
         return torch.optim.SGD(params, lr=0.1, momentum=0.9, weight_decay=1e-4, **({"foreach": True} if foreach else {}))
     if kind == "adamw":
         if fake:
             return ForeachStepCountAdamW(params) if foreach else StepCountAdamW(params)
-        return torch.optim.AdamW(params, lr=1e-4, weight_decay=0.01)
+        return torch.optim.AdamW(params, lr=1e-4, weight_decay=0.01, **({"foreach": True} if foreach else {}))
     if kind == "adam":
         if fake:
             return ForeachStepCountAdam(params) if foreach else StepCountAdam(params)
-        return torch.optim.Adam(params, lr=1e-3)
+        return torch.optim.Adam(params, lr=1e-3, **({"foreach": True} if foreach else {}))
     raise ValueError(f"unknown optimizer {kind!r} (valid: {', '.join(OPTIMIZERS)}, or a callable(params))")
 
 

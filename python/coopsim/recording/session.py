@@ -182,12 +182,15 @@ def _one_input_requires_grad(args):
 
 
 def record(model, make_batch, loss_fn, optimizer, *, iterations, device, fake, timer, log=None, amp=None,
-           checkpoint=None, accumulation=1, set_to_none=True, workspaces=None):
+           checkpoint=None, accumulation=1, set_to_none=True, workspaces=None, cuda_like=None):
     """Returns a TraceBuilder holding `iterations` optimizer steps.
 
     model: an nn.Module or a zero-argument callable building one (under fake, built inside the fake
     mode); make_batch(device) -> dict of tensors, called once per micro-batch; loss_fn(model, batch) ->
-    scalar loss; optimizer: a name of optim.make_optimizer or a callable(params)."""
+    scalar loss; optimizer: a name of optim.make_optimizer or a callable(params). cuda_like (default:
+    fake): the recording models a GPU it does not run on, so it makes the choices CUDA would
+    (cuda_dispatch.py, the foreach optimizers of optim.py)."""
+    cuda_like = fake if cuda_like is None else cuda_like
     fake_mode = FakeTensorMode() if fake else contextlib.nullcontext()
     with fake_mode:
         if not isinstance(model, torch.nn.Module):
@@ -201,7 +204,7 @@ def record(model, make_batch, loss_fn, optimizer, *, iterations, device, fake, t
         else:
             model = model.to(device)
         model.train()
-        opt = make_optimizer(optimizer, model.parameters(), fake)
+        opt = make_optimizer(optimizer, model.parameters(), fake, cuda_like)
         scaler = amp_mod.LossScaler(device) if amp == "fp16" else None
     names = checkpoint_names(model, checkpoint)
     builder = TraceBuilder()
@@ -223,8 +226,8 @@ def record(model, make_batch, loss_fn, optimizer, *, iterations, device, fake, t
     gc_was_enabled = gc.isenabled()
     gc.disable()  # reference cycles are collected at iteration ends only, so frees do not depend on gc timing
     try:
-        # a fake recording models a GPU: the kernels CUDA would pick (cuda_dispatch.py)
-        dispatch = CudaDispatch() if fake else contextlib.nullcontext()
+        # a recording that models a GPU it does not run on: the kernels CUDA would pick (cuda_dispatch.py)
+        dispatch = CudaDispatch() if cuda_like else contextlib.nullcontext()
         with fake_mode, dispatch, rec, ModuleNames(model, rec) as module_names, \
                 checkpointed(model, names, module_names):
             for it in range(iterations):
