@@ -14,6 +14,8 @@
 # Results: bench/results.csv and a printed summary. Targets: >= 1M lines/s, >= 10M events/s
 # under keep, a 100-budget x 3-policy sweep of the largest bundled trace in < 10 s on 2 cores.
 #   scripts/bench.sh [LAYERS] [ITERATIONS]
+#   scripts/bench.sh predict   # before-launch prediction vs the H200 (scripts/predict.py): fake
+#                              # recordings on PyPI's torch 2.x against traces/h200/measured.json
 set -eu
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
@@ -22,6 +24,10 @@ build="${BENCH_BUILD_DIR:-build-release}"
 [ -f "$build/build.ninja" ] || meson setup "$build" --buildtype=release -Dtests=disabled >/dev/null
 ninja -C "$build" src/coopsim >/dev/null
 coopsim="$build/src/coopsim"
+if [ "${1:-}" = predict ]; then
+  coopsim_torch2_venv
+  exec python3 scripts/predict.py "$coopsim" "$COOPSIM_TORCH2_PYTHON" --out bench/predict
+fi
 layers="${1:-200}"
 iterations="${2:-140}"
 mkdir -p bench

@@ -39,3 +39,24 @@ coopsim_install_deps() {
     return 1
   }
 }
+
+# PyTorch 2.x from PyPI (the recorder's main target; Debian ships 1.13) in a virtual environment
+# made once per machine, outside the checkout: ${COOPSIM_TORCH2_VENV:-~/.cache/coopsim/torch2-venv}.
+# The CUDA wheel runs on the CPU (no GPU needed); with torchvision, transformers, pandas and pytest
+# it is several GB, so it is installed only when missing. Sets COOPSIM_TORCH2_PYTHON on success.
+coopsim_torch2_venv() {
+  local venv="${COOPSIM_TORCH2_VENV:-$HOME/.cache/coopsim/torch2-venv}"
+  local check="import torch, torchvision, transformers, pandas, pytest; assert int(torch.__version__.split('.')[0]) >= 2"
+  if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "$check" >/dev/null 2>&1; then
+    echo "coopsim: installing PyTorch 2.x from PyPI into $venv (once per machine)" >&2
+    coopsim_install_deps python3-venv || return 1
+    /usr/bin/python3 -m venv "$venv" &&
+      "$venv/bin/python" -m pip install -q --upgrade pip &&
+      "$venv/bin/python" -m pip install -q torch torchvision transformers pandas pytest || {
+        echo "coopsim: pip could not install torch 2.x into $venv" >&2
+        return 1
+      }
+  fi
+  COOPSIM_TORCH2_PYTHON="$venv/bin/python"
+  export COOPSIM_TORCH2_PYTHON
+}

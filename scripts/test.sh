@@ -16,6 +16,12 @@ case "${1:-}" in
 esac
 . scripts/deps.sh
 coopsim_install_deps || { echo "0 passed, 1 failed"; exit 1; }
+# The recorder's suite on PyPI's torch 2.x (meson test 'python-torch2'), in the normal pass only:
+# its tests are Python, which the sanitizers do not look into. Without the environment (no network)
+# the suite fails under CI and skips elsewhere.
+if [ $sanitize -eq 0 ]; then
+  coopsim_torch2_venv || echo "note: no torch 2.x environment; the suite python-torch2 will not run" >&2
+fi
 
 # -g1: line tables only (backtraces and sanitizer reports keep file:line); full -g makes every
 # object three times larger and the build a quarter slower.

@@ -69,7 +69,19 @@ def sdpa_backend(q, k, v, attn_mask, dropout_p, enable_gqa):
 
 class CudaDispatch(TorchFunctionMode):
     """Routes dropout and scaled_dot_product_attention to the ops CUDA would run, also where a Python
-    composite of torch.nn.functional calls them (nn.MultiheadAttention)."""
+    composite of torch.nn.functional calls them (nn.MultiheadAttention). `recording` counts the
+    recordings in progress: a checkpointed module's recomputation runs inside backward, where the
+    function modes of the forward are not active, and enters a CudaDispatch again when it is set."""
+
+    recording = 0
+
+    def __enter__(self):
+        CudaDispatch.recording += 1
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        CudaDispatch.recording -= 1
+        return super().__exit__(*exc)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}

@@ -73,15 +73,24 @@ class ModuleNames:
 
 
 def fake_module(model, fake_mode):
-    """A copy of an already-built module whose parameters and buffers are FakeTensors of the same
-    shapes, dtypes and requires_grad (the module itself is untouched and nothing is copied: deepcopy
+    """A copy of an already-built module whose parameters and buffers are FakeTensors of fake_mode with
+    the same shapes, dtypes and requires_grad (the module itself is untouched and nothing is copied: deepcopy
     finds every tensor in its memo already converted)."""
     memo = {}
     for t in list(model.parameters()) + list(model.buffers()):
         if id(t) in memo:
             continue
-        f = fake_mode.from_tensor(t)
-        memo[id(t)] = torch.nn.Parameter(f, requires_grad=t.requires_grad) if isinstance(t, torch.nn.Parameter) else f
+        if is_fake(t) and t.fake_mode is fake_mode:
+            f = t
+        elif is_fake(t):
+            # a FakeTensor of another mode (copy.deepcopy of a fake module makes one, as
+            # nn.TransformerEncoder does with its layer): a new one of ours, same layout
+            with fake_mode, torch.no_grad():
+                f = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.fake_device)
+        else:
+            f = fake_mode.from_tensor(t)
+        memo[id(t)] = (torch.nn.Parameter(f, requires_grad=t.requires_grad)
+                       if isinstance(t, torch.nn.Parameter) and f is not t else f)
     return copy.deepcopy(model, memo)
 
 
@@ -154,7 +163,8 @@ def checkpointed(model, names, module_names):
             def run(*a, **k):
                 if torch.is_grad_enabled() and module_names.rec.b.phase == "backward":
                     cast = amp_mod.CudaAutocast(dtype) if dtype is not None else contextlib.nullcontext()
-                    with module_names.recompute(_name), cast:
+                    kernels = CudaDispatch() if CudaDispatch.recording else contextlib.nullcontext()
+                    with module_names.recompute(_name), kernels, cast:
                         return _original(*a, **k)
                 return _original(*a, **k)
             if kwargs:
@@ -197,7 +207,7 @@ def record(model, make_batch, loss_fn, optimizer, *, iterations, device, fake, t
             model = model()
             if not isinstance(model, torch.nn.Module):
                 raise TypeError(f"the model callable returned {type(model).__name__}, not a torch.nn.Module")
-        if fake and not all(is_fake(t) for t in list(model.parameters()) + list(model.buffers())):
+        if fake and not all(is_fake(t) and t.fake_mode is fake_mode for t in list(model.parameters()) + list(model.buffers())):
             model = fake_module(model, fake_mode)
         if fake:
             move_fake_module(model, device)
