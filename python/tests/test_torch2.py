@@ -244,3 +244,25 @@ def test_workspaces_per_thread_and_lt_only_for_addmm_with_bias():
     assert w.needed("aten::addmm", (torch.zeros(4, 6), x, wt), "backward") == []  # 2-D bias: cublasGemmEx
     assert w.needed("aten::add", (x, x), "backward") == []
     assert math.isclose(len(w.held), 3)
+
+
+def test_fitted_duration_model():
+    """duration = max(floor, roofline / efficiency of the op's kind); the bare roofline on request."""
+    from coopsim.recording.cost import EFFICIENCY, KERNEL_FLOOR_NS, Roofline, op_kind
+    assert op_kind("aten::mm", "bfloat16") == "matmul_half" and op_kind("aten::addmm", "float32") == "matmul_fp32"
+    assert op_kind("aten::bmm", "float32") == "bmm_fp32" and op_kind("aten::convolution_backward", "float32") == "conv"
+    assert op_kind("aten::native_layer_norm_backward", "float32") == "norm"
+    assert op_kind("aten::_softmax", "float32") == "reduction" and op_kind("aten::sum.dim_IntList", "float32") == "reduction"
+    assert op_kind("aten::_scaled_dot_product_flash_attention", "bfloat16") == "attention"
+    assert op_kind("aten::add_.Tensor", "float32") == "elementwise"
+    big = torch.empty(64 << 20, dtype=torch.float32)  # 256 MiB: memory-bound, read once and written once
+    out = torch.empty_like(big)
+    roof = Roofline("h200", model="roofline").estimate("aten::relu", (big,), [big], [out], [], False)
+    assert roof == pytest.approx(2 * big.numel() * 4 / 4.8e12 * 1e9)
+    fitted = Roofline("h200").estimate("aten::relu", (big,), [big], [out], [], False)
+    assert fitted == pytest.approx(roof / EFFICIENCY["elementwise"])
+    small = torch.empty(16)
+    assert Roofline("h200").estimate("aten::relu", (small,), [small], [torch.empty(16)], [], False) == KERNEL_FLOOR_NS
+    assert Roofline("h200").estimate("aten::view", (small,), [small], [], [], True) == 0  # no kernel
+    with pytest.raises(ValueError, match="unknown duration model"):
+        Roofline("h200", model="guess")

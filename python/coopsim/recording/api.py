@@ -17,14 +17,14 @@ WALL_CLOCK_WARNING = ("durations are CPU wall-clock times (CPU kernels, not a GP
                       "use a device profile (a100, h100 or h200) for GPU roofline estimates")
 
 
-def make_timer(device, fake, device_profile, launch_overhead=0.0):
-    """(timer, profile used): the roofline with a profile (a100 implied under fake), CUDA events on a
-    CUDA device, else the CPU wall clock."""
+def make_timer(device, fake, device_profile, launch_overhead=0.0, duration_model="fitted"):
+    """(timer, profile used): the duration model of a profile (a100 implied under fake; 'fitted' or
+    the bare 'roofline', cost.py), CUDA events on a CUDA device, else the CPU wall clock."""
     profile = device_profile or ("a100" if fake else None)
     if profile:
         if profile not in PROFILES:
             raise ValueError(f"unknown device profile {profile!r} (valid: {', '.join(PROFILES)})")
-        return Estimate(Roofline(profile, launch_overhead)), profile
+        return Estimate(Roofline(profile, launch_overhead, duration_model)), profile
     if launch_overhead:
         raise ValueError("a launch overhead needs an estimate (a device profile, or fake=True)")
     if device.startswith("cuda"):
@@ -70,7 +70,7 @@ def device_name(device, fake):
 
 def record(model, batch, loss_fn, optimizer="adamw", *, iterations=2, fake=True, amp=None, checkpoint=None,
            device_profile=None, set_to_none=True, accumulation=1, output=None, name=None, device=None, seed=0,
-           launch_overhead=0.0, log=None):
+           launch_overhead=0.0, log=None, duration_model="fitted"):
     """Records `iterations` optimizer steps of a model and writes them as a coopsim trace v1.
 
     model: an nn.Module, or a zero-argument callable that builds one (under fake=True it is built
@@ -85,6 +85,8 @@ def record(model, batch, loss_fn, optimizer="adamw", *, iterations=2, fake=True,
     device_profile: 'a100' | 'h100' | 'h200': durations from that GPU's roofline (default under fake: a100);
         without one and without fake, durations are measured (CPU wall clock, with a warning, or CUDA
         events).
+    duration_model: 'fitted' (default: the profile's roofline divided by per-kind efficiencies fitted
+        to H200 measurements, at least a per-kernel floor) or 'roofline' (the bare roofline).
     set_to_none: zero_grad(set_to_none); False zeroes the gradients in place and keeps them.
     accumulation: micro-batches (forward + backward) per optimizer step.
     output: the trace path (gzip when it ends in .gz); default a new file in the temporary directory.
@@ -92,7 +94,7 @@ def record(model, batch, loss_fn, optimizer="adamw", *, iterations=2, fake=True,
     """
     check_options(iterations, accumulation, amp, fake)
     device = default_device(device, fake)
-    timer, profile = make_timer(device, fake, device_profile, launch_overhead)
+    timer, profile = make_timer(device, fake, device_profile, launch_overhead, duration_model)
     if profile is None and not device.startswith("cuda"):
         warnings.warn(WALL_CLOCK_WARNING, stacklevel=3)  # the caller of coopsim.record
     if optimizer not in OPTIMIZERS and not callable(optimizer):

@@ -21,6 +21,9 @@ def parse_args(argv, models):
     p.add_argument("--fake", action="store_true", help="FakeTensors: exact sizes, no memory; implies an estimate")
     p.add_argument("--device-profile", choices=["a100", "h100", "h200"],
                    help="estimate durations with this GPU's roofline instead of measuring")
+    p.add_argument("--duration-model", choices=["fitted", "roofline"], default="fitted",
+                   help="with a device profile: 'fitted' (default; per-kind efficiencies and a per-kernel floor "
+                        "fitted to H200 measurements) or the bare 'roofline'")
     p.add_argument("--launch-overhead", type=float, default=0.0, metavar="NS",
                    help="with an estimate: ns added to every op that launches a kernel (default 0)")
     p.add_argument("--device", help="cpu or cuda[:N] (default: cuda when available, else cpu)")
@@ -126,7 +129,8 @@ def main(argv=None, tool=TOOL):
         spec = MODELS[args.model] if args.model in MODELS else user_spec(args.model, args.fake)
         batch = args.batch or spec.batch
         device = api.default_device(args.device, args.fake)
-        timer, profile = api.make_timer(device, args.fake, args.device_profile, args.launch_overhead)
+        timer, profile = api.make_timer(device, args.fake, args.device_profile, args.launch_overhead,
+                                        args.duration_model)
         if profile is None and not device.startswith("cuda") and log:
             print(f"record_pytorch: warning: {api.WALL_CLOCK_WARNING.replace('a device profile', '--device-profile')}",
                   file=sys.stderr)

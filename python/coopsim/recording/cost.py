@@ -24,6 +24,16 @@ convolution (the same for each gradient it computes), 4*B*H*S*Sk*D for coopsim's
 input tensor read once (its elements, at most its storage) plus every output written once; a mutated
 input counts as read and written. Ops that only make views, and empty allocations, take 0 ns.
 An optional per-kernel launch overhead (0 by default) can be added.
+
+The fitted model (the default; model="roofline" gives the bare roofline above) divides the roofline
+time by the efficiency an op's kind reaches and takes at least a per-kernel floor:
+duration = max(KERNEL_FLOOR_NS, roofline / EFFICIENCY[kind]). Fitted to the CUDA-timed H200
+recordings of traces/h200 (scripts/fit_durations.py, docs/recording.md "Durations"): efficiencies are
+the time-weighted measured/roofline ratios of each kind's ops of at least 20 us of roofline time
+(convolutions, normalisations and element-wise ops from ResNet-50's shielded timings; matrix products
+from GPT-2 and Llama), the floor the median measured time of ResNet-50's kernels whose roofline is
+under 1 us (4.5 us: launch, a wave's start-up, the memory latency). The same table serves a100 and
+h100 (not measured there).
 """
 import math
 
@@ -46,6 +56,13 @@ PROFILES = {
              "matmul": {"float64": 67 * TFLOPS, "float32": 67 * TFLOPS, "tf32": 494.5 * TFLOPS,
                         "float16": 989.5 * TFLOPS, "bfloat16": 989.5 * TFLOPS}},
 }
+
+KERNEL_FLOOR_NS = 4500
+EFFICIENCY = {"conv": 0.30, "matmul_fp32": 0.68, "matmul_half": 0.78, "bmm_fp32": 0.48, "bmm_half": 0.60,
+              "attention": 0.60, "norm": 0.27, "reduction": 0.50, "elementwise": 0.85}
+_NORM_WORDS = ("batch_norm", "layer_norm", "group_norm", "rms_norm", "instance_norm")
+_REDUCTION_PREFIXES = ("sum", "mean", "norm", "linalg_vector_norm", "amax", "amin", "max", "min", "logsumexp", "var",
+                       "std", "prod", "nll_loss", "cumsum", "argmax", "argmin", "embedding_dense_backward")
 
 MATMUL_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm", "aten::_addmm_activation"}
 CONV_OPS = {"aten::convolution", "aten::_convolution", "aten::cudnn_convolution", "aten::mkldnn_convolution",
@@ -133,19 +150,48 @@ def matmul_flops(name, args, outputs):
     return None
 
 
-class Roofline:
-    """Estimates op durations in ns for one device profile."""
+def op_kind(name, dtype):
+    """The kind of an op for the fitted efficiencies (EFFICIENCY's keys)."""
+    base = _base(name)
+    short = base.split("::", 1)[-1]
+    half = dtype in ("float16", "bfloat16")
+    if base in ("aten::mm", "aten::addmm", "aten::_addmm_activation", "aten::addmv", "aten::mv"):
+        return "matmul_half" if half else "matmul_fp32"
+    if base in ("aten::bmm", "aten::baddbmm", "aten::addbmm"):
+        return "bmm_half" if half else "bmm_fp32"
+    if base in CONV_OPS or base in CONV_BACKWARD_OPS:
+        return "conv"
+    if "attention" in short:
+        return "attention"
+    if any(w in short for w in _NORM_WORDS):
+        return "norm"
+    if "softmax" in short or "pool" in short or short.startswith(_REDUCTION_PREFIXES):
+        return "reduction"
+    return "elementwise"
 
-    def __init__(self, profile, launch_overhead_ns=0):
+
+class Roofline:
+    """Estimates op durations in ns for one device profile: model 'fitted' (default) or 'roofline'."""
+
+    MODELS = ("fitted", "roofline")
+
+    def __init__(self, profile, launch_overhead_ns=0, model="fitted"):
+        if model not in self.MODELS:
+            raise ValueError(f"unknown duration model {model!r} (valid: {', '.join(self.MODELS)})")
         self.key = profile
         self.profile = PROFILES[profile]
         self.launch_overhead_ns = launch_overhead_ns
+        self.model = model
 
     def describe(self):
         p = self.profile
-        return {"profile": self.key, "gpu": p["name"], "hbm_bytes_per_s": p["hbm_bytes_per_s"],
-                "peak_flops": {"vector": p["vector"], "matmul": p["matmul"]},
-                "launch_overhead_ns": self.launch_overhead_ns}
+        out = {"profile": self.key, "gpu": p["name"], "hbm_bytes_per_s": p["hbm_bytes_per_s"],
+               "peak_flops": {"vector": p["vector"], "matmul": p["matmul"]},
+               "launch_overhead_ns": self.launch_overhead_ns, "model": self.model}
+        if self.model == "fitted":
+            out["kernel_floor_ns"] = KERNEL_FLOOR_NS
+            out["efficiency"] = dict(EFFICIENCY)
+        return out
 
     def estimate(self, name, args, inputs, outputs, mutated, views_only):
         """inputs / outputs: distinct device tensors; mutated: those inputs written in place."""
@@ -165,8 +211,10 @@ class Roofline:
         else:
             peak = p["vector"]["float64" if dtype == "float64" else "float32"]
             flops = max([_numel(t) for t in outputs + inputs] or [0])
-        seconds = max(flops / peak, moved / p["hbm_bytes_per_s"])
-        return seconds * 1e9 + self.launch_overhead_ns
+        ns = max(flops / peak, moved / p["hbm_bytes_per_s"]) * 1e9
+        if self.model == "fitted":
+            ns = max(KERNEL_FLOOR_NS, ns / EFFICIENCY[op_kind(name, dtype)])
+        return ns + self.launch_overhead_ns
 
 
 def _storage_bytes(t):
