@@ -5,6 +5,7 @@
     coopsim.sweep(config, output_dir)                        # -> pandas.DataFrame of results.csv
     coopsim.minbudget(trace, policy, allocator)              # -> dict
     coopsim.advise(trace, capacity)                          # -> dict: which PYTORCH_CUDA_ALLOC_CONF (or policy) fits
+    coopsim.fit(model, batch, loss_fn, optimizer, capacity=)  # -> DataFrame: what to change so the step fits (needs torch)
     coopsim.plot.figures(sweep_dir)                          # figures of a sweep (needs matplotlib)
 
 Importing coopsim imports neither torch nor pandas nor matplotlib: each is imported by what needs it.
@@ -13,7 +14,7 @@ from .recording.trace import read_trace
 from .sim import CoopsimError, advise, find_binary, minbudget, run, sweep, validate
 
 __version__ = "0.17.0"
-__all__ = ["record", "run", "sweep", "minbudget", "advise", "validate", "find_binary", "read_trace", "CoopsimError", "Spec",
+__all__ = ["record", "fit", "run", "sweep", "minbudget", "advise", "validate", "find_binary", "read_trace", "CoopsimError", "Spec",
            "MODELS"]
 
 
@@ -22,6 +23,13 @@ def record(model, batch, loss_fn, optimizer="adamw", **options):
     See coopsim.recording.api.record for the options."""
     from .recording.api import record as _record
     return _record(model, batch, loss_fn, optimizer, **options)
+
+
+def fit(model, batch, loss_fn, optimizer="adamw", **options):
+    """Ranks the PyTorch changes (checkpointing, micro-batches, bf16, smaller batch) that make a training
+    step fit a GPU, recorded in fake mode. See coopsim.fit_step.fit for the options."""
+    from .fit_step import fit as _fit
+    return _fit(model, batch, loss_fn, optimizer, **options)
 
 
 def __getattr__(name):
