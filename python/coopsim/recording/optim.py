@@ -36,6 +36,16 @@ class StepCountAdamW(torch.optim.Optimizer):
     def __init__(self, params, lr=1e-4, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
 
+    def _advance(self, p):
+        """The parameter's state, made on its first step (the two moments, torch's order), one step on."""
+        state = self.state[p]
+        if not state:
+            state["step"] = 0
+            state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+            state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+        state["step"] += 1
+        return state
+
     @torch.no_grad()
     def step(self, closure=None):
         for group in self.param_groups:
@@ -44,12 +54,7 @@ class StepCountAdamW(torch.optim.Optimizer):
             for p in group["params"]:
                 if p.grad is None:
                     continue
-                state = self.state[p]
-                if not state:
-                    state["step"] = 0
-                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                    state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                state["step"] += 1
+                state = self._advance(p)
                 step, exp_avg, exp_avg_sq, grad = state["step"], state["exp_avg"], state["exp_avg_sq"], p.grad
                 if self.decoupled:
                     p.mul_(1 - lr * wd)
@@ -77,12 +82,7 @@ class ForeachStepCountAdamW(StepCountAdamW):
             if not params:
                 continue
             for p in params:
-                state = self.state[p]
-                if not state:
-                    state["step"] = 0
-                    state["exp_avg"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                    state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                state["step"] += 1
+                self._advance(p)
             grads = [p.grad for p in params]
             exp_avgs = [self.state[p]["exp_avg"] for p in params]
             exp_avg_sqs = [self.state[p]["exp_avg_sq"] for p in params]
