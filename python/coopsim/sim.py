@@ -38,11 +38,12 @@ def find_binary(binary=None):
                        "(scripts/test.sh or meson setup build && ninja -C build) or put coopsim on PATH")
 
 
-def call(args, binary=None, timeout=None):
-    """Runs `coopsim ARGS...` and returns its stdout; raises CoopsimError on a non-zero exit."""
+def call(args, binary=None, timeout=None, answers=(0,)):
+    """Runs `coopsim ARGS...` and returns its stdout; raises CoopsimError on an exit status not in
+    `answers` (advise's 3, nothing fits, is an answer)."""
     command = [find_binary(binary), *map(str, args)]
     p = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-    if p.returncode != 0:
+    if p.returncode not in answers:
         lines = [line for line in p.stderr.splitlines() if line.strip()]
         errors = [line for line in lines if line.startswith("coopsim: error: ")]
         line = errors[0] if errors else (lines[-1] if lines else f"exit status {p.returncode}")
@@ -141,26 +142,27 @@ def minbudget(trace, policy, allocator, max_overhead=None, sets=None, config=Non
     return json.loads(call(args + _sets(sets), binary))
 
 
-def advise(trace, capacity, sets=None, config=None, jobs=None, binary=None):
+def advise(trace, capacity, sets=None, config=None, jobs=None, binary=None, reserve=None):
     """`coopsim advise TRACE --capacity CAPACITY --json`: PYTORCH_CUDA_ALLOC_CONF settings (and, when
-    none fits, recompute and swap policies) ranked at the capacity, as a dict: 'fits', 'use' (the
-    line to use), 'answer' (the top entry), 'settings' and 'policies' (every replay, ranked; their
-    'run' holds the coopsim run arguments that reproduce it). Nothing fitting is an answer, not an
-    error (exit 3 is read as fits=False); capacity: bytes, '80GiB' or '90%'."""
+    none fits, recompute and swap policies) ranked at the usable capacity (capacity - reserve), as a
+    dict: 'verdict' (the first line of the text output), 'fits_with_settings' (some allocator
+    setting fits with policy keep; 'fits' is the same), 'fits_with_policy' (only a recompute or swap
+    policy fits), 'spare_bytes' (the defaults fit) or 'short_bytes' (they do not), 'reserve_bytes',
+    'usable_bytes', 'min_capacity_bytes' (the smallest capacity for PyTorch's defaults, reserve
+    included), 'step_ms' (the answer's simulated time per iteration), 'use' (the line to use),
+    'answer' (the top entry), 'settings' and 'policies' (every replay, ranked; their 'run' holds the
+    coopsim run arguments that reproduce it). Nothing fitting is an answer, not an error (exit 3);
+    capacity: bytes, '80GiB' or '90%'; reserve: bytes or '1GiB' (None: the binary's default, 512 MiB
+    for the CUDA context)."""
     args = ["advise", os.fspath(trace), "--capacity", str(capacity), "--json"]
+    if reserve is not None:
+        args += ["--reserve", str(reserve)]
     if config is not None:
         args += ["--config", os.fspath(config)]
     if jobs is not None:
         args += ["--jobs", str(jobs)]
     args += _sets(sets)
-    try:
-        return json.loads(call(args, binary))
-    except CoopsimError as e:
-        # Exit 3: nothing fits; the ranking is still printed (stdout is not in the exception).
-        if e.returncode != 3:
-            raise
-    command = [find_binary(binary), *map(str, args)]
-    return json.loads(subprocess.run(command, capture_output=True, text=True, check=False).stdout)
+    return json.loads(call(args, binary, answers=(0, 3)))
 
 
 def validate(trace, binary=None):

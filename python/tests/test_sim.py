@@ -75,15 +75,28 @@ def test_binary_lookup(monkeypatch, tmp_path, coopsim_bin):
 
 def test_advise_returns_the_ranking(coopsim_bin):
     gpt2 = os.path.join(ROOT, "traces", "gpt2.jsonl.gz")
-    fits = coopsim.advise(gpt2, "101%", jobs=2, binary=coopsim_bin)
-    assert fits["fits"] and fits["answer"] == fits["settings"][0]
-    assert fits["use"] in ("leave PYTORCH_CUDA_ALLOC_CONF unset", "PYTORCH_CUDA_ALLOC_CONF=" + fits["answer"]["conf"])
+    fits = coopsim.advise(gpt2, "40GiB", jobs=2, binary=coopsim_bin)
+    assert fits["fits"] and fits["fits_with_settings"] and not fits["fits_with_policy"]
+    assert fits["answer"] == fits["settings"][0]
+    # The defaults fit at 40 GiB: they are the answer, with the bytes to spare.
+    assert fits["use"] == "the defaults (no PYTORCH_CUDA_ALLOC_CONF)" and fits["answer"]["conf"] == ""
+    assert fits["reserve_bytes"] == 512 << 20 and fits["usable_bytes"] == (40 << 30) - (512 << 20)
+    assert fits["spare_bytes"] == fits["usable_bytes"] - fits["answer"]["peak_reserved_bytes"]
+    assert fits["short_bytes"] is None and fits["verdict"].startswith("fits with ")
+    assert fits["step_ms"] == fits["answer"]["step_ms"] > 0
     assert [s["rank"] for s in fits["settings"]] == list(range(1, len(fits["settings"]) + 1))
+    # reserve= is taken off the capacity.
+    tight = coopsim.advise(gpt2, "40GiB", reserve="20GiB", jobs=2, binary=coopsim_bin)
+    assert tight["usable_bytes"] == 20 << 30 and not tight["fits_with_settings"] and tight["short_bytes"] > 0
+    assert tight["min_capacity_bytes"] == tight["short_bytes"] + (40 << 30)
     # Nothing fits at half the peak without a policy; keep-only settings all fail (exit 3 is an answer).
-    half = coopsim.advise(TRACE, "50%", jobs=2, binary=coopsim_bin)
-    assert not any(s["fits"] for s in half["settings"])
+    half = coopsim.advise(TRACE, "50%", reserve=0, jobs=2, binary=coopsim_bin)
+    assert not any(s["fits"] for s in half["settings"]) and half["fits"] is False
     with pytest.raises(coopsim.CoopsimError, match="capacity"):
         coopsim.advise(TRACE, "0", binary=coopsim_bin)
+    with pytest.raises(coopsim.CoopsimError, match="--reserve") as e:
+        coopsim.advise(TRACE, "1GiB", reserve="1GiB", binary=coopsim_bin)
+    assert e.value.returncode == 2
 
 
 def test_initial_state_reaches_the_binary(coopsim_bin):

@@ -186,6 +186,9 @@ int run_command(CLI::App& app, int argc, char** argv) {
   adv_cmd->add_option("trace", adv.trace, "trace file")->required();
   adv_cmd->add_option("--capacity", adv.capacity, "device memory, e.g. 80GiB, or N% of the trace's peak live bytes")
       ->required();
+  adv_cmd->add_option("--reserve", adv.reserve,
+                      "device memory outside PyTorch's caching allocator, taken off the capacity (default 512MiB: "
+                      "the CUDA context)");
   adv_cmd->add_option("--config,-c", adv.config, "JSON config file (link, engine, limits, policy parameters)");
   adv_cmd->add_option("--set,-s", adv.sets, "config override key=value (repeatable), e.g. link.preset=pcie5-x16");
   adv_cmd->add_option("--jobs,-j", adv.jobs, "parallel replays (default: every core)")
@@ -247,6 +250,9 @@ int run_command(CLI::App& app, int argc, char** argv) {
     if (minb_cmd->parsed()) return coopsim::command_minbudget(minb, std::cout);
     if (adv_cmd->parsed()) return coopsim::command_advise(adv, std::cout);
     if (replay_cmd->parsed()) return coopsim::command_replay_gpu(replay, std::cout);
+  } catch (const coopsim::UsageError& e) {
+    std::cerr << "coopsim: error: " << e.what() << "\n";
+    return coopsim::cli::kUsageStatus;
   } catch (const coopsim::Error& e) {
     std::cerr << "coopsim: error: " << e.what() << "\n";
     return 1;

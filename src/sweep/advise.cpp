@@ -1,5 +1,6 @@
 // `coopsim advise`: the candidates (PYTORCH_CUDA_ALLOC_CONF settings, then policies), their
-// replays at the capacity on a pool of threads, and the ranking. Output: advise_output.cpp.
+// replays at the usable capacity on a pool of threads, the ranking, and the minimum-budget search
+// for PyTorch's defaults. Output: advise_output.cpp.
 #include "coopsim/sweep/advise.hpp"
 
 #include <fmt/format.h>
@@ -13,6 +14,7 @@
 #include "coopsim/alloc/pytorch.hpp"
 #include "coopsim/base/error.hpp"
 #include "coopsim/policy/policy.hpp"
+#include "coopsim/sweep/sweep.hpp"
 
 namespace coopsim::advise {
 namespace {
@@ -81,24 +83,28 @@ Outcome outcome_of(const Candidate& c, const Report& r, std::uint64_t events) {
   o.device_mallocs = r.counters.device_mallocs;
   o.events = events;
   if (r.oom) o.oom_event = r.oom->event_index;
+  o.simulated = r.time.simulated;
+  o.iterations = r.iterations;
   return o;
 }
 
 // Replays every candidate on up to `jobs` threads. Each result lands at its candidate's index, so
 // the outcomes do not depend on the thread count; of several failures the first by index is
 // rethrown.
+CheckedConfig config_of(const SimConfig& base, const Candidate& c, Bytes budget) {
+  SimConfig cfg = base;
+  for (const auto& s : conf_overrides(c.conf)) apply_override(cfg, s);
+  cfg.doc["allocator"] = "pytorch";
+  cfg.doc["policy"] = c.policy;
+  cfg.doc["budget"] = budget.value;
+  return check_config(cfg);
+}
+
 std::vector<Outcome> replay_all(const SimConfig& base, const Trace& trace, const std::vector<Candidate>& cands,
-                                std::size_t first_index, std::uint64_t events, const Options& o,
+                                std::size_t first_index, std::uint64_t events, Bytes budget, const Options& o,
                                 std::vector<Report>* reports = nullptr) {
   std::vector<CheckedConfig> configs;
-  for (const Candidate& c : cands) {
-    SimConfig cfg = base;
-    for (const auto& s : conf_overrides(c.conf)) apply_override(cfg, s);
-    cfg.doc["allocator"] = "pytorch";
-    cfg.doc["policy"] = c.policy;
-    cfg.doc["budget"] = o.capacity.value;
-    configs.push_back(check_config(cfg));
-  }
+  for (const Candidate& c : cands) configs.push_back(config_of(base, c, budget));
   std::vector<std::optional<Report>> done(cands.size());
   std::vector<std::exception_ptr> failures(cands.size());
   std::atomic<std::size_t> next{0};
@@ -150,6 +156,32 @@ std::string no_dataflow(const Trace& trace, const SimConfig& base) {
 
 std::size_t AllocConf::changed() const { return changed_options(*this).size(); }
 
+double Outcome::step_ms() const {
+  return static_cast<double>(simulated.count()) / 1e6 / static_cast<double>(std::max<std::uint32_t>(1, iterations));
+}
+
+PolicyInPyTorch in_pytorch(const std::string& policy) {
+  static const std::string checkpointing =
+      "activation checkpointing (torch.utils.checkpoint), which PyTorch applies per block, not per tensor";
+  if (policy == "vdnn") {
+    return {"swap", "CPU offload of saved activations (torch.autograd.graph.save_on_cpu, which does not prefetch)",
+            true};
+  }
+  if (policy == "coop" || policy == "dte" || policy == "dtr") return {"recompute", checkpointing, false};
+  if (policy == "autoswap") {
+    return {"swap",
+            "CPU offload of saved activations (torch.autograd.graph.save_on_cpu), which PyTorch applies per region, "
+            "not per tensor",
+            false};
+  }
+  if (policy == "pooch" || policy == "capuchin") {
+    return {"swap and recompute",
+            "CPU offload and activation checkpointing, which PyTorch applies per region and per block, not per tensor",
+            false};
+  }
+  return {"policy", "", false};
+}
+
 std::string conf_string(const AllocConf& c) {
   std::vector<std::string> parts;
   for (const auto& o : changed_options(c)) parts.push_back(fmt::format("{}:{}", o.conf_key, o.conf_value));
@@ -165,6 +197,9 @@ std::vector<std::string> conf_overrides(const AllocConf& c) {
 bool ranks_before(const Outcome& a, const Outcome& b) {
   if (a.fits() != b.fits()) return a.fits();
   if (a.fits()) {
+    if (a.is_defaults() != b.is_defaults()) return a.is_defaults();
+    const bool oa = in_pytorch(a.candidate.policy).offered, ob = in_pytorch(b.candidate.policy).offered;
+    if (oa != ob) return oa;
     if (a.compute_overhead != b.compute_overhead) return a.compute_overhead < b.compute_overhead;
     if (a.alloc_retries != b.alloc_retries) return a.alloc_retries < b.alloc_retries;
     if (a.peak_reserved != b.peak_reserved) return a.peak_reserved < b.peak_reserved;
@@ -261,6 +296,41 @@ const Outcome* Advice::answer() const {
   return nullptr;
 }
 
+const Outcome* Advice::defaults() const {
+  const auto it = std::find_if(settings.begin(), settings.end(), [](const Outcome& o) { return o.is_defaults(); });
+  return it == settings.end() ? nullptr : &*it;
+}
+
+bool Advice::fits_with_settings() const { return !settings.empty() && settings.front().fits(); }
+
+bool Advice::fits_with_policy() const { return !fits_with_settings() && !policies.empty() && policies.front().fits(); }
+
+std::optional<Bytes> Advice::spare() const {
+  const Outcome* d = defaults();
+  if (d == nullptr || !d->fits()) return std::nullopt;
+  return usable - std::min(usable, d->peak_reserved);
+}
+
+std::optional<Bytes> Advice::short_by() const {
+  const Outcome* d = defaults();
+  if (d == nullptr || d->fits() || !defaults_min_usable) return std::nullopt;
+  return *defaults_min_usable - std::min(*defaults_min_usable, usable);
+}
+
+std::optional<Bytes> Advice::min_capacity() const {
+  if (!defaults_min_usable) return std::nullopt;
+  return *defaults_min_usable + reserve;
+}
+
+void check_reserve(Bytes capacity, Bytes reserve) {
+  if (reserve >= capacity) {
+    throw UsageError("--reserve",
+                     fmt::format("{} ({} bytes) leaves nothing of the capacity {} ({} bytes); give a "
+                                 "smaller reserve (--reserve 0 replays at the whole capacity)",
+                                 format_bytes(reserve), reserve.value, format_bytes(capacity), capacity.value));
+  }
+}
+
 void check_base(const SimConfig& base) {
   const std::string where = base.source.empty() ? "" : base.source + ": ";
   for (const char* key : {"policy", "budget"}) {
@@ -281,10 +351,14 @@ void check_base(const SimConfig& base) {
 
 Advice evaluate(const SimConfig& base_in, const Trace& trace, const Options& o) {
   check_base(base_in);
+  check_reserve(o.capacity, o.reserve);
   SimConfig base = base_in;
   Advice a;
   a.trace = trace.path;
   a.capacity = o.capacity;
+  a.reserve = o.reserve;
+  a.usable = o.capacity - o.reserve;
+  a.iterations = trace.header.iterations;
   const TraceSummary summary = summarize(trace);
   a.peak_live = summary.peak_live;
   a.events = summary.events;
@@ -300,11 +374,22 @@ Advice evaluate(const SimConfig& base_in, const Trace& trace, const Options& o) 
   }
 
   std::vector<Candidate> first = first_round(trace, a.not_tried);
-  a.settings = replay_all(base, trace, first, 0, replayed_events, o);
+  a.settings = replay_all(base, trace, first, 0, replayed_events, a.usable, o);
   rank(a.settings);
-  std::vector<Outcome> more = replay_all(base, trace, second_round(a.settings), first.size(), replayed_events, o);
+  std::vector<Outcome> more =
+      replay_all(base, trace, second_round(a.settings), first.size(), replayed_events, a.usable, o);
   a.settings.insert(a.settings.end(), more.begin(), more.end());
   rank(a.settings);
+
+  // How much the defaults need: `coopsim minbudget`'s search, above the usable bytes when they
+  // fail there; when they fit, no more than the usable bytes (the search assumes that a larger
+  // budget never fails, which an address-aware allocator does not guarantee).
+  const bool defaults_fit = a.defaults()->fits();
+  sweep::MinBudgetOptions search;
+  search.validate = o.validate;
+  if (!defaults_fit) search.fails_at = a.usable;
+  const sweep::MinBudgetResult found = sweep::find_min_budget(config_of(base, Candidate{}, a.usable), trace, search);
+  if (found.found) a.defaults_min_usable = defaults_fit ? std::min(found.budget, a.usable) : found.budget;
   if (a.settings.front().fits()) return a;
 
   a.policies_skipped = no_dataflow(trace, base);
@@ -321,7 +406,7 @@ Advice evaluate(const SimConfig& base_in, const Trace& trace, const Options& o) 
     }
   }
   std::vector<Report> reports;
-  a.policies = replay_all(base, trace, policies, a.settings.size(), replayed_events, o, &reports);
+  a.policies = replay_all(base, trace, policies, a.settings.size(), replayed_events, a.usable, o, &reports);
   if (!reports.empty()) a.link = reports.front().config["link"].value("resolved_name", "");
   rank(a.policies);
   return a;

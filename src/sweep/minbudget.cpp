@@ -47,9 +47,10 @@ MinBudgetResult find_min_budget(const CheckedConfig& cfg, const Trace& trace, co
   };
 
   // Upper bound: the peak times the margin, doubled until a run passes.
-  std::uint64_t lo = 0;  // taken to fail
+  std::uint64_t lo = o.fails_at.value / unit;  // taken to fail (failing stays 0 until a probe fails)
   std::uint64_t hi = std::max<std::uint64_t>(
-      1, static_cast<std::uint64_t>(static_cast<double>(res.peak.value) * o.margin / static_cast<double>(unit)) + 1);
+      lo + 1,
+      static_cast<std::uint64_t>(static_cast<double>(res.peak.value) * o.margin / static_cast<double>(unit)) + 1);
   for (int growth = 0; !passes(hi); ++growth) {
     lo = hi;
     res.failing = Bytes{lo * unit};

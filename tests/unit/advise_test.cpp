@@ -1,5 +1,6 @@
 // `coopsim advise` (coopsim/sweep/advise.hpp): the PYTORCH_CUDA_ALLOC_CONF lines, the ranking, the
-// candidates of both rounds, and a fragmentation case that only expandable segments fit.
+// candidates of both rounds, a fragmentation case that only expandable segments fit, the verdict
+// (spare or short bytes worked out by hand), defaults first, the reserve, and ms per step.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -85,6 +86,24 @@ TEST_CASE("advise: ranking", "[advise]") {
     CHECK(order({fitting(0, 1.0, 0, 10, two), fitting(1, 1.0, 0, 10, one), fitting(2, 1.0, 0, 10, one)}) ==
           std::vector<std::size_t>{1, 2, 0});
   }
+  SECTION("the defaults first when they fit, whatever they cost in memory or retries") {
+    const AllocConf expandable{.expandable_segments = true};
+    CHECK(order({fitting(0, 1.0, 0, 10, expandable), fitting(1, 1.0, 3, 20), oom(2, 5)}) ==
+          std::vector<std::size_t>{1, 0, 2});
+  }
+  SECTION("policies PyTorch offers first (vdnn: save_on_cpu), then by overhead") {
+    Outcome dtr = fitting(0, 1.01, 0, 10);
+    dtr.candidate.policy = "dtr";
+    Outcome vdnn = fitting(1, 4.0, 0, 10);
+    vdnn.candidate.policy = "vdnn";
+    Outcome capuchin = fitting(2, 1.0, 0, 10);
+    capuchin.candidate.policy = "capuchin";
+    CHECK(order({dtr, vdnn, capuchin}) == std::vector<std::size_t>{1, 2, 0});
+    CHECK(in_pytorch("vdnn").offered);
+    CHECK(in_pytorch("dtr").kind == "recompute");
+    CHECK_FALSE(in_pytorch("dtr").offered);
+    CHECK(in_pytorch("keep").counterpart.empty());
+  }
   SECTION("not fitting: further through the trace first, then the order tried") {
     Outcome thrash = oom(0, 0);
     thrash.status = RunStatus::Thrashed;
@@ -152,6 +171,26 @@ TEST_CASE("advise: expandable segments fit where fragmentation makes every other
   CHECK(a.answer()->candidate.conf == AllocConf{.expandable_segments = true});
   CHECK(a.answer()->peak_reserved == Bytes{100 * kMiB});
   CHECK(use_line(a) == "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True");
+  // The defaults need three 20 MiB segments and one of 56 MiB: 116 MiB, 6 MiB more than 110.
+  CHECK(a.defaults_min_usable == std::optional<Bytes>{Bytes{116 * kMiB}});
+  CHECK(a.short_by() == std::optional<Bytes>{Bytes{6 * kMiB}});
+  CHECK(a.min_capacity() == std::optional<Bytes>{Bytes{116 * kMiB}});
+  CHECK_FALSE(a.spare());
+  CHECK(a.fits_with_settings());
+  CHECK_FALSE(a.fits_with_policy());
+  CHECK(verdict(a) ==
+        "needs 6.00 MiB more with PyTorch's defaults (a capacity of 116.00 MiB or more); "
+        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True makes it fit (10.00 MiB to spare); 0.000 ms per step");
+  const auto j = to_json(a);
+  CHECK(j["verdict"] == verdict(a));
+  CHECK(j["fits"] == true);
+  CHECK(j["fits_with_settings"] == true);
+  CHECK(j["fits_with_policy"] == false);
+  CHECK(j["short_bytes"] == 6 * kMiB);
+  CHECK(j["spare_bytes"].is_null());
+  CHECK(j["min_capacity_bytes"] == 116 * kMiB);
+  CHECK(j["reserve_bytes"] == 0);
+  CHECK(j["usable_bytes"] == 110 * kMiB);
   CHECK(run_arguments(a, *a.answer()) == "-a pytorch -p keep -b 115343360 --set pytorch.expandable_segments=true");
   for (const Outcome& x : a.settings) {
     if (x.fits()) CHECK(x.candidate.conf.expandable_segments);  // (rounding 55 MiB up to 64 MiB does not fit)
@@ -173,7 +212,82 @@ TEST_CASE("advise: expandable segments fit where fragmentation makes every other
     CHECK(use_line(none).empty());
     CHECK(none.policies.empty());
     CHECK(none.policies_skipped == "the trace has no ops: recompute and swap policies need to know what ops read");
+    CHECK(none.short_by() == std::optional<Bytes>{Bytes{52 * kMiB}});
+    CHECK_FALSE(none.fits_with_settings());
+    CHECK_FALSE(none.fits_with_policy());
+    CHECK(to_json(none)["fits"] == false);
+    CHECK(to_json(none)["step_ms"].is_null());
   }
+  SECTION("the defaults fit: they are the answer, though expandable segments reserve 16 MiB less") {
+    o.capacity = Bytes{120 * kMiB};
+    const Advice fit = evaluate(SimConfig{}, trace, o);
+    REQUIRE(fit.answer() != nullptr);
+    CHECK(fit.answer()->is_defaults());
+    CHECK(fit.answer() == fit.defaults());
+    CHECK(fit.answer()->peak_reserved == Bytes{116 * kMiB});
+    CHECK(std::any_of(fit.settings.begin(), fit.settings.end(), [](const Outcome& x) {
+      return x.candidate.conf == AllocConf{.expandable_segments = true} && x.peak_reserved == Bytes{100 * kMiB};
+    }));
+    CHECK(use_line(fit) == "the defaults (no PYTORCH_CUDA_ALLOC_CONF)");
+    CHECK(fit.spare() == std::optional<Bytes>{Bytes{4 * kMiB}});
+    CHECK_FALSE(fit.short_by());
+    CHECK(fit.min_capacity() == std::optional<Bytes>{Bytes{116 * kMiB}});
+    CHECK(verdict(fit) ==
+          "fits with 4.00 MiB to spare with PyTorch's defaults (peak reserved 116.00 MiB of 120.00 MiB usable); "
+          "0.000 ms per step");
+    CHECK(to_json(fit)["spare_bytes"] == 4 * kMiB);
+    CHECK(to_json(fit)["short_bytes"].is_null());
+  }
+  SECTION("the reserve comes off the capacity: 120 MiB less 10 fits only with expandable segments") {
+    o.capacity = Bytes{120 * kMiB};
+    o.reserve = Bytes{10 * kMiB};
+    const Advice r = evaluate(SimConfig{}, trace, o);
+    CHECK(r.usable == Bytes{110 * kMiB});
+    REQUIRE(r.answer() != nullptr);
+    CHECK(r.answer()->candidate.conf == AllocConf{.expandable_segments = true});
+    CHECK(r.short_by() == std::optional<Bytes>{Bytes{6 * kMiB}});
+    CHECK(r.min_capacity() == std::optional<Bytes>{Bytes{126 * kMiB}});  // the reserve included
+    CHECK(run_arguments(r, *r.answer()) == "-a pytorch -p keep -b 115343360 --set pytorch.expandable_segments=true");
+    o.reserve = Bytes{120 * kMiB};
+    CHECK_THROWS_AS(evaluate(SimConfig{}, trace, o), UsageError);
+  }
+}
+
+TEST_CASE("advise: a reserve must leave something of the capacity", "[advise]") {
+  CHECK_NOTHROW(check_reserve(Bytes{2 * kMiB}, Bytes{kMiB}));
+  CHECK_NOTHROW(check_reserve(Bytes{2 * kMiB}, Bytes{0}));
+  try {
+    check_reserve(Bytes{kMiB}, Bytes{kMiB});
+    FAIL("no error");
+  } catch (const UsageError& e) {
+    CHECK(std::string(e.what()) ==
+          "--reserve: 1.00 MiB (1048576 bytes) leaves nothing of the capacity 1.00 MiB (1048576 bytes); give a "
+          "smaller reserve (--reserve 0 replays at the whole capacity)");
+  }
+  CHECK(kDefaultReserve == Bytes{512 * kMiB});
+}
+
+TEST_CASE("advise: ms per step is the simulated time over the trace's iterations", "[advise]") {
+  // Two iterations of one 3 ms op on a 40 MiB tensor: 6 ms simulated, 3 ms per step.
+  test::TraceBuilder b;
+  const auto t = b.tensor(40 * kMiB);
+  const auto op = b.op("matmul", 3'000'000, {}, {t});
+  for (std::uint32_t i = 0; i < 2; ++i) b.iteration(i).alloc(t).compute(op).free(t);
+  Options o;
+  o.capacity = Bytes{64 * kMiB};
+  o.validate = true;
+  const Advice a = evaluate(SimConfig{}, b.trace(), o);
+  CHECK(a.iterations == 2);
+  REQUIRE(a.answer() != nullptr);
+  CHECK(a.answer()->is_defaults());
+  CHECK(a.answer()->simulated == SimTime{6'000'000});
+  CHECK(a.answer()->step_ms() == 3.0);
+  CHECK(to_json(a)["step_ms"] == 3.0);
+  CHECK(to_json(a)["answer"]["step_ms"] == 3.0);
+  // The defaults take one 40 MiB segment: 24 MiB of 64 to spare.
+  CHECK(verdict(a) ==
+        "fits with 24.00 MiB to spare with PyTorch's defaults (peak reserved 40.00 MiB of 64.00 MiB "
+        "usable); 3.0 ms per step");
 }
 
 TEST_CASE("advise: the base config may not choose what advise chooses", "[advise]") {
@@ -213,15 +327,18 @@ TEST_CASE("advise: a recorded initial state is replayed from an empty allocator,
   const Advice a = evaluate(SimConfig{}, trace, o);
   CHECK(a.initial_state == "empty");
   CHECK(a.recorded_reserved == Bytes{60 * kMiB});
+  // The defaults fit, so they answer; expandable segments reserve less and rank below them.
   REQUIRE(a.answer() != nullptr);
-  CHECK(a.answer()->candidate.conf == AllocConf{.expandable_segments = true});
-  CHECK(a.answer()->peak_reserved == Bytes{60 * kMiB});
-  CHECK(run_arguments(a, *a.answer()) ==
+  CHECK(a.answer() == a.defaults());
+  CHECK(a.answer()->peak_reserved == Bytes{90 * kMiB});
+  CHECK(run_arguments(a, *a.answer()) == "-a pytorch -p keep -b 104857600 --initial-state empty");
+  const auto expandable = std::find_if(a.settings.begin(), a.settings.end(), [](const Outcome& x) {
+    return x.candidate.conf == AllocConf{.expandable_segments = true};
+  });
+  REQUIRE(expandable != a.settings.end());
+  CHECK(expandable->peak_reserved == Bytes{60 * kMiB});
+  CHECK(run_arguments(a, *expandable) ==
         "-a pytorch -p keep -b 104857600 --set pytorch.expandable_segments=true --initial-state empty");
-  const auto defaults = std::find_if(a.settings.begin(), a.settings.end(),
-                                     [](const Outcome& x) { return x.candidate.conf == AllocConf{}; });
-  REQUIRE(defaults != a.settings.end());
-  CHECK(defaults->peak_reserved == Bytes{90 * kMiB});
   CHECK(to_json(a)["initial_state"] == "empty");
 
   SECTION("a base config that keeps the recorded state: every setting is infeasible below its 60 MiB") {

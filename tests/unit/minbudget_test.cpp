@@ -15,7 +15,7 @@ namespace {
 
 constexpr std::uint64_t kMiB = 1ULL << 20;
 // Every probe validated, as the CLI does under COOPSIM_VALIDATE=1.
-const MinBudgetOptions validated{std::nullopt, 1.25, true};
+const MinBudgetOptions validated{std::nullopt, 1.25, true, Bytes{}};
 
 Trace small_cnn() {
   GeneratorOptions o;
@@ -63,7 +63,8 @@ TEST_CASE("minbudget finds what a 1 MiB brute-force scan finds", "[sweep][minbud
                         Case{"bestfit", "dtr", {}}, Case{"bestfit", "dtr", 1.05}}) {
     INFO(c.allocator << " " << c.policy << " max overhead " << c.max_overhead.value_or(0.0));
     const SimConfig cfg = config(c.allocator, c.policy);
-    const MinBudgetResult r = find_min_budget(check_config(cfg), trace, {c.max_overhead, validated.margin, true});
+    const MinBudgetResult r =
+        find_min_budget(check_config(cfg), trace, {c.max_overhead, validated.margin, true, Bytes{}});
     const std::uint64_t expected = brute_force(cfg, trace, c.max_overhead);
     REQUIRE(r.found);
     CHECK(r.unit.value == kMiB);
@@ -75,6 +76,22 @@ TEST_CASE("minbudget finds what a 1 MiB brute-force scan finds", "[sweep][minbud
     if (std::string(c.policy) == "keep") CHECK(r.compute_overhead == 1.0);
     CHECK(r.runs <= 8);  // a bisection, not a scan
   }
+}
+
+TEST_CASE("minbudget: a budget known to fail bounds the search from below (advise)", "[sweep][minbudget]") {
+  const Trace trace = small_cnn();
+  const CheckedConfig cfg = check_config(config("pytorch", "keep"));
+  const MinBudgetResult plain = find_min_budget(cfg, trace, validated);
+  REQUIRE(plain.found);
+  MinBudgetOptions o = validated;
+  o.fails_at = Bytes{plain.budget.value - 5 * kMiB + 123};  // the search starts at the MiB below it
+  const MinBudgetResult above = find_min_budget(cfg, trace, o);
+  CHECK(above.budget == plain.budget);
+  CHECK(above.runs < plain.runs);
+  // A fails_at at or above the minimum (as if a larger budget had failed): the answer lies above it.
+  o.fails_at = plain.budget;
+  const MinBudgetResult beyond = find_min_budget(cfg, trace, o);
+  CHECK(beyond.budget.value == plain.budget.value + kMiB);
 }
 
 TEST_CASE("minbudget: fungible keep needs the peak, rounded up to the precision unit", "[sweep][minbudget]") {

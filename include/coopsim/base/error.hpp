@@ -50,6 +50,13 @@ class ConfigError : public Error {
   std::string problem_;
 };
 
+// A bad command-line value found after parsing (advise's --reserve: not a size, or not below
+// --capacity): the CLI exits with status 2, as for a value its parser refuses.
+class UsageError : public ConfigError {
+ public:
+  using ConfigError::ConfigError;
+};
+
 // A broken internal invariant (an allocator model bug). Thrown by check_invariants().
 class InvariantError : public Error {
  public:

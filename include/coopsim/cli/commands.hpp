@@ -49,6 +49,7 @@ int command_validate(const std::string& trace, std::ostream& out);
 struct AdviseArgs {
   std::string trace;
   std::string capacity;  // a size, or N% of the trace's peak live bytes
+  std::string reserve;   // a size taken off the capacity; empty: advise::kDefaultReserve
   std::string config;    // optional config file (link, engine, limits, policy parameters)
   std::vector<std::string> sets;
   unsigned jobs = 0;  // 0: every core

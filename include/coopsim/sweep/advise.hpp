@@ -1,7 +1,9 @@
 // `coopsim advise TRACE --capacity 80GiB` (docs/user-guide.md, "Which allocator settings?"):
 // replays a trace under the settings PyTorch users can give its caching allocator through
-// PYTORCH_CUDA_ALLOC_CONF and, when none fits the capacity, under the recompute and swap
-// policies; ranks what it tried and names the line to use.
+// PYTORCH_CUDA_ALLOC_CONF and, when none fits the usable capacity (the capacity less a reserve for
+// the CUDA context), under the recompute and swap policies; ranks what it tried, says whether
+// PyTorch's defaults fit (with how much to spare, or how much more they need) and names the line
+// to use.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -60,13 +62,33 @@ struct Outcome {
   std::uint64_t device_mallocs = 0;        // cudaMalloc calls (expandable segments: page maps)
   std::uint64_t events = 0;                // trace events
   std::optional<std::uint64_t> oom_event;  // where an OOM stopped the replay
+  SimTime simulated{0};                    // the run's simulated time (Report::time.simulated)
+  std::uint32_t iterations = 1;            // the trace's training iterations (Report::iterations)
   [[nodiscard]] bool fits() const { return status == RunStatus::Completed; }
+  // PyTorch's defaults under policy keep: no PYTORCH_CUDA_ALLOC_CONF, no recompute or swap.
+  [[nodiscard]] bool is_defaults() const { return candidate.policy == "keep" && candidate.conf.changed() == 0; }
+  // Simulated time per training iteration in milliseconds: simulated / iterations.
+  [[nodiscard]] double step_ms() const;
 };
 
-// The ranking: fitting outcomes first, by compute overhead, then alloc retries (each one a
-// device synchronisation and a cudaFree of every cached segment, which the simulated clock does
-// not charge), then peak reserved, then fewer changed settings, then the order tried. Outcomes
-// that do not fit follow, those that got further through the trace first, then the order tried.
+// What a PyTorch user would switch on for a recompute or swap policy of the registry: its kind
+// ("recompute", "swap", "swap and recompute") and PyTorch's counterpart. `offered` when PyTorch
+// has the mechanism itself (vdnn's offload of saved activations: torch.autograd.graph.save_on_cpu);
+// the others are research policies whose PyTorch counterpart is coarser (activation checkpointing
+// is switched on per block, not per tensor).
+struct PolicyInPyTorch {
+  std::string kind;
+  std::string counterpart;
+  bool offered = false;
+};
+PolicyInPyTorch in_pytorch(const std::string& policy);
+
+// The ranking: fitting outcomes first; of those, PyTorch's defaults first (no change is advised to
+// save memory the step does not need), then policies PyTorch offers (PolicyInPyTorch::offered),
+// then by compute overhead, alloc retries (each one a device synchronisation and a cudaFree of
+// every cached segment, which the simulated clock does not charge), peak reserved, fewer changed
+// settings, and the order tried. Outcomes that do not fit follow, those that got further through
+// the trace first, then the order tried.
 bool ranks_before(const Outcome& a, const Outcome& b);
 void rank(std::vector<Outcome>& outcomes);
 
@@ -80,8 +102,13 @@ std::vector<Candidate> first_round(const Trace& trace, std::vector<std::string>&
 // size with GC and with rounding; expandable segments with rounding and with max split size).
 std::vector<Candidate> second_round(const std::vector<Outcome>& ranked_first);
 
+// The CLI's default --reserve: the CUDA context's device memory outside the caching allocator
+// (docs/user-guide.md gives the sources). cuBLAS workspaces are not in it: recordings hold them.
+inline constexpr Bytes kDefaultReserve{512ULL << 20};
+
 struct Options {
-  Bytes capacity;
+  Bytes capacity;         // the device's memory
+  Bytes reserve;          // taken off the capacity before replaying; must be below it
   unsigned jobs = 0;      // parallel replays; 0: every core. Results do not depend on it.
   bool validate = false;  // RunOptions::validate for every replay
 };
@@ -89,7 +116,9 @@ struct Options {
 struct Advice {
   std::string trace;
   Bytes capacity, peak_live;
+  Bytes reserve, usable;  // usable = capacity - reserve: the budget of every replay
   std::uint64_t events = 0;
+  std::uint32_t iterations = 1;
   std::string initial_state;           // "empty" when a recorded state is replayed from empty; else ""
   Bytes recorded_reserved;             // bytes of that recorded state
   std::vector<Outcome> settings;       // ranked, policy keep
@@ -98,19 +127,42 @@ struct Advice {
   std::string policies_skipped;        // why no policy was tried although no setting fits
   std::string link;                    // the link the swap policies ran with
   std::string base_sets;               // `coopsim run` arguments every reproduction needs ("--initial-state empty")
-  [[nodiscard]] const Outcome* answer() const;  // the first fitting outcome, settings before policies
+  // The smallest budget with which PyTorch's defaults complete, by the minimum-budget search of
+  // `coopsim minbudget` (policy keep, pytorch allocator; a multiple of its precision, max(1 MiB,
+  // 0.1 % of the peak)), searched above `usable` when the defaults do not fit there and capped at
+  // `usable` when they do; nullopt when no budget up to the search's limit completes.
+  std::optional<Bytes> defaults_min_usable;
+
+  [[nodiscard]] const Outcome* answer() const;    // the first fitting outcome, settings before policies
+  [[nodiscard]] const Outcome* defaults() const;  // PyTorch's defaults under keep (always tried)
+  [[nodiscard]] bool fits_with_settings() const;  // some allocator setting fits under policy keep
+  [[nodiscard]] bool fits_with_policy() const;    // no setting fits, a recompute or swap policy does
+  // usable - the defaults' peak reserved, when the defaults fit.
+  [[nodiscard]] std::optional<Bytes> spare() const;
+  // The defaults' minimum usable bytes - usable, when the defaults do not fit (and one was found).
+  [[nodiscard]] std::optional<Bytes> short_by() const;
+  // The smallest capacity that fits with the defaults: their minimum usable bytes + the reserve.
+  [[nodiscard]] std::optional<Bytes> min_capacity() const;
 };
 
 // Checks a base config before any trace is read: ConfigError when it names another allocator, a
 // policy, a budget or a pytorch parameter (advise chooses those), or fails check_config.
 void check_base(const SimConfig& base);
-// Replays every candidate of `base` (check_base) on `trace` at the capacity, on `jobs` threads.
+// UsageError "--reserve" unless reserve < capacity (something must be left to replay in).
+void check_reserve(Bytes capacity, Bytes reserve);
+// Replays every candidate of `base` (check_base) on `trace` at the usable capacity (capacity -
+// reserve; check_reserve first) on `jobs` threads, and searches the smallest budget for PyTorch's
+// defaults.
 Advice evaluate(const SimConfig& base, const Trace& trace, const Options& options);
 
 // `coopsim run` arguments that reproduce an outcome: "-p coop -b 85899345920 --set ...".
 std::string run_arguments(const Advice& a, const Outcome& o);
-// "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" (the defaults: leave it unset).
+// "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", "the defaults (no PYTORCH_CUDA_ALLOC_CONF)",
+// or the policy with its PyTorch counterpart; "" when nothing fits.
 std::string use_line(const Advice& a);
+// The first line of the text output, in PyTorch's terms: "fits with 3.10 GiB to spare ..." when
+// the defaults fit, else "needs 2.40 GiB more with PyTorch's defaults ..." and what fits instead.
+std::string verdict(const Advice& a);
 nlohmann::ordered_json to_json(const Advice& a);
 void write_text(std::ostream& out, const Advice& a);
 

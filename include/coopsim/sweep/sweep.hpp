@@ -172,6 +172,7 @@ struct MinBudgetOptions {
   std::optional<double> max_overhead;  // compute overhead limit (>= 1)
   double margin = 1.25;                // first upper bound = peak live bytes x margin
   bool validate = false;               // RunOptions::validate for every probe
+  Bytes fails_at;                      // a budget seen to fail (0: none): the search looks above it
 };
 
 struct MinBudgetResult {
@@ -186,8 +187,9 @@ struct MinBudgetResult {
   std::uint32_t runs = 0;
 };
 
-// Bisection over multiples of `unit` between 0 (taken to fail) and an upper bound that passes
-// (peak x margin, doubled until a run passes, at most 24 times). Assumes that a budget above one
+// Bisection over multiples of `unit` between 0 (or the largest multiple not above `fails_at`),
+// taken to fail, and an upper bound that passes (peak x margin, at least one unit above the
+// lower bound, doubled until a run passes, at most 24 times). Assumes that a budget above one
 // that passes also passes; the bracket (failing, budget) is what was observed.
 MinBudgetResult find_min_budget(const CheckedConfig& cfg, const Trace& trace, const MinBudgetOptions& o);
 
