@@ -108,6 +108,12 @@ def variants(batch_size, blocks, amp, accumulation_choices=(2, 4), smaller=(2, 4
             if batch_size % k == 0 and batch_size // k >= 1:
                 out.append((f"batch {batch_size // k}", f"a smaller batch: {batch_size // k} instead of {batch_size} "
                             "(changes the optimisation)", {"amp": amp, "batch": batch_size // k}))
+        # both memory levers at once: checkpointing and the most micro-batches (the same samples per step)
+        most = max([k for k in accumulation_choices if batch_size % k == 0], default=None)
+        if blocks and most:
+            out.append((f"checkpoint + {most} micro-batches", f"checkpointing of the {len(blocks)} blocks and "
+                        f"{most} micro-batches of {batch_size // most}",
+                        {"amp": amp, "checkpoint": blocks, "accumulation": most, "batch": batch_size // most}))
     return out
 
 

@@ -38,7 +38,7 @@ def test_block_names():
 def test_variants_and_bytes():
     labels = [v[0] for v in variants(512, ["0", "1"], None)]
     assert labels == ["as is", "bf16", "checkpoint", "checkpoint + bf16", "2 micro-batches", "4 micro-batches",
-                      "batch 256", "batch 128"]
+                      "batch 256", "batch 128", "checkpoint + 4 micro-batches"]
     assert [v[0] for v in variants(None, [], "bf16")] == ["as is"]
     assert parse_bytes("80GiB", "c") == 80 << 30 and parse_bytes("1.5 GB", "c") == 1_500_000_000
     assert parse_bytes(1024, "c") == 1024
@@ -51,7 +51,7 @@ def test_variants_and_bytes():
 
 def test_fit_ranks_what_fits(coopsim_bin):
     everything = coopsim.fit(build, batch(), loss, "adamw", capacity="1GiB", reserve=0, binary=coopsim_bin)
-    assert len(everything) == 8 and everything["fits"].all()
+    assert len(everything) == 9 and everything["fits"].all()
     need = dict(zip(everything["variant"], everything["peak_reserved_bytes"]))
     smallest = min(need.values())
     assert need["as is"] > smallest  # some change helps
