@@ -130,8 +130,8 @@ def fit(model, batch, loss_fn, optimizer="adamw", *, capacity, reserve=DEFAULT_R
     blocks: module names to checkpoint (default: block_names(model)); [] tries no checkpointing.
     device_profile: durations ('a100', 'h100', 'h200'); amp: the step's own precision (None or 'bf16').
     keep: a directory to keep the recorded traces in (default: a temporary one, removed).
-    Returns a DataFrame, per capacity best first: fitting variants by step time, then the others by peak
-    reserved; columns capacity_bytes, variant, change, batch, micro_batches, amp, checkpoint (blocks checkpointed), fits,
+    Returns a DataFrame, per capacity best first: fitting variants by samples per second (by step time
+    for a callable batch), then the others by peak reserved; columns capacity_bytes, variant, change, batch, micro_batches, amp, checkpoint (blocks checkpointed), fits,
     short_bytes (0, or how much more the variant needs), peak_reserved_bytes and peak_allocated_bytes
     (at the usable capacity when it fits, else without a limit: what it needs), step_ms (simulated,
     per optimizer step), samples_per_s, trace (None unless keep). df.attrs: reserve_bytes,
@@ -188,7 +188,10 @@ def fit(model, batch, loss_fn, optimizer="adamw", *, capacity, reserve=DEFAULT_R
                 os.unlink(os.path.join(work, name))
             os.rmdir(work)
     df = pandas.DataFrame(rows)
-    df["_rank_time"] = df["step_ms"].where(df["fits"], float("inf"))  # fitting ones by time
+    # fitting variants by throughput (a smaller batch takes less time per step but does less), or by
+    # step time when the batch size is unknown; the others by what they need
+    speed = -df["samples_per_s"] if df["samples_per_s"].notna().all() else df["step_ms"]
+    df["_rank_time"] = speed.where(df["fits"], float("inf"))
     df = df.sort_values(["capacity_bytes", "fits", "_rank_time", "peak_reserved_bytes", "_order"],
                         ascending=[True, False, True, True, True], kind="stable")
     df = df.drop(columns=["_rank_time", "_order"]).reset_index(drop=True)
