@@ -191,6 +191,13 @@ void write_text(std::ostream& out, const Advice& a) {
     table(out, a.policies, true);
     out << (best != nullptr ? "use: " + use_line(a) : "nothing fits, not even with a policy") << "\n";
   }
+  if (!a.fits_with_settings()) {
+    // A trace is one training step as recorded; the changes a PyTorch user makes first (checkpointing
+    // of blocks, micro-batches, bf16, a smaller batch) give other traces, which the Python package
+    // records and ranks.
+    out << "also: changes to the step itself (checkpointing of blocks, micro-batches, bf16, a smaller batch) are "
+           "recorded and ranked by coopsim.fit(model, batch, loss_fn, capacity=...) (docs/python.md)\n";
+  }
   if (best == nullptr) return;
   if (best->candidate.conf.garbage_collection_threshold != 0.0) {
     out << fmt::format(

@@ -162,7 +162,8 @@ case("defaults fit: ranked first and named by use:, though expandable segments r
      rows and rows[0][1] == "yes" and rows[0][7] == "(defaults)" and rows[0][3] == "116.00 MiB"
      and any(r[7] == "expandable_segments:True" and r[3] == "100.00 MiB" for r in rows)
      and line_starting(text, "use: ") == "use: the defaults (no PYTORCH_CUDA_ALLOC_CONF)"
-     and line_starting(text, "run: ") == f"run: coopsim run {frag} -a pytorch -p keep -b {120 * MIB}", text)
+     and line_starting(text, "run: ") == f"run: coopsim run {frag} -a pytorch -p keep -b {120 * MIB}"
+     and line_starting(text, "also:") is None, text)
 code, out, err = advise(frag, "--capacity", "120MiB", "--json")
 j = json.loads(out) if code == 0 else {}
 case("defaults fit --json: fits, spare_bytes, the answer is the defaults",
@@ -197,6 +198,10 @@ case("no fit, no ops: exit 3, says why no policy was tried",
      code == 3 and line_starting(text, "no allocator setting fits") ==
      "no allocator setting fits in 64.00 MiB, and no policy was tried: the trace has no ops: recompute and swap "
      "policies need to know what ops read" and "use:" not in text and "run:" not in text, f"{code} {text}")
+case("no fit: the changes to the step itself are pointed to coopsim.fit",
+     line_starting(text, "also:") == "also: changes to the step itself (checkpointing of blocks, micro-batches, bf16, "
+     "a smaller batch) are recorded and ranked by coopsim.fit(model, batch, loss_fn, capacity=...) (docs/python.md)",
+     text)
 case("no fit, no ops: the verdict",
      first_line(text) == "needs 52.00 MiB more with PyTorch's defaults (a capacity of 116.00 MiB or more); no "
      "allocator setting fits, and no recompute or swap policy could be tried: the trace has no ops: recompute and "
