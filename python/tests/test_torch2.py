@@ -157,6 +157,34 @@ def test_hugging_face_llama_from_config(tmp_path, coopsim_bin):
     assert params == sum(p.numel() * 4 for p in model.parameters())
 
 
+@needs_torch2
+def test_hugging_face_llama_mask_and_checkpointing(tmp_path, coopsim_bin):
+    """An attention mask (padding) and per-layer checkpointing: HF's decoder layers take keyword
+    arguments, so they are checkpointed non-reentrantly; a mask sends SDPA to the memory-efficient
+    kernel. use_cache=False, as Hugging Face's gradient_checkpointing_enable() sets: with a cache the
+    recomputation would append its keys a second time."""
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.LlamaConfig(vocab_size=1000, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
+
+    def batch(dev):
+        ids = torch.randint(0, 1000, (2, 64), device=dev)
+        mask = torch.ones_like(ids)
+        mask[1, 48:] = 0
+        return {"input_ids": ids, "labels": ids.clone(), "attention_mask": mask}
+    layers = ["model.layers.0", "model.layers.1"]
+    path, (header, records) = record(
+        tmp_path, "hf_llama_ckpt", lambda: transformers.LlamaForCausalLM(cfg), batch,
+        lambda m, b: m(input_ids=b["input_ids"], attention_mask=b["attention_mask"], labels=b["labels"],
+                       use_cache=False).loss, amp="bf16", device_profile="h200", checkpoint=layers)
+    coopsim.validate(path, binary=coopsim_bin)
+    assert header["source"]["checkpoint"] == layers
+    names = op_names(records)
+    # 2 layers x 2 iterations, forward and recomputation; the backward op once each
+    assert names.count("aten::_scaled_dot_product_efficient_attention") == 2 * 2 * 2
+    assert names.count("aten::_scaled_dot_product_efficient_attention_backward") == 2 * 2
+
+
 # --- the request stream -----------------------------------------------------------------------------------
 def test_multihead_attention_dtypes_under_bf16():
     """CUDA autocast casts the projections and matrix products inside nn.MultiheadAttention (its
