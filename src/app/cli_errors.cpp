@@ -152,6 +152,16 @@ CLI::Validator one_of(std::vector<std::string> choices) {
       "{" + joined(choices, ",") + "}");
 }
 
+void refuse_empty_values(CLI::App& app) {
+  const CLI::Validator non_empty(
+      [](std::string& s) -> std::string { return s.empty() ? "expected a value, got an empty string" : ""; }, "");
+  for (CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    for (CLI::Option* opt : sub->get_options([](const CLI::Option* o) { return o->get_type_size_max() > 0; })) {
+      opt->check(non_empty);
+    }
+  }
+}
+
 std::string usage_error(const CLI::App& app, const CLI::ParseError& e) {
   if (const auto unknown = first_unknown(app)) return unknown_argument(app, *unknown->first, unknown->second);
   if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr) return missing(app, e);

@@ -31,6 +31,11 @@ CLI::Validator number();
 // One of `choices`: "expected role or cost, got 'rol'; did you mean 'role'?".
 CLI::Validator one_of(std::vector<std::string> choices);
 
+// Adds to every option and positional of every subcommand of `app` that takes a value a check
+// that refuses an empty one ("--allocator: expected a value, got an empty string"): an empty
+// value never silently means "the default" (`run T -a ""`), nor "no output file" (`-o ""`).
+void refuse_empty_values(CLI::App& app);
+
 // The message (without "coopsim: error: ") for a parse error of `app` that is not a request for
 // help or the version. Unknown arguments are reported first, whatever CLI11 stopped on: "run
 // --bogus" is about --bogus, not about the missing trace.

@@ -216,6 +216,7 @@ int run_command(CLI::App& app, int argc, char** argv) {
   replay_cmd->add_flag("--no-graph", replay.no_graph,
                        "issue every step from the host instead of a captured CUDA graph");
 
+  coopsim::cli::refuse_empty_values(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

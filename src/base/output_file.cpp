@@ -77,15 +77,40 @@ bool names_descriptor(const std::string& path) {
          path.starts_with("/proc/self/fd/");
 }
 
+// Why an existing entry of mode `mode` (lstat) may not be replaced as an owned file (Target::Owned),
+// or "" when it may: only a regular file may.
+std::string owned_problem(mode_t mode) {
+  const char* what = S_ISREG(mode) ? nullptr : S_ISLNK(mode) ? "a symbolic link" : S_ISDIR(mode) ? "a directory"
+                                                                                                  : "not a regular file";
+  if (what == nullptr) return "";
+  return std::string("it is ") + what + ": coopsim replaces only a regular file here, never what a link or device leads to";
+}
+
 }  // namespace
 
-OutputFile::OutputFile(std::string path) : path_(std::move(path)) {
+void check_owned_output(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return;
+    throw Error(path + ": cannot write output file: " + std::strerror(errno));
+  }
+  if (const std::string problem = owned_problem(st.st_mode); !problem.empty()) {
+    throw Error(path + ": cannot write output file: " + problem);
+  }
+}
+
+OutputFile::OutputFile(std::string path, Target kind) : path_(std::move(path)) {
   if (path_.empty()) throw Error("an output file name is empty");
   struct stat st {};
   bool exists = true;
   if (::lstat(path_.c_str(), &st) != 0) {
     if (errno != ENOENT) fail("", errno);
     exists = false;
+  }
+  if (kind == Target::Owned && exists) {
+    // A new temporary file is renamed over the name itself: a link planted there after this
+    // check is replaced, never followed.
+    if (const std::string problem = owned_problem(st.st_mode); !problem.empty()) fail(problem, 0);
   }
   const bool link = exists && S_ISLNK(st.st_mode);
   if (link && ::stat(path_.c_str(), &st) != 0) {  // what the link finally names

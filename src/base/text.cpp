@@ -54,14 +54,25 @@ std::string excerpt(std::string_view s, std::size_t max) {
 }
 
 std::string cut_last_read(std::string_view message) {
-  constexpr std::string_view kOpen = "last read: '";
-  const auto open = message.find(kOpen);
-  if (open == std::string_view::npos) return std::string(message);
-  const std::size_t from = open + kOpen.size();
+  // The two tokens nlohmann's messages quote from the input: the text it last read, and a number
+  // literal beyond a double (a 100,000-digit integer).
+  std::size_t from = std::string_view::npos;
+  for (const std::string_view open : {std::string_view("last read: '"), std::string_view("number overflow parsing '")}) {
+    if (const auto at = message.find(open); at != std::string_view::npos) {
+      from = at + open.size();
+      break;
+    }
+  }
+  if (from == std::string_view::npos) return std::string(message);
   // The token ends at "'; expected ..." when the library adds what it expected, else at the last quote.
   std::size_t end = message.rfind("'; expected ");
   if (end == std::string_view::npos || end < from) end = message.rfind('\'');
   if (end == std::string_view::npos || end < from || end - from <= kExcerptBytes) return std::string(message);
+  // Already cut (a message passed on twice): "<80 bytes>... (N bytes)" stays as it is.
+  const std::string_view token = message.substr(from, end - from);
+  if (token.size() <= kExcerptBytes + 32 && token.ends_with(" bytes)") && token.find("... (") != std::string_view::npos) {
+    return std::string(message);
+  }
   return std::string(message.substr(0, from)) + excerpt(message.substr(from, end - from)) +
          std::string(message.substr(end));
 }

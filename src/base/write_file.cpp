@@ -3,8 +3,8 @@
 
 namespace coopsim {
 
-void write_file_atomic(const std::string& path, const std::string& content) {
-  OutputFile f(path);
+void write_file_atomic(const std::string& path, const std::string& content, OutputFile::Target target) {
+  OutputFile f(path, target);
   f.write(content);
   f.commit();
 }

@@ -8,6 +8,7 @@
 #include <charconv>
 
 #include "coopsim/base/error.hpp"
+#include "coopsim/base/params.hpp"
 #include "coopsim/import/torch_snapshot.hpp"
 
 namespace coopsim::torch_snapshot {
@@ -15,7 +16,7 @@ namespace {
 
 std::uint64_t bytes_setting(const nlohmann::json& v, const std::string& key) {
   if (!v.is_number_integer() || v.get<std::int64_t>() < 0) {
-    throw ConfigError("allocator_settings." + key, "expected a non-negative integer (got " + v.dump() + ")");
+    throw ConfigError("allocator_settings." + key, "expected a non-negative integer (got " + shown_json(v) + ")");
   }
   return v.get<std::uint64_t>();
 }
@@ -44,7 +45,7 @@ std::string describe(const SeedSegment& s) {
 PyTorchOptions allocator_options(const nlohmann::json& settings) {
   PyTorchOptions o;
   if (settings.is_null()) return o;
-  if (!settings.is_object()) throw ConfigError("allocator_settings", "expected a dict (got " + settings.dump() + ")");
+  if (!settings.is_object()) throw ConfigError("allocator_settings", "expected a dict (got " + shown_json(settings) + ")");
   if (const auto it = settings.find("max_split_size"); it != settings.end()) {
     // -1 (SIZE_MAX as a signed value) means unset.
     if (!(it->is_number_integer() && it->get<std::int64_t>() < 0))
@@ -56,13 +57,13 @@ PyTorchOptions allocator_options(const nlohmann::json& settings) {
   if (const auto it = settings.find("garbage_collection_threshold"); it != settings.end()) {
     if (!it->is_number()) {
       throw ConfigError("allocator_settings.garbage_collection_threshold",
-                        "expected a number (got " + it->dump() + ")");
+                        "expected a number (got " + shown_json(*it) + ")");
     }
     o.garbage_collection_threshold = it->get<double>();
   }
   if (const auto it = settings.find("expandable_segments"); it != settings.end()) {
     if (!it->is_boolean())
-      throw ConfigError("allocator_settings.expandable_segments", "expected a bool (got " + it->dump() + ")");
+      throw ConfigError("allocator_settings.expandable_segments", "expected a bool (got " + shown_json(*it) + ")");
     o.expandable_segments = it->get<bool>();
   }
   if (const auto it = settings.find("roundup_power2_divisions"); it != settings.end()) {
@@ -76,14 +77,14 @@ PyTorchOptions allocator_options(const nlohmann::json& settings) {
         const auto res = std::from_chars(k.data(), k.data() + k.size(), start);
         if (res.ec != std::errc{} || res.ptr != k.data() + k.size() || !std::has_single_bit(start) ||
             std::bit_width(start) > static_cast<int>(PyTorchOptions::kRoundupBuckets)) {
-          throw ConfigError(key, "unknown interval '" + k + "' (expected a power of two from 1 to 32768)");
+          throw ConfigError(key, "unknown interval " + quote_excerpt(k) + " (expected a power of two from 1 to 32768)");
         }
         const std::uint64_t d = bytes_setting(v, "roundup_power2_divisions." + k);
-        if (d > (1U << 20)) throw ConfigError(key, "divisions for '" + k + "' too large: " + std::to_string(d));
+        if (d > (1U << 20)) throw ConfigError(key, "divisions for " + quote_excerpt(k) + " too large: " + std::to_string(d));
         o.roundup_power2_divisions[static_cast<std::size_t>(std::bit_width(start) - 1)] = static_cast<std::uint32_t>(d);
       }
     } else {
-      throw ConfigError(key, "expected an int or a dict (got " + it->dump() + ")");
+      throw ConfigError(key, "expected an int or a dict (got " + shown_json(*it) + ")");
     }
   }
   // Let the model check the values (max_split_size >= 20 MiB, powers of two, threshold range).

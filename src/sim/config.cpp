@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "coopsim/base/error.hpp"
+#include "coopsim/base/json_document.hpp"
 #include "coopsim/base/text.hpp"
 #include "coopsim/base/limits.hpp"
 #include "coopsim/model/link.hpp"
@@ -88,17 +89,7 @@ SimConfig load_config(const std::string& path) {
   const std::string text = ss.str();
   SimConfig cfg;
   cfg.source = path;
-  try {
-    cfg.doc = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    std::string msg = e.what();
-    if (auto p = msg.find("syntax error"); p != std::string::npos) msg = msg.substr(p);
-    throw InputError(path, line_of_offset(text, e.byte == 0 ? 0 : e.byte - 1), "invalid JSON: " + one_line(msg));
-  } catch (const nlohmann::json::out_of_range& e) {
-    // A number beyond double, e.g. 1e999: the line where that literal first appears.
-    const auto [msg, at] = locate_json_overflow(e.what(), text);
-    throw InputError(path, line_of_offset(text, at), "invalid JSON: " + one_line(msg));
-  }
+  cfg.doc = parse_json_document(text, path);  // file:line for invalid JSON and for a key given twice
   if (!cfg.doc.is_object()) throw ConfigError(path, "a config file must hold a JSON object");
   return cfg;
 }

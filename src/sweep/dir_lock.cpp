@@ -36,9 +36,10 @@ DirLock::DirLock(const std::filesystem::path& dir) {
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd_ < 0) throw Error(path + ": cannot open the sweep lock file: " + std::strerror(errno));
   struct stat st {};
-  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+  // A second hard link would make the truncation below reach a file outside the sweep.
+  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
     ::close(fd_);
-    throw Error(path + ": the sweep lock file is not a regular file");
+    throw Error(path + ": the sweep lock file is not a regular file of its own (a link to another file?)");
   }
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;

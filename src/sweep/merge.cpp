@@ -87,6 +87,7 @@ int command_merge(const MergeArgs& args, std::ostream& out) {
   const fs::path dir(args.output);
   make_output_dir(dir);
   const DirLock lock(dir);
+  check_sweep_files(dir);
   if (fs::exists(dir / "sweep.json") || fs::exists(dir / "results.csv")) {
     throw Error(args.output + ": holds a sweep's output: choose another -o");
   }

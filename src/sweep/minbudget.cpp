@@ -112,7 +112,7 @@ int command_minbudget(const MinBudgetArgs& args, std::ostream& out) {
     }
     opt.max_overhead = args.max_overhead;
   }
-  const Trace trace = load_trace(args.trace);
+  const Trace trace = load_trace(args.trace, config_limits(cfg));  // limits.max_memory and the caps, as run's
   const sweep::MinBudgetResult r = sweep::find_min_budget(checked, trace, opt);
   const double ratio =
       r.peak.value == 0 ? 0.0 : static_cast<double>(r.budget.value) / static_cast<double>(r.peak.value);

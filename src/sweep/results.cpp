@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "coopsim/base/error.hpp"
+#include "coopsim/base/json_document.hpp"
 #include "coopsim/base/output_file.hpp"
 #include "coopsim/base/text.hpp"
 #include "coopsim/sweep/sweep.hpp"
@@ -54,9 +55,10 @@ std::size_t parse_index(const std::string& text, std::size_t limit, const fs::pa
   return static_cast<std::size_t>(v);
 }
 
-// Rows of a CSV written by a sweep, keyed by their first column (run or search index).
+// Rows of a CSV written by a sweep, keyed by their first column (run or search index), and where
+// each was read ("FILE:LINE"). An index listed twice is an error: a sweep writes each result once.
 void read_rows(const fs::path& file, const std::string& header, std::size_t limit, const char* what,
-               std::map<std::size_t, std::string>& rows) {
+               std::map<std::size_t, std::string>& rows, std::map<std::size_t, std::string>& at) {
   if (!fs::exists(file)) return;
   const auto lines = complete_lines(read_text(file));
   if (lines.empty()) return;
@@ -68,16 +70,27 @@ void read_rows(const fs::path& file, const std::string& header, std::size_t limi
     if (fields.size() != columns) {
       throw InputError(file.string(), i + 1, fmt::format("expected {} columns, found {}", columns, fields.size()));
     }
-    rows.emplace(parse_index(fields[0], limit, file, i + 1, what), lines[i]);
+    const std::size_t index = parse_index(fields[0], limit, file, i + 1, what);
+    const std::string where = fmt::format("{}:{}", file.string(), i + 1);
+    if (!rows.emplace(index, lines[i]).second) {
+      throw InputError(file.string(), i + 1, fmt::format("{} {} is listed twice (also {})", what, index, at.at(index)));
+    }
+    at.emplace(index, where);
   }
 }
 
-void add_entry(const OJ& e, std::size_t limit, const fs::path& file, std::uint64_t line,
-               std::map<std::size_t, OJ>& entries) {
+// One results.json entry or journal line; `where` names it in messages ("FILE:LINE", or
+// "FILE: runs[K]"). Entries of one file name each run once.
+void add_entry(const OJ& e, std::size_t limit, const fs::path& file, std::uint64_t line, const std::string& where,
+               Finished& f, std::map<std::size_t, std::string>& in_file) {
   if (!e.is_object() || !e.contains("run") || !e.at("run").is_number_unsigned() || !e.contains("report")) {
-    throw InputError(file.string(), line, "expected an object with \"run\" and \"report\"");
+    throw Error(where + ": expected an object with \"run\" and \"report\"");
   }
-  entries.emplace(parse_index(std::to_string(e.at("run").get<std::uint64_t>()), limit, file, line, "run"), e);
+  const std::size_t index = parse_index(std::to_string(e.at("run").get<std::uint64_t>()), limit, file, line, "run");
+  if (const auto [it, fresh] = in_file.emplace(index, where); !fresh) {
+    throw Error(fmt::format("{}: run {} is listed twice (also {})", where, index, it->second));
+  }
+  if (f.entries.emplace(index, e).second) f.entry_at.emplace(index, where);
 }
 
 }  // namespace
@@ -95,12 +108,7 @@ nlohmann::ordered_json manifest_json(const Manifest& m) {
 Manifest read_manifest(const fs::path& dir) {
   const fs::path file = dir / "sweep.json";
   if (!fs::exists(file)) throw Error(file.string() + ": missing: not a sweep output directory");
-  OJ j;
-  try {
-    j = OJ::parse(read_text(file));
-  } catch (const OJ::exception&) {  // a syntax error, or a number beyond a double (1e999)
-    throw Error(file.string() + ": not a sweep manifest (invalid JSON)");
-  }
+  const OJ j = parse_ordered_json_document(read_text(file), file.string());
   Manifest m;
   try {
     m.coopsim_version = j.at("coopsim_version").get<std::string>();
@@ -168,53 +176,51 @@ std::vector<std::string> split_csv_line(const std::string& line) {
 
 Finished read_finished(const fs::path& dir, const Manifest& m) {
   Finished f;
-  read_rows(dir / "results.csv", results_csv_header(), m.runs, "run", f.rows);
-  read_rows(dir / "minbudget.csv", minbudget_csv_header(), m.searches, "search", f.search_rows);
+  read_rows(dir / "results.csv", results_csv_header(), m.runs, "run", f.rows, f.row_at);
+  read_rows(dir / "minbudget.csv", minbudget_csv_header(), m.searches, "search", f.search_rows, f.search_row_at);
   const fs::path json = dir / "results.json";
   if (fs::exists(json)) {
-    OJ doc;
-    try {
-      doc = OJ::parse(read_text(json));
-    } catch (const OJ::exception& e) {
-      throw Error(json.string() + ": invalid JSON (" + one_line(cut_last_read(json_message(e.what()))) + ")");
-    }
+    const OJ doc = parse_ordered_json_document(read_text(json), json.string());
     if (!doc.is_object() || !doc.contains("runs") || !doc.at("runs").is_array()) {
       throw Error(json.string() + ": expected an object with a \"runs\" list");
     }
-    for (const OJ& e : doc.at("runs")) add_entry(e, m.runs, json, 1, f.entries);
+    std::map<std::size_t, std::string> listed;
+    for (std::size_t k = 0; k < doc.at("runs").size(); ++k) {
+      add_entry(doc.at("runs")[k], m.runs, json, 1, fmt::format("{}: runs[{}]", json.string(), k), f, listed);
+    }
   }
   const fs::path journal = dir / kJournal;
   if (fs::exists(journal)) {
     const auto lines = complete_lines(read_text(journal));
+    std::map<std::size_t, std::string> listed;
     for (std::size_t i = 0; i < lines.size(); ++i) {
-      OJ e;
-      try {
-        e = OJ::parse(lines[i]);
-      } catch (const OJ::exception&) {
-        throw InputError(journal.string(), i + 1, "invalid JSON");
-      }
-      add_entry(e, m.runs, journal, i + 1, f.entries);
+      const OJ e = parse_ordered_json_document(lines[i], journal.string(), i + 1);
+      add_entry(e, m.runs, journal, i + 1, fmt::format("{}:{}", journal.string(), i + 1), f, listed);
     }
   }
   return f;
 }
 
+void check_sweep_files(const fs::path& dir) {
+  for (const char* name : kSweepFiles) check_owned_output((dir / name).string());
+}
+
 void write_results(const fs::path& dir, const Manifest& m, const Finished& f) {
   std::string csv = results_csv_header() + "\n";
   for (const auto& [i, row] : f.rows) csv += row + "\n";
-  write_file_atomic((dir / "results.csv").string(), csv);
+  write_file_atomic((dir / "results.csv").string(), csv, OutputFile::Target::Owned);
   if (m.searches > 0) {
     std::string mb = minbudget_csv_header() + "\n";
     for (const auto& [i, row] : f.search_rows) mb += row + "\n";
-    write_file_atomic((dir / "minbudget.csv").string(), mb);
+    write_file_atomic((dir / "minbudget.csv").string(), mb, OutputFile::Target::Owned);
   }
   OJ doc;
   doc["coopsim_version"] = m.coopsim_version;
   doc["config_hash"] = fmt::format("{:016x}", m.config_hash);
   doc["runs"] = OJ::array();
   for (const auto& [i, e] : f.entries) doc["runs"].push_back(e);
-  write_file_atomic((dir / "results.json").string(), doc.dump(2) + "\n");
-  write_file_atomic((dir / "sweep.json").string(), manifest_json(m).dump(2) + "\n");
+  write_file_atomic((dir / "results.json").string(), doc.dump(2) + "\n", OutputFile::Target::Owned);
+  write_file_atomic((dir / "sweep.json").string(), manifest_json(m).dump(2) + "\n", OutputFile::Target::Owned);
   std::error_code ec;
   fs::remove(dir / kJournal, ec);
 }

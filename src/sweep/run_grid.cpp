@@ -105,7 +105,7 @@ SimConfig run_config(const SweepConfig& cfg, std::size_t variant, const std::str
 }
 
 Shard parse_shard(const std::string& text) {
-  const auto bad = [&] { return ConfigError("--shard", "'" + text + "' is not K/N with 1 <= K <= N (e.g. 2/8)"); };
+  const auto bad = [&] { return UsageError("--shard", quote_excerpt(text) + " is not K/N with 1 <= K <= N (e.g. 2/8)"); };
   const auto slash = text.find('/');
   if (slash == std::string::npos || slash == 0 || slash + 1 == text.size()) throw bad();
   auto number = [&](const std::string& s) -> std::uint32_t {

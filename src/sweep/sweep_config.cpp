@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "coopsim/base/error.hpp"
+#include "coopsim/base/json_document.hpp"
 #include "coopsim/base/limits.hpp"
 #include "coopsim/sweep/sweep.hpp"
 #include "coopsim/base/text.hpp"
@@ -141,11 +142,6 @@ class Checker {
   std::string source_;
 };
 
-std::uint64_t line_of(const std::string& text, std::size_t offset) {
-  return 1 + static_cast<std::uint64_t>(std::count(
-                 text.begin(), text.begin() + static_cast<std::ptrdiff_t>(std::min(offset, text.size())), '\n'));
-}
-
 std::vector<BudgetSpec> parse_budgets(const Checker& c, const OJ& v) {
   std::vector<BudgetSpec> out;
   auto get_size = [&](const OJ& x, const std::string& k) { return c.size(x, k); };
@@ -227,18 +223,8 @@ Variant parse_variant(const Checker& c, const std::string& name, const OJ& v, co
 SweepConfig parse_sweep_config(const std::string& text, const std::string& source) {
   const Checker c(source);
   const Components& comps = builtin_components();
-  OJ doc;
-  try {
-    doc = OJ::parse(text);
-  } catch (const OJ::parse_error& e) {
-    std::string msg = e.what();
-    if (auto p = msg.find("syntax error"); p != std::string::npos) msg = msg.substr(p);
-    throw InputError(source, line_of(text, e.byte == 0 ? 0 : e.byte - 1), "invalid JSON: " + msg);
-  } catch (const OJ::out_of_range& e) {
-    // A number beyond double, e.g. 1e999: the line where that literal first appears.
-    const auto [msg, at] = locate_json_overflow(e.what(), text);
-    throw InputError(source, line_of(text, at), "invalid JSON: " + msg);
-  }
+  // file:line for invalid JSON and for a key given twice (a variant named twice among them)
+  const OJ doc = parse_ordered_json_document(text, source);
   if (!doc.is_object()) throw ConfigError(source, "a sweep config must hold a JSON object");
   for (const auto& [k, v] : doc.items()) {
     if (!known(kTopKeys, k)) throw c.err(excerpt(k), "unknown key (valid: " + join(kTopKeys) + ")");

@@ -21,6 +21,7 @@
 #include "coopsim/sweep/sweep.hpp"
 #include "coopsim/formats/trace_file.hpp"
 #include "coopsim_config.h"
+#include "resume.hpp"
 
 namespace coopsim {
 namespace {
@@ -66,42 +67,6 @@ std::string budget_text(const PlannedRun& r) {
   return r.ratio ? fmt::format("{} ({})", *r.ratio, format_bytes(r.budget)) : format_bytes(r.budget);
 }
 
-// Earlier output must come from this very sweep (and shard) and name the same runs.
-void check_earlier(const fs::path& dir, const Manifest& old, const Manifest& now, const SweepConfig& cfg,
-                   const Plan& plan, const Finished& f) {
-  const std::string manifest = (dir / "sweep.json").string();
-  if (old.coopsim_version != now.coopsim_version) {
-    throw Error(manifest + ": written by coopsim " + old.coopsim_version + ", this is " + now.coopsim_version +
-                ": use another -o");
-  }
-  if (old.config_hash != now.config_hash) {
-    throw Error(manifest + fmt::format(": the sweep config or its traces changed since this directory was written "
-                                       "(hash {:016x}, now {:016x}): use another -o",
-                                       old.config_hash, now.config_hash));
-  }
-  const Shard a = old.shard.value_or(Shard{}), b = now.shard.value_or(Shard{});
-  if (a.index != b.index || a.count != b.count) {
-    throw Error(manifest + fmt::format(": holds shard {}/{}, not {}/{}", a.index, a.count, b.index, b.count));
-  }
-  const std::string csv = (dir / "results.csv").string();
-  for (const auto& [i, row] : f.rows) {
-    const PlannedRun& r = plan.runs[i];
-    const auto x = split_csv_line(row);
-    const bool same = x[1] == cfg.variants[r.variant].name && x[3] == cfg.traces[r.trace] && x[6] == r.allocator &&
-                      x[7] == r.policy && x[8] == std::to_string(r.budget.value);
-    if (!same || !in_shard(i, b)) throw Error(csv + fmt::format(": run {} is not this sweep's run {}", i, i));
-  }
-  for (const auto& [i, row] : f.search_rows) {
-    const PlannedSearch& s = plan.searches[i];
-    const auto x = split_csv_line(row);
-    const bool same =
-        x[1] == cfg.traces[s.trace] && x[2] == s.allocator && x[3] == s.policy && x[4] == cfg.variants[s.variant].name;
-    if (!same || !in_shard(i, b)) {
-      throw Error((dir / "minbudget.csv").string() + fmt::format(": search {} is not this sweep's search {}", i, i));
-    }
-  }
-}
-
 struct Task {
   bool search = false;
   std::size_t index = 0;
@@ -110,9 +75,9 @@ struct Task {
 }  // namespace
 
 int command_sweep(const SweepArgs& args, std::ostream& out) {
-  const SweepConfig cfg = load_sweep_config(args.config);
-  std::optional<Shard> shard;
+  std::optional<Shard> shard;  // a bad --shard is a usage error (exit 2), found before any file is read
   if (!args.shard.empty()) shard = parse_shard(args.shard);
+  const SweepConfig cfg = load_sweep_config(args.config);
   const Shard slice = shard.value_or(Shard{});
   std::vector<Trace> traces;
   // The sweep holds all its traces at once: they share one limits.max_memory, each loaded
@@ -142,13 +107,14 @@ int command_sweep(const SweepArgs& args, std::ostream& out) {
 
   const fs::path dir(args.output);
   std::vector<NamedPath> outputs, inputs{{"the sweep config", args.config}};
-  for (const char* name : {"sweep.json", "results.csv", "results.json", kJournal, "minbudget.csv"}) {
+  for (const char* name : kSweepFiles) {
     outputs.push_back({"the sweep output", (dir / name).string()});
   }
   for (std::size_t i = 0; i < cfg.traces.size(); ++i) inputs.push_back({"the trace", resolve_trace_path(cfg, i)});
   check_output_paths(outputs, inputs);
   make_output_dir(dir);
   const DirLock lock(dir);  // before looking at what DIR holds: another sweep may be writing it
+  check_sweep_files(dir);   // a link planted at one of their names is refused, never followed
   const bool earlier = fs::exists(dir / "sweep.json") || fs::exists(dir / "results.csv");
   if (earlier && !args.resume) {
     throw Error(args.output + ": holds a sweep's output: pass --resume to continue it, or choose another -o");
@@ -157,7 +123,7 @@ int command_sweep(const SweepArgs& args, std::ostream& out) {
   if (earlier) {
     const Manifest old = read_manifest(dir);
     done = read_finished(dir, old);
-    check_earlier(dir, old, manifest, cfg, plan, done);
+    check_earlier(dir, old, manifest, cfg, plan, traces, done);
     // A run counts as finished when both its CSV row and its JSON entry were written.
     std::erase_if(done.rows, [&](const auto& kv) { return !done.entries.contains(kv.first); });
     std::erase_if(done.entries, [&](const auto& kv) { return !done.rows.contains(kv.first); });
@@ -173,13 +139,13 @@ int command_sweep(const SweepArgs& args, std::ostream& out) {
 
   // Start the directory from what is kept: the manifest, then each file rewritten without cut
   // lines, published under its final name and kept open: results are appended as they finish.
-  write_file_atomic((dir / "sweep.json").string(), manifest_json(manifest).dump(2) + "\n");
+  write_file_atomic((dir / "sweep.json").string(), manifest_json(manifest).dump(2) + "\n", OutputFile::Target::Owned);
   std::string csv = results_csv_header() + "\n", journal, mb = minbudget_csv_header() + "\n";
   for (const auto& [i, row] : done.rows) csv += row + "\n";
   for (const auto& [i, e] : done.entries) journal += e.dump() + "\n";
   for (const auto& [i, row] : done.search_rows) mb += row + "\n";
   auto start_file = [&](const char* name, const std::string& text) {
-    OutputFile f((dir / name).string());
+    OutputFile f((dir / name).string(), OutputFile::Target::Owned);
     f.write(text);
     f.publish();
     return f;

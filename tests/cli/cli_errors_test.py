@@ -191,11 +191,11 @@ code, out, err = run("sweep", good, "-o", path("done"), "-j", "1")
 case("a small sweep runs", code == 0, err)
 for name, file, old, new, expected in (
         ("--resume: a manifest count beyond a double", "sweep.json", '"runs": 2', '"runs": 1e999',
-         "not a sweep manifest (invalid JSON)"),
+         "{line}: invalid JSON: number overflow parsing '1e999'"),
         ("--resume: a negative manifest count", "sweep.json", '"runs": 2', '"runs": -1',
-         "not a sweep manifest (expected coopsim_version, config_hash, runs, searches, shard)"),
+         " not a sweep manifest (expected coopsim_version, config_hash, runs, searches, shard)"),
         ("--resume: a run index beyond a double", "results.json", '"run": 1', '"run": 1e999',
-         "invalid JSON (number overflow parsing '1e999')")):
+         "{line}: invalid JSON: number overflow parsing '1e999'")):
     d = path("resume-" + file + new[-3:])
     shutil.copytree(path("done"), d)
     target = os.path.join(d, file)
@@ -203,7 +203,8 @@ for name, file, old, new, expected in (
         text = f.read()
     with open(target, "w", encoding="utf-8") as f:
         f.write(text.replace(old, new, 1))
-    config(name, ["sweep", good, "-o", d, "--resume"], f"{target}: {expected}")
+    line = text[:text.index(old)].count("\n") + 1  # whole documents name the line (json_document.hpp)
+    config(name, ["sweep", good, "-o", d, "--resume"], f"{target}:{expected.format(line=line)}")
 
 print(f"1..{len(results)}")
 for i, (name, ok, detail) in enumerate(results, 1):

@@ -262,10 +262,10 @@ bad("merge into an existing sweep directory is refused", ["merge", *shards, "-o"
 
 # --- bad input ----------------------------------------------------------------------------------------
 out_dir = path("never")
-bad("bad shard spec", ["sweep", cfg, "--shard", "4/3", "-o", out_dir],
-    "coopsim: error: --shard: '4/3' is not K/N with 1 <= K <= N (e.g. 2/8)", (out_dir,))
-bad("bad shard spec (not a number)", ["sweep", cfg, "--shard", "one/3", "-o", out_dir],
-    "coopsim: error: --shard: 'one/3' is not K/N with 1 <= K <= N (e.g. 2/8)", (out_dir,))
+# A bad --shard is a bad command-line value: exit status 2, like every other one.
+for spec in ("4/3", "one/3", "0/2"):
+    bad(f"bad shard spec {spec} (exit 2)", ["sweep", cfg, "--shard", spec, "-o", out_dir],
+        f"coopsim: error: --shard: '{spec}' is not K/N with 1 <= K <= N (e.g. 2/8)", (out_dir,), status=2)
 nokey = write("nokey.json", json.dumps({k: v for k, v in SWEEP.items() if k != "traces"}))
 bad("missing config key", ["sweep", nokey, "-o", out_dir],
     f"coopsim: error: {nokey}: traces: missing (a list of trace files, relative to this file)", (out_dir,))

@@ -27,8 +27,13 @@ namespace coopsim {
 
 class OutputFile {
  public:
+  // What the target may be. Any: the rules above. Owned: a file coopsim owns, in a directory it
+  // writes for itself (a sweep directory's results.csv, journal.jsonl, ...): only a regular file
+  // is replaced (a new one created); a symbolic link, FIFO, device or anything else found at the
+  // name is refused ("it is a symbolic link: ..."), so a link planted there is never followed.
+  enum class Target { Any, Owned };
   // Opens `path` for writing by the rules above; throws Error "PATH: problem" when it cannot.
-  explicit OutputFile(std::string path);
+  explicit OutputFile(std::string path, Target target = Target::Any);
   ~OutputFile();
   OutputFile(const OutputFile&) = delete;
   OutputFile& operator=(const OutputFile&) = delete;
@@ -84,6 +89,12 @@ void check_output_paths(std::span<const NamedPath> outputs, std::span<const Name
 
 // Write `content` to `path` through an OutputFile (above): a temporary file
 // renamed over a regular target, direct writes to a FIFO or character device.
-void write_file_atomic(const std::string& path, const std::string& content);
+void write_file_atomic(const std::string& path, const std::string& content,
+                       OutputFile::Target target = OutputFile::Target::Any);
+
+// For OutputFile::Target::Owned: Error "PATH: cannot write output file: it is a symbolic link
+// (...)" unless PATH does not exist or is a regular file (lstat: a link is not followed). Lets a
+// command refuse such a name before it reads or writes anything (a sweep, before --resume reads).
+void check_owned_output(const std::string& path);
 
 }  // namespace coopsim

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -58,12 +59,46 @@ class Params {
   std::vector<ParamDoc> docs_;
 };
 
-// A JSON value as an error message shows it: compact JSON text, U+FFFD for bytes that are not
-// UTF-8 (only command-line text can hold them), cut like excerpt() (text.hpp) so a huge value
-// stays a short line.
+namespace params_detail {
+// Compact JSON text of `v`, except that a float that is not finite (a pickle's or Python json's
+// NaN, inf) is written NaN, Infinity or -Infinity, as Python writes it, where JSON would say null.
+template <class Json>
+void render(const Json& v, std::string& out) {
+  if (v.is_number_float() && !std::isfinite(v.template get<double>())) {
+    const double d = v.template get<double>();
+    out += std::isnan(d) ? "NaN" : d > 0 ? "Infinity" : "-Infinity";
+  } else if (v.is_array()) {
+    out += '[';
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (i > 0) out += ',';
+      render(v[i], out);
+    }
+    out += ']';
+  } else if (v.is_object()) {
+    out += '{';
+    bool first = true;
+    for (const auto& [key, value] : v.items()) {
+      if (!first) out += ',';
+      first = false;
+      out += Json(key).dump(-1, ' ', false, Json::error_handler_t::replace) + ':';
+      render(value, out);
+    }
+    out += '}';
+  } else {
+    out += v.dump(-1, ' ', false, Json::error_handler_t::replace);
+  }
+}
+}  // namespace params_detail
+
+// A JSON value as an error message shows it: compact JSON text (a float that is not finite as
+// NaN, Infinity or -Infinity, never JSON's null), U+FFFD for bytes that are not UTF-8 (only
+// command-line text can hold them), cut like excerpt() (text.hpp) so a huge value stays a short
+// line.
 template <class Json>
 std::string shown_json(const Json& v) {
-  return excerpt(v.dump(-1, ' ', false, Json::error_handler_t::replace));
+  std::string out;
+  params_detail::render(v, out);
+  return excerpt(out);
 }
 
 // The value of a command-line "key=value": JSON scalars (numbers, true/false, null, quoted

@@ -24,9 +24,10 @@ inline constexpr std::size_t kExcerptBytes = 80;
 // N the full length. The result never depends on more than the first `max` bytes plus the size.
 std::string excerpt(std::string_view s, std::size_t max = kExcerptBytes);
 
-// `message` with the token a JSON library quotes ("...; last read: '<token>'", nlohmann's
-// parse errors) cut like excerpt() when it is longer than kExcerptBytes: for an unterminated
-// string that token is the rest of the line, megabytes perhaps. Other text is left as it is.
+// `message` with the token a JSON library quotes from its input ("...; last read: '<token>'",
+// nlohmann's parse errors, and "number overflow parsing '<literal>'" for a number beyond a double)
+// cut like excerpt() when it is longer than kExcerptBytes: for an unterminated string that token
+// is the rest of the line, for a 100,000-digit number the whole number. Other text is left as it is.
 std::string cut_last_read(std::string_view message);
 
 // Optimal-string-alignment distance (Levenshtein plus adjacent transpositions), ignoring ASCII

@@ -103,7 +103,7 @@ struct Shard {
   std::uint32_t index = 1;  // 1-based K of K/N
   std::uint32_t count = 1;  // N
 };
-// "K/N" with 1 <= K <= N; ConfigError("--shard", ...) otherwise.
+// "K/N" with 1 <= K <= N; UsageError("--shard", ...) otherwise (exit status 2 from the CLI).
 Shard parse_shard(const std::string& text);
 // Run (or search) i belongs to shard K/N when i mod N == K-1.
 inline bool in_shard(std::size_t i, Shard s) { return i % s.count == s.index - 1U; }
@@ -132,16 +132,28 @@ struct Finished {
   std::map<std::size_t, std::string> rows;                // results.csv
   std::map<std::size_t, nlohmann::ordered_json> entries;  // results.json / journal
   std::map<std::size_t, std::string> search_rows;         // minbudget.csv
+  // Where each was read, for messages: "DIR/results.csv:5", "DIR/journal.jsonl:3",
+  // "DIR/results.json: runs[2]".
+  std::map<std::size_t, std::string> row_at, entry_at, search_row_at;
 };
 inline constexpr const char* kJournal = "journal.jsonl";  // results.json entries of an unfinished sweep
+// Every file a sweep or merge writes in its directory (the lock apart).
+inline constexpr const char* kSweepFiles[] = {"sweep.json", "results.csv", "results.json", kJournal, "minbudget.csv"};
 
 // Reads results.csv, results.json or the journal, and minbudget.csv of DIR, whichever exist.
-// A last line without its newline (an interrupted write) is dropped; anything else malformed is
-// an Error "file:line: problem". Only indices below the manifest's counts are accepted.
+// A last line without its newline (an interrupted write) is dropped; anything else malformed
+// (a key given twice in a JSON object, an index listed twice in one file) is an Error
+// "file:line: problem". Only indices below the manifest's counts are accepted.
 Finished read_finished(const std::filesystem::path& dir, const Manifest& m);
 // Writes results.csv, results.json (and minbudget.csv when the sweep has searches) sorted by
 // index, each atomically, then sweep.json, and removes the journal.
 void write_results(const std::filesystem::path& dir, const Manifest& m, const Finished& f);
+
+// Refuses (Error "DIR/NAME: cannot write output file: it is a symbolic link: ...") a file of
+// kSweepFiles in DIR that is there but is not a regular file: a sweep directory's files are
+// coopsim's own, written as OutputFile::Target::Owned, and a link planted at one of those names is
+// never followed. Called with DIR locked, before anything in DIR is read.
+void check_sweep_files(const std::filesystem::path& dir);
 
 // Creates DIR (and its parents); Error "DIR: cannot create the output directory (why)".
 void make_output_dir(const std::filesystem::path& dir);
