@@ -51,34 +51,74 @@ def call(args, binary=None, timeout=None, answers=(0,)):
     return p.stdout
 
 
-def _list(value):
+def _path(value, name):
+    """A path argument as text (str or os.PathLike); TypeError for anything else, ValueError when empty."""
+    if not isinstance(value, (str, bytes, os.PathLike)):
+        raise TypeError(f"{name}: expected a path (str or os.PathLike), got {type(value).__name__} {value!r}")
+    text = os.fsdecode(os.fspath(value))
+    if not text:
+        raise ValueError(f"{name}: an empty path")
+    return text
+
+
+def _option(flag, value):
+    """'--flag=VALUE': one argument, so a value that begins with '-' is never read as an option."""
+    return f"{flag}={value}"
+
+
+def _value(value, name):
+    """An option value as text; ValueError when it, or an entry of its comma list, is empty (the binary
+    would refuse it, or drop the entry)."""
+    text = str(value)
+    if not all(text.split(",")):
+        raise ValueError(f"{name}: {text!r} holds an empty value")
+    return text
+
+
+def _list(value, name):
+    """None, a value or a list of values -> None or 'a,b'; an empty list or value is a ValueError
+    (the binary would take it as the config's default)."""
     if value is None:
         return None
-    if isinstance(value, (list, tuple)):
-        return ",".join(str(v) for v in value)
-    return str(value)
+    items = list(value) if isinstance(value, (list, tuple)) else [value]
+    if not items:
+        raise ValueError(f"{name}: an empty list (give at least one value, or None for the config's)")
+    return ",".join(_value(v, name) for v in items)
 
 
 def _sets(sets):
-    """{'key': value} or ['key=value', ...] -> ['--set', 'key=value', ...]."""
+    """{'key': value} or ['key=value', ...] -> ['--set=key=value', ...]."""
     if not sets:
         return []
-    items = sets.items() if isinstance(sets, dict) else (s.split("=", 1) for s in sets)
+    if isinstance(sets, dict):
+        items = list(sets.items())
+    elif isinstance(sets, (list, tuple)):
+        items = []
+        for s in sets:
+            if not isinstance(s, str) or "=" not in s or s.startswith("="):
+                raise ValueError(f"sets: {s!r} is not a 'key=value' string")
+            items.append(tuple(s.split("=", 1)))
+    else:
+        raise TypeError(f"sets: expected a dict or a list of 'key=value' strings, got {type(sets).__name__} {sets!r}")
     out = []
     for key, value in items:
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"sets: {key!r} is not a key")
         if isinstance(value, bool):
             value = "true" if value else "false"
-        out += ["--set", f"{key}={value}"]
+        out.append(_option("--set", f"{key}={value}"))
     return out
 
 
 def _options(allocator=None, policy=None, budget=None, sets=None, config=None):
     args = []
     if config is not None:
-        args += ["--config", os.fspath(config)]
-    for flag, value in (("--allocator", _list(allocator)), ("--policy", _list(policy)), ("--budget", _list(budget))):
+        args.append(_option("--config", _path(config, "config")))
+    for flag, name, value in (("--allocator", "allocator", allocator), ("--policy", "policy", policy),
+                              ("--budget", "budget", budget)):
+        value = _list(value, name)
         if value is not None:
-            args += [flag, value]
+            args.append(_option(flag, value))
     return args + _sets(sets)
 
 
@@ -95,12 +135,13 @@ def run(trace, allocator=None, policy=None, budget=None, sets=None, config=None,
     budget: bytes, '8GiB' or '60%'; sets: {'key': value} for --set; config: a JSON config file; args:
     further command-line arguments; initial_state: 'recorded' or 'empty' for a trace imported from a
     snapshot (--initial-state). The text report is in df.attrs['report']."""
+    trace = _path(trace, "trace")
+    options = _options(allocator, policy, budget, sets, config)
     if initial_state is not None:
-        args = ["--initial-state", initial_state, *args]
+        args = [_option("--initial-state", initial_state), *args]
     with tempfile.TemporaryDirectory(prefix="coopsim-run-") as tmp:
         csv = os.path.join(tmp, "results.csv")
-        report = call(["run", os.fspath(trace), *_options(allocator, policy, budget, sets, config), *args,
-                       "--csv", csv], binary)
+        report = call(["run", *options, *args, _option("--csv", csv), "--", trace], binary)
         df = _read_csv(csv)
     df.attrs["report"] = report
     return df
@@ -110,21 +151,26 @@ def sweep(config, output_dir, jobs=None, binary=None, resume=False):
     """`coopsim sweep CONFIG -o OUTPUT_DIR`: the DataFrame of OUTPUT_DIR/results.csv. config is a JSON
     file (its trace paths relative to its folder) or a dict (trace paths relative to the current
     directory; written to OUTPUT_DIR/sweep-config.json)."""
-    output_dir = os.fspath(output_dir)
+    output_dir = _path(output_dir, "output_dir")
     if isinstance(config, dict):
         config = dict(config)
-        config["traces"] = [os.path.abspath(t) for t in config.get("traces", [])]
+        traces = config.get("traces", [])
+        if not isinstance(traces, (list, tuple)):
+            raise TypeError(f"sweep config 'traces': expected a list of trace paths, got {type(traces).__name__} "
+                            f"{traces!r}")
+        config["traces"] = [os.path.abspath(_path(t, f"sweep config 'traces'[{i}]")) for i, t in enumerate(traces)]
         os.makedirs(output_dir, exist_ok=True)
         path = os.path.join(output_dir, "sweep-config.json")
         with open(path, "w", encoding="utf-8") as f:
             json.dump(config, f, indent=2)
         config = path
-    args = ["sweep", os.fspath(config), "-o", output_dir]
+    config = _path(config, "config")
+    args = ["sweep", _option("--output", output_dir)]
     if jobs is not None:
-        args += ["-j", str(jobs)]
+        args.append(_option("--jobs", jobs))
     if resume:
         args.append("--resume")
-    call(args, binary)
+    call(args + ["--", config], binary)
     return _read_csv(os.path.join(output_dir, "results.csv"))
 
 
@@ -132,14 +178,16 @@ def minbudget(trace, policy, allocator, max_overhead=None, sets=None, config=Non
     """`coopsim minbudget TRACE -p POLICY -a ALLOCATOR --json`: the smallest budget that completes,
     as a dict (min_budget_bytes, ratio_of_peak, compute_overhead, found, runs, ...); initial_state as
     for run()."""
-    args = ["minbudget", os.fspath(trace), "--policy", policy, "--allocator", allocator, "--json"]
+    trace = _path(trace, "trace")
+    args = ["minbudget", _option("--policy", _value(policy, "policy")), _option("--allocator", _value(allocator, "allocator")),
+            "--json"]
     if initial_state is not None:
-        args += ["--initial-state", initial_state]
+        args.append(_option("--initial-state", initial_state))
     if max_overhead is not None:
-        args += ["--max-overhead", str(max_overhead)]
+        args.append(_option("--max-overhead", max_overhead))
     if config is not None:
-        args += ["--config", os.fspath(config)]
-    return json.loads(call(args + _sets(sets), binary))
+        args.append(_option("--config", _path(config, "config")))
+    return json.loads(call(args + _sets(sets) + ["--", trace], binary))
 
 
 def advise(trace, capacity, sets=None, config=None, jobs=None, binary=None, reserve=None):
@@ -154,17 +202,18 @@ def advise(trace, capacity, sets=None, config=None, jobs=None, binary=None, rese
     coopsim run arguments that reproduce it). Nothing fitting is an answer, not an error (exit 3);
     capacity: bytes, '80GiB' or '90%'; reserve: bytes or '1GiB' (None: the binary's default, 512 MiB
     for the CUDA context)."""
-    args = ["advise", os.fspath(trace), "--capacity", str(capacity), "--json"]
+    trace = _path(trace, "trace")
+    args = ["advise", _option("--capacity", _value(capacity, "capacity")), "--json"]
     if reserve is not None:
-        args += ["--reserve", str(reserve)]
+        args.append(_option("--reserve", _value(reserve, "reserve")))
     if config is not None:
-        args += ["--config", os.fspath(config)]
+        args.append(_option("--config", _path(config, "config")))
     if jobs is not None:
-        args += ["--jobs", str(jobs)]
+        args.append(_option("--jobs", jobs))
     args += _sets(sets)
-    return json.loads(call(args, binary, answers=(0, 3)))
+    return json.loads(call(args + ["--", trace], binary, answers=(0, 3)))
 
 
 def validate(trace, binary=None):
     """`coopsim validate TRACE`: its text output (raises CoopsimError for an invalid trace)."""
-    return call(["validate", os.fspath(trace)], binary)
+    return call(["validate", "--", _path(trace, "trace")], binary)
