@@ -1,7 +1,7 @@
 // What the readers accept and how they say no (issue 29): whole JSON documents refuse a key
 // given twice at its line (coopsim/base/json_document.hpp), quoted tokens are cut once to 80
-// bytes, a NaN is shown as NaN (never JSON's null), and owned outputs (a sweep directory's files)
-// refuse a planted symbolic link.
+// bytes, a NaN is shown as NaN (never JSON's null), owned outputs (a sweep directory's files)
+// refuse a planted symbolic link, and the sweep lock a hard link to another file.
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -17,6 +17,7 @@
 #include "coopsim/base/params.hpp"
 #include "coopsim/base/text.hpp"
 #include "coopsim/import/torch_snapshot.hpp"
+#include "coopsim/sweep/sweep.hpp"
 #include "test_paths.hpp"
 
 using namespace coopsim;
@@ -105,4 +106,17 @@ TEST_CASE("an owned output refuses a planted link and replaces only a regular fi
   write_file_atomic(link.string(), "through\n");
   CHECK(fs::is_symlink(link));
   CHECK(fs::file_size(victim) == 8);
+}
+
+TEST_CASE("the sweep lock refuses a hard link to another file (its truncation would reach it)", "[acceptance]") {
+  const fs::path dir = test::scratch_dir("acceptance-lock");
+  const fs::path victim = dir / "victim.txt";
+  std::ofstream(victim) << "precious\n";
+  fs::create_hard_link(victim, dir / sweep::kLockFile);
+  CHECK_THROWS_WITH(sweep::DirLock(dir), (dir / sweep::kLockFile).string() +
+                                             ": the sweep lock file is not a regular file of its own (a link to "
+                                             "another file?)");
+  CHECK(fs::file_size(victim) == 9);
+  fs::remove(dir / sweep::kLockFile);
+  CHECK_NOTHROW(sweep::DirLock(dir));  // a lock file of its own is taken (and created)
 }
