@@ -152,6 +152,29 @@ CLI::Validator one_of(std::vector<std::string> choices) {
       "{" + joined(choices, ",") + "}");
 }
 
+CLI::Validator comma_list() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        if (s.empty()) return {};
+        const bool empty_entry = s.front() == ',' || s.back() == ',' || s.find(",,") != std::string::npos;
+        return empty_entry ? "expected a comma list without empty entries, got " + quote_excerpt(s) : "";
+      },
+      "");
+}
+
+void split_comma_lists(std::vector<std::string>& values) {
+  std::vector<std::string> entries;
+  for (const std::string& v : values) {
+    for (std::size_t start = 0;;) {
+      const std::size_t comma = v.find(',', start);
+      entries.push_back(v.substr(start, comma - start));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  values = std::move(entries);
+}
+
 void refuse_empty_values(CLI::App& app) {
   const CLI::Validator non_empty(
       [](std::string& s) -> std::string { return s.empty() ? "expected a value, got an empty string" : ""; }, "");

@@ -31,6 +31,13 @@ CLI::Validator number();
 // One of `choices`: "expected role or cost, got 'rol'; did you mean 'role'?".
 CLI::Validator one_of(std::vector<std::string> choices);
 
+// A comma list ("pytorch,bestfit"; repeated options add to it): refuses an empty entry
+// ("--allocator: expected a comma list without empty entries, got ','"), which CLI11's own
+// delimiter would drop silently (`-a ,` would then mean the default). An empty value is left to
+// refuse_empty_values. split_comma_lists() turns the values into the list's entries after parsing.
+CLI::Validator comma_list();
+void split_comma_lists(std::vector<std::string>& values);
+
 // Adds to every option and positional of every subcommand of `app` that takes a value a check
 // that refuses an empty one ("--allocator: expected a value, got an empty string"): an empty
 // value never silently means "the default" (`run T -a ""`), nor "no output file" (`-o ""`).

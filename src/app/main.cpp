@@ -64,12 +64,13 @@ int run_command(CLI::App& app, int argc, char** argv) {
   run_cmd->add_option("trace", run.trace, "trace file (.jsonl or .jsonl.gz)")->required();
   run_cmd->add_option("--config,-c", run.config, "JSON config file");
   run_cmd->add_option("--allocator,-a", run.allocators, "allocator model; a comma list or 'all' runs each")
-      ->delimiter(',');
-  run_cmd->add_option("--policy,-p", run.policies, "memory policy; a comma list or 'all' runs each")->delimiter(',');
+      ->check(coopsim::cli::comma_list());
+  run_cmd->add_option("--policy,-p", run.policies, "memory policy; a comma list or 'all' runs each")
+      ->check(coopsim::cli::comma_list());
   run_cmd
       ->add_option("--budget,-b", run.budgets,
                    "memory budget, e.g. 8GiB, or N% of the trace's peak live bytes; a comma list runs each")
-      ->delimiter(',');
+      ->check(coopsim::cli::comma_list());
   run_cmd->add_option("--set,-s", run.sets, "config override key=value (repeatable)");
   std::string run_initial_state;
   add_initial_state_option(run_cmd, run_initial_state);
@@ -127,8 +128,9 @@ int run_command(CLI::App& app, int argc, char** argv) {
   coopsim::BenchArgs bench;
   auto* bench_cmd = app.add_subcommand("bench", "measure parse and replay rates (wall clock; for scripts/bench.sh)");
   bench_cmd->add_option("trace", bench.trace, "trace file")->required();
-  bench_cmd->add_option("--allocator,-a", bench.allocators, "allocators (default: all)")->delimiter(',');
-  bench_cmd->add_option("--policy,-p", bench.policies, "policies (default: keep)")->delimiter(',');
+  bench_cmd->add_option("--allocator,-a", bench.allocators, "allocators (default: all)")
+      ->check(coopsim::cli::comma_list());
+  bench_cmd->add_option("--policy,-p", bench.policies, "policies (default: keep)")->check(coopsim::cli::comma_list());
   bench_cmd->add_option("--budget,-b", bench.budget, "memory budget, or N% of the trace's peak live bytes");
   bench_cmd->add_option("--repeat,-r", bench.repeat, "repetitions; the best is reported")
       ->check(coopsim::cli::integer(1, 100));
@@ -224,6 +226,9 @@ int run_command(CLI::App& app, int argc, char** argv) {
     // One line and status 2 (docs/architecture.md), never CLI11's "Run with --help" lines.
     std::cerr << "coopsim: error: " << coopsim::cli::usage_error(app, e) << "\n";
     return coopsim::cli::kUsageStatus;
+  }
+  for (auto* list : {&run.allocators, &run.policies, &run.budgets, &bench.allocators, &bench.policies}) {
+    coopsim::cli::split_comma_lists(*list);
   }
   if (plan_capacity_opt->count() > 0) plan.capacity = plan_capacity;
   if (minb_overhead_opt->count() > 0) minb.max_overhead = minb_overhead;

@@ -90,6 +90,14 @@ for flag, name in (("-a", "--allocator"), ("-p", "--policy"), ("-b", "--budget")
                    ("--csv", "--csv"), ("-c", "--config"), ("--set", "--set")):
     refused(f"run {flag} '' is a usage error naming {name}", ["run", GOLDEN, flag, ""],
             f"{name}: expected a value, got an empty string", status=2)
+for flag, name, value in (("-a", "--allocator", ","), ("-p", "--policy", "keep,"), ("-b", "--budget", "50%,,60%")):
+    refused(f"run {flag} {value!r}: an empty entry of a comma list is a usage error", ["run", GOLDEN, flag, value],
+            f"{name}: expected a comma list without empty entries, got '{value}'", status=2)
+code, out, err = run("run", GOLDEN, "-a", "pytorch,bestfit", "-a", "fungible", "-p", "keep", "-b", "50%,100%", "-q",
+                     "--csv", path("lists.csv"))
+with open(path("lists.csv")) as f:
+    rows = f.read().splitlines()[1:] if code == 0 else []
+case("comma lists and repeated options still combine (3 allocators x 2 budgets)", len(rows) == 6, err)
 refused("run '' (the trace) is a usage error", ["run", ""], "trace: expected a value, got an empty string", status=2)
 refused("sweep -o '' is a usage error", ["sweep", good, "-o", ""], "--output: expected a value, got an empty string",
         status=2)
