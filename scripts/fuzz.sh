@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes one harness of tests/fuzz/ with libFuzzer (clang, ASan + UBSan) for SECONDS seconds.
 #   scripts/fuzz.sh TARGET SECONDS [libFuzzer flags...]
-#   TARGET: trace | config | dtr | kineto | pickle | plan | hybrid
+#   TARGET: trace | config | dtr | kineto | pickle | plan | hybrid | policy
 # Builds in build-fuzz/ (or $FUZZ_BUILD_DIR) with CXX=clang++ and -Dfuzz=true. The checked-in
 # seeds tests/fuzz/corpus/TARGET/ are read, never written: new inputs go to
 # $FUZZ_BUILD_DIR/corpus/TARGET/, findings to $FUZZ_BUILD_DIR/artifacts/TARGET/ (crash-*, leak-*,
@@ -10,7 +10,7 @@
 # regression input by copying it into tests/fuzz/corpus/TARGET/ under a descriptive name.
 set -eu
 cd "$(dirname "$0")/.."
-targets="trace config dtr kineto pickle plan hybrid"
+targets="trace config dtr kineto pickle plan hybrid policy"
 if [ $# -lt 2 ] || ! printf '%s\n' $targets | grep -qx -- "$1" || ! [[ "$2" =~ ^[0-9]+$ ]]; then
   echo "usage: scripts/fuzz.sh TARGET SECONDS [libFuzzer flags...]   (TARGET: ${targets// /, })" >&2
   exit 2

@@ -36,6 +36,12 @@ std::vector<ParamDoc> limit_param_docs() {
        "most recomputations one rematerialization may nest (an evicted value whose producer's inputs "
        "are evicted, and so on)",
        {}},
+      {"max_search_steps",
+       ParamType::Int,
+       std::to_string(Limits::kDefaultMaxSearchSteps),
+       "most candidates one run's victim searches may examine in all (the report's search_scanned); a run "
+       "that needs more stops with status limit",
+       {}},
       {"max_memory",
        ParamType::String,
        std::to_string(Limits::kDefaultMaxMemoryPercent) + "%",
@@ -108,6 +114,7 @@ Limits limits_from_json(const nlohmann::json& section) {
   l.max_events = count("max_events");
   l.max_op_fan_in = count("max_op_fan_in");
   l.max_recompute_depth = count("max_recompute_depth");
+  l.max_search_steps = count("max_search_steps");
   l.max_memory = p.is_set("max_memory") ? parse_max_memory(p.get_string("max_memory")) : Limits::default_max_memory();
   return l;
 }

@@ -2,20 +2,35 @@
 // per run (event_loop.hpp describes the split).
 #include "coopsim/engine/engine.hpp"
 
+#include <stdexcept>
+#include <string>
+
+#include "coopsim/base/error.hpp"
+
 #include "remat_executor.hpp"
 #include "swap_executor.hpp"
 
 namespace coopsim {
 
+// The engine checks its own rules as it goes (one resident value per address, a use only of
+// what is allocated, a free only of what is allocated, a policy action only on what it may
+// move); a broken one ends the run with a one-line InvariantError naming the event, which the
+// caller prefixes with the policy and allocator (run_simulation), never an internal error.
 void run_engine(const Trace& trace, Allocator& allocator, Policy& policy, const EngineOptions& options,
                 ReportBuilder& report) {
   engine_detail::EventLoop loop(trace, allocator, policy, options, report);
-  if (const std::optional<RematOptions> remat = policy.remat_options()) {
-    engine_detail::RematExecutor executor(loop, trace, *remat);
-    loop.run(executor);
-  } else {
-    engine_detail::SwapExecutor executor(loop, trace);
-    loop.run(executor);
+  try {
+    if (const std::optional<RematOptions> remat = policy.remat_options()) {
+      engine_detail::RematExecutor executor(loop, trace, *remat);
+      loop.run(executor);
+    } else {
+      engine_detail::SwapExecutor executor(loop, trace);
+      loop.run(executor);
+    }
+  } catch (const InvariantError& e) {
+    throw InvariantError(trace.path + ": event " + std::to_string(loop.event_index()) + ": " + e.what());
+  } catch (const std::logic_error& e) {
+    throw InvariantError(trace.path + ": event " + std::to_string(loop.event_index()) + ": " + e.what());
   }
 }
 

@@ -44,6 +44,7 @@ std::optional<Block> EventLoop::obtain_block(AllocRequest req) {
       continue;
     }
     const auto actions = timed_policy_call([&] { return policy_.on_alloc_failure(req, *exec_); });
+    if (search_limit_reached()) return std::nullopt;
     if (actions.empty()) {
       record_oom(req.tensor, req.size);
       return std::nullopt;
@@ -51,6 +52,15 @@ std::optional<Block> EventLoop::obtain_block(AllocRequest req) {
     apply(actions);
     if (oom_) return std::nullopt;
   }
+}
+
+// limits.max_search_steps, checked after every policy call: the searches count the candidates
+// they examine as they go (the report's search_scanned), so one run's search work is bounded.
+bool EventLoop::search_limit_reached() {
+  if (rep_.scanned_so_far() <= opt_.max_search_steps) return false;
+  stop(RunStatus::Limited);
+  rep_.limited_at(LimitPoint{index_, iteration(), opt_.max_search_steps});
+  return true;
 }
 
 void EventLoop::release_block(TensorId storage, const Block& b) {
@@ -177,6 +187,7 @@ void EventLoop::run(Executor& exec) {
     if (oom_) break;
     rep_.event_done();
     const auto actions = timed_policy_call([&] { return policy_.after_event(exec); });
+    if (search_limit_reached()) break;
     if (!actions.empty()) apply(actions);
     if (opt_.paranoid) alloc_.check_invariants();
     if (opt_.plan_checks) exec.check_plan();

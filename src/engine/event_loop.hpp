@@ -166,6 +166,7 @@ class EventLoop : private SegmentObserver {
   template <class F>
   auto timed_policy_call(F&& f);
   [[noreturn]] void time_overflow(const std::string& what) const;
+  bool search_limit_reached();  // stops the run (status limit) past limits.max_search_steps
 
   const Trace& trace_;
   Allocator& alloc_;

@@ -21,9 +21,13 @@ void RematExecutor::compute(OpId op_id) {
   }
   std::vector<TensorId> mutated;
   for (TensorId t : op.mutated) push_unique(mutated, trace_.storage_of(t));
-  // Mutable inputs of an op with outputs of its own are state (BN statistics, optimizer state).
+  // Mutable inputs of an op with outputs of its own are state (BN statistics, optimizer state),
+  // unless they are among those outputs (the validator's rule, Validator::state_from).
+  std::vector<TensorId> state_updates;
   if (!written.empty()) {
-    for (TensorId s : mutated) graph_.set_unevictable(current_[index_of(s)]);
+    for (TensorId s : mutated) {
+      if (std::find(written.begin(), written.end(), s) == written.end()) state_updates.push_back(s);
+    }
   } else {
     written = mutated;  // an in-place op: its result is the updated tensor
   }
@@ -56,6 +60,7 @@ void RematExecutor::compute(OpId op_id) {
   std::vector<TensorId> moved_from;  // and their storages
   std::vector<LogRef> reads_log, writes_log;
   std::vector<ValueId> written_values;  // value holding each written storage's new version
+  std::vector<ValueId> placed_new;      // new versions given a block of their own (pinned until run)
   if (loop_.logging()) {
     std::vector<ValueId> seen;
     for (ValueId v : inputs) {
@@ -63,6 +68,17 @@ void RematExecutor::compute(OpId op_id) {
       seen.push_back(v);
       reads_log.push_back(value_ref(v));
     }
+  }
+  // Storages without history (state, and values never computed before) change in place: what
+  // was computed from their old contents is settled first.
+  for (TensorId s : written) {
+    const RematValue& ov = graph_.value(current_[index_of(s)]);
+    if ((ov.producer == kNoIndex || ov.unevictable) && !settle_history(s)) return;
+  }
+  for (TensorId s : state_updates) {
+    if (!settle_history(s)) return;
+    graph_.set_unevictable(current_[index_of(s)]);
+    mutated_state_[index_of(s)] = 1;
   }
   for (TensorId s : written) {
     const ValueId old = current_[index_of(s)];
@@ -93,12 +109,18 @@ void RematExecutor::compute(OpId op_id) {
     current_[index_of(s)] = n;
     replaced.push_back(old);
     fresh.push_back(n);
-    if (cow) {
+    // In place, the new version takes the old one's block; an old version that was evicted
+    // before this op (an output written again without being read) has no block to hand over.
+    // An old version that cannot be recomputed (state, a random output, a locked value) and that
+    // an evicted value still needs keeps its block too.
+    const RematValue& o = graph_.value(old);
+    if (cow || o.state != ValueState::Resident || (o.unevictable && graph_.needed_by_evicted(old))) {
       auto b = loop_.obtain_block(AllocRequest{graph_.value(n).size, 0, s});
       if (!b) return;
       loop_.log_alloc(s, *b, /*fresh=*/false);
       graph_.place(n, *b);
       graph_.pin(n);
+      placed_new.push_back(n);
     } else {
       hand_over.push_back(old);
       hand_over.push_back(n);
@@ -114,15 +136,30 @@ void RematExecutor::compute(OpId op_id) {
   for (ValueId v : inputs) {
     if (std::find(not_read.begin(), not_read.end(), v) == not_read.end()) reads.push_back(v);
   }
+  // An execution that gives state a new value (no history) can never run again: its values are
+  // unevictable. (A recompute writes only the execution's new values: constants it updates in
+  // place, or state it mutates besides its outputs, BN statistics, are not among them.)
+  const bool writes_state =
+      std::any_of(written.begin(), written.end(), [&](TensorId s) { return mutated_state_[index_of(s)] != 0; });
   const std::uint32_t exec = graph_.add_execution(op_id, op.duration, reads, fresh);
+  for (ValueId v : reads) note_history(graph_.value(v).storage, exec);
+  for (const auto* list : {&written, &mutated}) {
+    for (TensorId s : *list) note_history(s, exec);
+  }
   for (std::size_t i = 0; i < hand_over.size(); i += 2) {
-    const Block b = graph_.value(hand_over[i]).block;
-    graph_.evict(hand_over[i]);  // the old value: no memory, recomputable by its producer
+    const ValueId o = hand_over[i];
+    const Block b = graph_.value(o).block;
+    if (graph_.value(o).unevictable) {  // cannot be recomputed: gone, nothing needs it
+      graph_.lock_dependents(o);
+      graph_.drop(o);
+    } else {
+      graph_.evict(o);  // the old value: no memory, recomputable by its producer
+    }
     graph_.place(hand_over[i + 1], b);
   }
   for (ValueId v : fresh) {
     graph_.set_producer(v, exec);
-    if (op.random) graph_.set_unevictable(v);
+    if (op.random || writes_state) graph_.set_unevictable(v);
     graph_.computed(v);
   }
   // Content versions: each written storage, and each mutated state storage, gets the next one.
@@ -146,13 +183,58 @@ void RematExecutor::compute(OpId op_id) {
     graph_.unpin(v);
   }
   for (ValueId v : not_read) graph_.unpin(v);
-  if (cow) {
-    for (ValueId v : fresh) {
-      if (std::find(not_read.begin(), not_read.end(), v) == not_read.end()) graph_.unpin(v);
-    }
-  }
+  for (ValueId v : placed_new) graph_.unpin(v);
   for (ValueId old : replaced) release_value(old);
   for (std::size_t i = 0; i < moved_away.size(); ++i) loop_.release_block(moved_from[i], moved_away[i]);
+}
+
+void RematExecutor::note_history(TensorId s, std::uint32_t execution) {
+  auto& h = history_[index_of(s)];
+  if (h.empty() || h.back() != execution) h.push_back(execution);  // executions come in order
+}
+
+// Storage `s` is about to change without history (state, or a value written for the first
+// time) or to end as state: no execution that read or wrote it in this lifetime may run again
+// (the validator's rule: a recompute reads and writes exactly what its origin did, and state only
+// at its current version). The evicted values among their outputs that are still needed are
+// brought back now; then the resident ones are made unevictable and the dependents of the
+// evicted ones locked. Each execution is settled once per storage: the list is emptied.
+bool RematExecutor::settle_history(TensorId s) {
+  std::vector<ValueId> affected;
+  for (const std::uint32_t e : history_[index_of(s)]) {
+    for (const ValueId w : graph_.execution(e).outputs) affected.push_back(w);
+  }
+  history_[index_of(s)].clear();
+  if (affected.empty()) return true;
+  // Bringing one back may evict another, which then becomes needed: repeat until none is (at
+  // most once per affected value, since those brought back stay pinned until the end).
+  std::vector<ValueId> needed;
+  for (bool more = true; more;) {
+    more = false;
+    for (const ValueId w : affected) {
+      const RematValue& x = graph_.value(w);
+      if (x.state != ValueState::Evicted || (x.released && !graph_.needed_by_evicted(w))) continue;
+      if (!materialize(w)) {
+        for (const ValueId u : needed) graph_.unpin(u);
+        return false;
+      }
+      graph_.pin(w);
+      needed.push_back(w);
+      more = true;
+    }
+  }
+  for (const ValueId w : needed) graph_.unpin(w);
+  for (const ValueId w : affected) {
+    const RematValue& x = graph_.value(w);
+    if (x.state == ValueState::Evicted) {
+      graph_.lock_dependents(w);  // it can no longer be recomputed: as good as gone
+    } else if (x.state == ValueState::Resident && x.released && x.pins == 0 && !graph_.needed_by_evicted(w)) {
+      drop_value(w);  // released and needed by nothing: freed for good, as release_value would
+    } else if (x.state != ValueState::Gone) {
+      graph_.set_unevictable(w);
+    }
+  }
+  return true;
 }
 
 bool RematExecutor::materialize(ValueId target) {

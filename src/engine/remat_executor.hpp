@@ -25,7 +25,9 @@ class RematExecutor final : public Executor {
         options_(options),
         current_(trace.tensors.size(), kNoValue),
         acc_grad_(trace.tensors.size(), 0),
-        storage_version_(trace.tensors.size(), 0) {}
+        storage_version_(trace.tensors.size(), 0),
+        history_(trace.tensors.size()),
+        mutated_state_(trace.tensors.size(), 0) {}
 
   // MemoryView: a storage answers as its current value.
   [[nodiscard]] Residency residency(TensorId t) const override;
@@ -61,6 +63,8 @@ class RematExecutor final : public Executor {
   // remat_compute.cpp: an op of the trace, and the recomputations that bring values back
   void compute(OpId op_id);
   bool materialize(ValueId value);
+  void note_history(TensorId storage, std::uint32_t execution);
+  bool settle_history(TensorId storage);
   bool recompute(std::uint32_t execution, ValueId keep);
   // remat_hybrid.cpp: swaps under recompute policies (PoocH-like, Capuchin-like hybrids)
   void swap_out(ValueId value);
@@ -78,6 +82,11 @@ class RematExecutor final : public Executor {
     return r == TensorRole::Parameter || r == TensorRole::Input || r == TensorRole::OptimizerState ||
            acc_grad_[index_of(storage)] != 0;
   }
+  // State keeps no history (the validator's rule): constants, and inputs updated in place by an
+  // op with outputs of its own, for the rest of their lifetime.
+  [[nodiscard]] bool state(TensorId storage) const {
+    return constant(storage) || mutated_state_[index_of(storage)] != 0;
+  }
   // The run log: a value's version is the one its storage had when the value was written.
   [[nodiscard]] LogRef value_ref(ValueId value) const {
     const RematValue& x = graph_.value(value);
@@ -90,6 +99,11 @@ class RematExecutor final : public Executor {
   std::vector<std::uint8_t> acc_grad_;          // per storage: an accumulated gradient (unevictable)
   SimTime thrash_at_{-1};                       // recompute time at which the run thrashes (-1: never)
   std::vector<std::uint32_t> storage_version_;  // per storage: writes since its trace allocation
+  // per storage: the executions that read or wrote it in this lifetime, not yet settled
+  // (settle_history)
+  std::vector<std::vector<std::uint32_t>> history_;
+  // per storage: updated in place by an op with outputs of its own in this lifetime (state until freed)
+  std::vector<std::uint8_t> mutated_state_;
   std::vector<std::uint32_t> value_version_;    // per value: its content version
   std::vector<std::uint32_t> exec_record_;      // log record of each execution's first run
   // Released values kept (resident, or on the host) for evicted values that needed them.

@@ -19,9 +19,16 @@ void RematExecutor::run_simrd_profile() {
       simrd::replay(trace_, simrd::Config{loop_.options().budget, dtr.score(), options_.thrash_limit});
   simrd_done_ = true;
   const SimTime op_time{r.clock - r.remat_compute};
-  loop_.set_clocks(SimTime{r.clock}, SimTime{r.baseline}, op_time);
+  // A stopped run is measured against the op time it executed, as the engine's own runs are
+  // (simrd's baseline is the whole trace's).
+  const SimTime ideal = r.outcome == simrd::Outcome::Completed ? SimTime{r.baseline} : op_time;
+  loop_.set_clocks(SimTime{r.clock}, ideal, op_time);
   ReportBuilder& rep = loop_.report();
   rep.replayed_elsewhere(r.recomputes, SimTime{r.remat_compute}, r.evictions, r.eager_evictions, r.peak);
+  const bool completed = r.outcome == simrd::Outcome::Completed;
+  for (std::size_t e = 0; e < trace_.events.size() && (completed || e < r.stop_event); ++e) {
+    if (trace_.events[e].kind == EventKind::Compute) rep.computed();  // the trace's computes it executed
+  }
   switch (r.outcome) {
     case simrd::Outcome::Completed: break;
     case simrd::Outcome::Thrashed:

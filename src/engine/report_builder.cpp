@@ -32,8 +32,11 @@ void ReportBuilder::replayed_elsewhere(std::uint64_t recomputes, SimTime recompu
   r_.time.recomputes = recomputes;
   r_.counters.forced_evictions = forced_evictions;
   r_.counters.eager_evictions = eager_evictions;
+  // simrd's one memory counter: what it holds is allocated and reserved alike.
   r_.memory.peak_requested = peak;
   r_.memory.peak_allocated = peak;
+  r_.memory.peak_reserved = peak;
+  r_.memory.allocated_at_reserved_peak = peak;
 }
 
 void ReportBuilder::finished(const AllocatorStats& s, const Clocks& clocks, std::optional<PoolFigures> pool,

@@ -60,8 +60,14 @@ void SwapExecutor::process(const TraceEvent& e) {
   switch (e.kind) {
     case EventKind::Alloc: {
       const TensorId t = e.tensor();
-      if (!allocate_storage(t, e.stream)) break;
       const std::uint32_t i = index_of(t);
+      // A copy of the tensor's previous lifetime (freed while in flight) still holds its block:
+      // the new lifetime waits for it, since a storage's copies and blocks are kept per tensor.
+      while (!loop_.stopped() &&
+             (residency_[i] == Residency::SwappingOut || residency_[i] == Residency::SwappingIn)) {
+        if (!loop_.wait_for_next_completion()) throw std::logic_error("engine: transfer lost");
+      }
+      if (loop_.stopped() || !allocate_storage(t, e.stream)) break;
       residency_[i] = Residency::Resident;
       version_[i] = 0;
       loop_.log_alloc(t, blocks_[i], /*fresh=*/true);

@@ -6,6 +6,9 @@
 #include <string>
 #include <utility>
 
+#include <fmt/format.h>
+
+#include "coopsim/base/error.hpp"
 #include "training_step_impl.hpp"
 
 namespace coopsim::gen_detail {
@@ -42,6 +45,13 @@ std::uint32_t Builder::op(std::string name, Ids inputs, Ids outputs, Ids mutated
   const double secs = std::max(flops / o_.peak_flops, bytes / o_.mem_bandwidth);
   const double ns =
       (secs * 1e9 + static_cast<double>(o_.launch_overhead.count())) * (1.0 + o_.jitter * rng_.symmetric());
+  // A slow enough device (peak_flops=1e-12) makes an op longer than a SimTime can hold: refused,
+  // never wrapped (std::llround of a value past 2^63 is undefined).
+  if (!(ns < 0x1p63)) {
+    const char* key = flops / o_.peak_flops >= bytes / o_.mem_bandwidth ? "peak_flops" : "mem_bandwidth";
+    throw ConfigError(key, fmt::format("op '{}' would run for {:.3g} ns, more than 2^63 - 1 ns (about 292 years)",
+                                       name, ns));
+  }
   const auto dur = std::max<std::int64_t>(1, std::llround(ns));
   return add_op(std::move(name), std::move(inputs), std::move(outputs), std::move(mutated), SimTime{dur}, random);
 }

@@ -11,6 +11,7 @@ std::string_view to_string(RunStatus s) {
     case RunStatus::OutOfMemory: return "oom";
     case RunStatus::Thrashed: return "thrash";
     case RunStatus::Infeasible: return "infeasible";
+    case RunStatus::Limited: return "limit";
   }
   return "?";
 }
@@ -74,6 +75,13 @@ nlohmann::ordered_json to_json(const Report& r) {
                    {"op_time_ns", r.thrash->op_time.count()}};
   } else {
     j["thrash"] = nullptr;
+  }
+  // Only runs that reach limits.max_search_steps have the key (other reports stay as they were).
+  if (r.limit) {
+    j["limit"] = {{"key", "limits.max_search_steps"},
+                  {"event_index", r.limit->event_index},
+                  {"iteration", r.limit->iteration},
+                  {"search_steps", r.limit->search_steps}};
   }
   // Only snapshot replays can be infeasible: the key is absent otherwise (reports of other
   // traces stay as they were).

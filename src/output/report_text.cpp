@@ -43,6 +43,11 @@ void write_text(std::ostream& os, const Report& r) {
                        h.name.empty() ? "" : " " + h.name, h.role, h.op_name.empty() ? "" : ", from " + h.op_name));
     }
   }
+  if (r.limit) {
+    line("limit at event", fmt::format("{} (iteration {}): victim searches examined more than {} candidates "
+                                       "(limits.max_search_steps)",
+                                       r.limit->event_index, r.limit->iteration, r.limit->search_steps));
+  }
   if (r.thrash) {
     line("thrash at event",
          fmt::format("{} (iteration {}): recompute {} over op time {}", r.thrash->event_index, r.thrash->iteration,

@@ -48,17 +48,19 @@ void FurthestNextUse::admit_swap_ins(const MemoryView& view) {
   });
 }
 
-void FurthestNextUse::catch_up(std::size_t now) {
-  for (; done_ < now && done_ < trace_.events.size(); ++done_) {
-    const TraceEvent& e = trace_.events[done_];
-    if (e.kind == EventKind::Alloc || e.kind == EventKind::Access) {
-      push(trace_.storage_of(index_of(e.tensor())), done_);
-    } else if (e.kind == EventKind::Compute) {
-      const OpInfo& op = trace_.op(e.compute_op());
-      for (TensorId x : op.inputs) push(trace_.storage_of(index_of(x)), done_);
-      for (TensorId x : op.outputs) push(trace_.storage_of(index_of(x)), done_);
-    }
+void FurthestNextUse::push_event(std::size_t i) {
+  const TraceEvent& e = trace_.events[i];
+  if (e.kind == EventKind::Alloc || e.kind == EventKind::Access) {
+    push(trace_.storage_of(index_of(e.tensor())), i);
+  } else if (e.kind == EventKind::Compute) {
+    const OpInfo& op = trace_.op(e.compute_op());
+    for (TensorId x : op.inputs) push(trace_.storage_of(index_of(x)), i);
+    for (TensorId x : op.outputs) push(trace_.storage_of(index_of(x)), i);
   }
+}
+
+void FurthestNextUse::catch_up(std::size_t now) {
+  for (; done_ < now && done_ < trace_.events.size(); ++done_) push_event(done_);
 }
 
 std::uint32_t FurthestNextUse::pop_best(const MemoryView& view) {
@@ -89,6 +91,10 @@ std::uint32_t FurthestNextUse::pop_best(const MemoryView& view) {
 
 std::vector<Action> FurthestNextUse::choose(const MemoryView& view) {
   catch_up(view.event_index());
+  // The event being processed may be done already (a swap-in the policy issued after it needs
+  // room): its storages are offered too. catch_up pushes them again once it is past the event,
+  // so an entry dropped now (the storage not resident yet) is not lost.
+  if (view.event_index() < trace_.events.size()) push_event(view.event_index());
   admit_swap_ins(view);
   const std::uint32_t best = pop_best(view);
   if (view.cross_check()) {

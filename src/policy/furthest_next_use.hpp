@@ -37,6 +37,7 @@ class FurthestNextUse {
     std::uint32_t storage = 0;
   };
   void push(std::uint32_t storage, std::size_t after);
+  void push_event(std::size_t i);  // the storages trace event i allocates or uses
   void catch_up(std::size_t now);  // the trace's events [done_, now)
   void admit_swap_ins(const MemoryView& view);  // pending_in_ whose copy has started: pushed
   std::uint32_t pop_best(const MemoryView& view);

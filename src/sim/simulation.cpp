@@ -70,6 +70,7 @@ Report run_simulation(const CheckedConfig& checked, const Trace& recorded_trace,
   opt.measure_search_latency = engine_params.get_bool("measure_search_latency");
   opt.log = options.log;
   opt.max_recompute_depth = config_limits(cfg).max_recompute_depth;
+  opt.max_search_steps = config_limits(cfg).max_search_steps;
 
   auto allocator = alloc_entry.make(alloc_params, budget);
   auto policy = policy_entry.make(policy_params);
@@ -101,7 +102,11 @@ Report run_simulation(const CheckedConfig& checked, const Trace& recorded_trace,
   const bool validate = opt.plan_checks || options.validate;
   RunLog own_log;
   if (validate && opt.log == nullptr) opt.log = &own_log;
-  run_engine(trace, *allocator, *policy, opt, report);
+  try {
+    run_engine(trace, *allocator, *policy, opt, report);
+  } catch (const InvariantError& e) {  // a rule of the engine broken: say under what
+    throw InvariantError("policy " + policy_name + " on allocator " + alloc_name + ": " + e.what());
+  }
   if (validate) {
     const ValidationResult v = validate_runlog(trace, *opt.log);
     if (!v.ok()) {

@@ -155,7 +155,7 @@ void Validator::alloc(const LogRecord& rec) {
   if (rec.fresh) {
     ++life_[s];
     version_[s] = 0;
-    host_[s] = Content{};
+    state_[s] = lifetime_state_[s];
     b.content = Content{s, life_[s], 0};
   }
   live_.emplace(r.addr, b);
@@ -208,7 +208,9 @@ void Validator::swap_out(const LogRecord& rec) {
     fail(r.storage, fmt::format("swap-out of version {} at {:#x}: {}", r.version, r.addr, problem));
     return;
   }
-  host_[r.storage] = b->content;
+  auto& copies = host_[r.storage];
+  std::erase_if(copies, [&](const Content& c) { return c.life == b->content.life && c.version == b->content.version; });
+  copies.push_back(b->content);
 }
 
 void Validator::swap_in(const LogRecord& rec) {
@@ -227,16 +229,23 @@ void Validator::swap_in(const LogRecord& rec) {
                         r.version, r.addr, b->placed_by));
     return;
   }
-  const Content& h = host_[s];
-  if (!h.defined()) {
+  const auto& copies = host_[s];
+  if (copies.empty()) {
     fail(s, fmt::format("swap-in of version {}: no swap-out of the tensor came before it", r.version));
     return;
   }
-  if (h.version != r.version) {
-    fail(s, fmt::format("swap-in of version {}, but the host copy holds version {}", r.version, h.version));
+  // The current lifetime's copy of that version, else the latest older one.
+  const Content* h = nullptr;
+  for (auto it = copies.rbegin(); it != copies.rend(); ++it) {
+    if (it->version != r.version) continue;
+    if (h == nullptr || it->life == life_[s]) h = &*it;
+    if (it->life == life_[s]) break;
+  }
+  if (h == nullptr) {
+    fail(s, fmt::format("swap-in of version {}, but the host copies hold version {}", r.version, copies.back().version));
     return;
   }
-  b->content = h;
+  b->content = *h;
   b->evicted_by = kNoRecord;
 }
 

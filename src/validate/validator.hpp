@@ -41,7 +41,8 @@ class Validator {
         version_(trace.tensors.size(), 0),
         host_(trace.tensors.size()),
         ref_life_(log.refs.size(), 0),
-        state_(find_state(trace)) {
+        state_(find_state(trace)),
+        lifetime_state_(state_) {
     for (std::uint32_t e = 0; e < trace.events.size(); ++e) {
       if (trace.events[e].kind == EventKind::Compute) compute_events_.push_back(e);
     }
@@ -85,9 +86,16 @@ class Validator {
   std::uint64_t live_bytes_ = 0;
   bool over_budget_ = false;
   std::vector<std::uint32_t> life_, version_;  // per storage: current lifetime and version
-  std::vector<Content> host_;                  // per storage: the host copy, if any
+  // per storage: its host copies. A recompute policy may keep a value's host copy after the
+  // trace has written or freed the storage (for evicted values that need it), so copies of
+  // several versions and lifetimes can coexist; a swap-in names a version, and its lifetime is
+  // checked when the value is read.
+  std::vector<std::vector<Content>> host_;
   std::vector<std::uint32_t> ref_life_;        // per ref of a Compute record: the lifetime it saw
   std::vector<bool> state_;                    // per storage: state (no history)
+  // per storage: state for a whole lifetime (roles, accumulated gradients). What state_from()
+  // adds, an input updated in place by an op with outputs of its own, ends with the lifetime.
+  std::vector<bool> lifetime_state_;
   std::vector<std::uint32_t> compute_events_;
   std::size_t next_compute_ = 0;
   SimTime stream_end_{0};

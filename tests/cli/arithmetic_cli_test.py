@@ -155,6 +155,19 @@ for allocator in ("smartpool", "bestfit", "pytorch"):
     case(f"run -a {allocator}: 1,024 live tensors of 2^53 B at a 2^62 budget run out at event 512",
          doc.get("status") == "oom" and doc.get("oom", {}).get("event_index") == 512, (code, err, doc.get("oom")))
 
+# --- generate: a device too slow for a SimTime (issue 29) -------------------------------------
+# peak_flops=1e-12 made every op 1 ns (std::llround of 1e29 wrapped): refused, nothing written.
+gen_out = path("slow.jsonl")
+bad("generate: peak_flops=1e-12 is refused, not wrapped to 1 ns ops", ["generate", "--set", "peak_flops=1e-12", "-o", gen_out],
+    "peak_flops: op 'conv2d' would run for 1.14e+29 ns, more than 2^63 - 1 ns (about 292 years)", [gen_out])
+bad("generate: mem_bandwidth=1e-12 likewise", ["generate", "--set", "mem_bandwidth=1e-12", "-o", gen_out],
+    "mem_bandwidth: op 'conv2d' would run for 1.73e+28 ns, more than 2^63 - 1 ns (about 292 years)", [gen_out])
+code, _, err = run("generate", "--set", "peak_flops=1e3", "-o", gen_out)
+slow = [json.loads(l) for l in open(gen_out)] if code == 0 else []
+durations = [r["duration"] for r in slow if r.get("kind") == "op" and r.get("name") == "conv2d"]
+case("generate: a slower device gives longer ops (1e3 FLOP/s: every conv2d over 10^5 s)",
+     code == 0 and durations and min(durations) > 10 ** 14, (code, err, durations[:3]))
+
 print(f"1..{len(results)}")
 for i, (name, ok, detail) in enumerate(results, 1):
     print(f"{'ok' if ok else 'not ok'} {i} - {name}")

@@ -95,7 +95,7 @@ bad("torch-snapshot: --limit max_input_bytes", imp("torch-snapshot", s1, "--limi
 # --- import --limit itself ---------------------------------------------------------------------
 bad("import: unknown --limit key", imp("dtr", MLP, "--limit", "max_tensor=5"),
     "limits.max_tensor: unknown parameter (valid for limits: max_input_bytes, max_tensors, max_events, "
-    "max_op_fan_in, max_recompute_depth, max_memory); did you mean 'max_tensors'?", [out])
+    "max_op_fan_in, max_recompute_depth, max_search_steps, max_memory); did you mean 'max_tensors'?", [out])
 bad("import: --limit without a value", imp("dtr", MLP, "--limit", "max_tensors"),
     "--limit max_tensors: expected key=value", [out])
 bad("import: --limit of 0", imp("dtr", MLP, "--limit", "max_events=0"), "limits.max_events: must be at least 1, got 0",

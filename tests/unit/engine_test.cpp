@@ -193,3 +193,36 @@ TEST_CASE("recorded addresses are compared with the model's placements", "[engin
   CHECK(r.addresses.first_expected == 7);
   CHECK(r.addresses.first_got == 0);
 }
+
+namespace {
+
+// Asks to swap out tensor 0 after every event, whether or not it is resident: a policy that
+// breaks the engine's rules (issue 29).
+class SwapAlwaysPolicy final : public Policy {
+ public:
+  std::vector<Action> after_event(const MemoryView&) override { return {{Action::Kind::SwapOut, TensorId{0}}}; }
+  std::vector<Action> on_alloc_failure(const AllocRequest&, const MemoryView&) override { return {}; }
+};
+
+}  // namespace
+
+// A broken engine rule is a one-line InvariantError naming the trace and the event (run_simulation
+// adds the policy and allocator), never an internal error (exit 70): issue 29.
+TEST_CASE("a policy that breaks an engine rule gets a one-line error naming the event", "[engine]") {
+  TraceBuilder b;
+  const auto x = b.tensor(100);
+  b.op("f", 10, {}, {x});
+  b.alloc(x).compute(0).free(x);
+  FungibleAllocator alloc(Bytes{1000});
+  SwapAlwaysPolicy policy;
+  Report r;
+  CHECK_THROWS_AS(run_engine(b.trace(), alloc, policy, options(1000), r), InvariantError);
+  try {
+    run_engine(b.trace(), alloc, policy, options(1000), r);
+  } catch (const InvariantError& e) {
+    const std::string m = e.what();
+    CHECK(m.rfind("<builder>: event ", 0) == 0);
+    CHECK(m.find("policy asked to swap out tensor 0") != std::string::npos);
+    CHECK(m.find('\n') == std::string::npos);
+  }
+}

@@ -78,7 +78,7 @@ TEST_CASE("limits: the config section, its defaults and its errors", "[limits]")
   CHECK_THROWS_WITH(limits_from_json({{"max_events", "lots"}}), "limits.max_events: expected an integer, got \"lots\"");
   CHECK_THROWS_WITH(limits_from_json({{"max_tensor", 5}}),
                     "limits.max_tensor: unknown parameter (valid for limits: max_input_bytes, max_tensors, "
-                    "max_events, max_op_fan_in, max_recompute_depth, max_memory); did you mean 'max_tensors'?");
+                    "max_events, max_op_fan_in, max_recompute_depth, max_search_steps, max_memory); did you mean 'max_tensors'?");
   CHECK_THROWS_WITH(limits_from_json(5), "limits: expected an object of parameters, got 5");
 
   // In a config: checked by check_config, read by config_limits, both naming the file.

@@ -24,6 +24,9 @@ struct Limits {
   static constexpr std::uint64_t kDefaultMaxEvents = 500'000'000;
   static constexpr std::uint64_t kDefaultMaxOpFanIn = 65'536;
   static constexpr std::uint64_t kDefaultMaxRecomputeDepth = 10'000'000;
+  // Victim searches of one run, in the candidates they examine (the report's search_scanned):
+  // 20 to 25 s of searching at the 4-5e7 candidates/s measured (wide 50,000-layer chains).
+  static constexpr std::uint64_t kDefaultMaxSearchSteps = 1'000'000'000;
   // The count caps above can imply more memory than a machine has (500 M events are 16 GB):
   // max_memory is what bounds a reader in the end. Its default is this share of the memory
   // the process may use (machine_memory()), leaving the rest to the simulation itself.
@@ -36,6 +39,8 @@ struct Limits {
                                                                   // outputs, mutates, views)
   std::uint64_t max_recompute_depth = kDefaultMaxRecomputeDepth;  // recomputations one
                                                                   // rematerialization may nest
+  std::uint64_t max_search_steps = kDefaultMaxSearchSteps;      // candidates one run's victim
+                                                                  // searches may examine (status limit)
   std::uint64_t max_memory = default_max_memory();                // bytes one input may make a reader hold
                                                                   // (estimated, docs/limits.md)
 

@@ -29,6 +29,9 @@ struct EngineOptions {
   // limits.max_recompute_depth: a rematerialization needing a longer chain of nested
   // recomputations ends the run with an Error naming the limit.
   std::uint64_t max_recompute_depth = Limits::kDefaultMaxRecomputeDepth;
+  // limits.max_search_steps: the run stops with status limit once its victim searches have
+  // examined more candidates than this in all.
+  std::uint64_t max_search_steps = Limits::kDefaultMaxSearchSteps;
 };
 
 // Replays `trace`, telling `report` what happens: the memory/time/counter parts of the report,

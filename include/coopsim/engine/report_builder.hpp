@@ -117,6 +117,8 @@ class ReportBuilder {
     r_.thrash = ThrashPoint{event_index, iteration, r_.time.recompute_time, op_time};
   }
   void infeasible_at(InfeasiblePoint p) { r_.infeasible = p; }
+  void limited_at(LimitPoint p) { r_.limit = p; }
+  [[nodiscard]] std::uint64_t scanned_so_far() const { return scanned_; }
 
   // dtr.compat=simrd: simrd::replay ran the trace in its own model and hands over its figures
   // (its one memory counter is both the allocated and the requested peak).

@@ -18,7 +18,9 @@ namespace coopsim {
 // from OutOfMemory (nothing evictable could make room). Infeasible: the trace starts from a
 // recorded allocator state (an imported snapshot) larger than the budget, so the replay could
 // not start; a failed run like an OOM, never an error.
-enum class RunStatus : std::uint8_t { Completed, OutOfMemory, Thrashed, Infeasible };
+// Limited: the run's victim searches examined more candidates than limits.max_search_steps
+// allows (a bound on the work of one run, docs/limits.md); a stopped run like an OOM.
+enum class RunStatus : std::uint8_t { Completed, OutOfMemory, Thrashed, Infeasible, Limited };
 std::string_view to_string(RunStatus s);
 
 // PyTorch memory_viz's "segsum" view of the allocator when a request failed: why it did not
@@ -64,6 +66,13 @@ struct ThrashPoint {
   std::uint32_t iteration = 0;
   SimTime recompute_time{0};  // when it stopped
   SimTime op_time{0};         // trace op time executed so far
+};
+
+// Where a run reached limits.max_search_steps.
+struct LimitPoint {
+  std::uint64_t event_index = 0;
+  std::uint32_t iteration = 0;
+  std::uint64_t search_steps = 0;  // the cap it went past
 };
 
 // Why a run was infeasible: the recorded initial state does not fit the budget.
@@ -144,6 +153,7 @@ struct Report {
   std::optional<OomPoint> oom;
   std::optional<ThrashPoint> thrash;
   std::optional<InfeasiblePoint> infeasible;
+  std::optional<LimitPoint> limit;
   // Memory ratio in both conventions (docs/models/coop.md): budget / the trace's no-eviction peak
   // of live bytes (DTR), and budget / the largest budget of the sweep the run belongs to (Coop;
   // a single run is its own sweep).

@@ -123,6 +123,7 @@ class Loader final : public LineSink {
   void on_tensor();
   void tensor_list(Key k, std::uint64_t op_id, std::vector<TensorId>& out) const;
   void mark_op_tensors(const OpInfo& op);  // fills in_mark_ / out_mark_ for the op being read
+  void write_self_references_in_place(OpInfo& op);  // drops duplicate outputs, adds self-references to mutated
   void on_op();
   void add_view(OpInfo& op, std::uint64_t op_id, std::uint32_t out, std::uint32_t in, std::uint64_t out_id,
                 std::uint64_t in_id);

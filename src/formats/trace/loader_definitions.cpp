@@ -92,6 +92,7 @@ void Loader::on_op() {
                        trace_.tensors[index_of(m)].file_id));
     }
   }
+  write_self_references_in_place(op);
   if (const JValue* views = slot_[kViews]) {
     constexpr std::string_view kWhat = "an array of [output, input] tensor id pairs";
     if (views->type != JType::Array) bad(prefix, kViews, kWhat, *views);
@@ -138,6 +139,29 @@ void Loader::mark_op_tensors(const OpInfo& op) {
   }
   for (const TensorId t : op.inputs) in_mark_[index_of(t)] = op_epoch_;
   for (const TensorId t : op.outputs) out_mark_[index_of(t)] = op_epoch_;
+}
+
+// docs/trace-format.md §4.2: a tensor listed twice among the outputs is one output, and an output
+// that is also an input is written in place, exactly as if it were listed in `mutates`. Every
+// policy then sees one shape for an in-place write (the old value is the input, the new one the
+// output at the same storage), never a value that is its own producer's input.
+void Loader::write_self_references_in_place(OpInfo& op) {
+  std::vector<TensorId> sorted_mutated = op.mutated;
+  std::sort(sorted_mutated.begin(), sorted_mutated.end());
+  std::vector<TensorId> outputs;
+  outputs.reserve(op.outputs.size());
+  for (const TensorId t : op.outputs) {
+    std::uint32_t& mark = out_mark_[index_of(t)];
+    if (mark == 0) continue;  // already kept: a duplicate
+    mark = 0;
+    outputs.push_back(t);
+    if (in_mark_[index_of(t)] == op_epoch_ &&
+        !std::binary_search(sorted_mutated.begin(), sorted_mutated.end(), t)) {
+      op.mutated.push_back(t);
+    }
+  }
+  for (const TensorId t : outputs) out_mark_[index_of(t)] = op_epoch_;
+  op.outputs = std::move(outputs);
 }
 
 void Loader::add_view(OpInfo& op, std::uint64_t op_id, std::uint32_t out, std::uint32_t in, std::uint64_t out_id,

@@ -49,11 +49,48 @@ bool supported(EvictionScore h) {
   }
 }
 
+namespace {
+
+// simrd's programs are in SSA form (parse/parse.py: every GCompute makes new tensors): a tensor
+// is written by one execution, never updated in place, and read only once computed or as a
+// constant (a tensor no op writes). `import dtr --compat simrd` writes traces of that form; any
+// other trace is refused with a one-line error before the replay, whose rules assume it.
+void refuse_outside_grammar(const Trace& trace) {
+  std::vector<std::uint8_t> written(trace.tensors.size(), 0), has_producer(trace.tensors.size(), 0);
+  for (const OpInfo& op : trace.ops) {
+    for (TensorId o : op.outputs) has_producer[index_of(o)] = 1;
+  }
+  auto refuse = [&](std::size_t event, const OpInfo& op, const std::string& why) {
+    throw Error(fmt::format("{}: event {}: dtr.compat=simrd refuses this trace: op {} {} (simrd's tensors are "
+                                 "written once, by one op execution: traces from `import dtr --compat simrd`)",
+                                 trace.path, event, op.file_id, why));
+  };
+  for (std::size_t e = 0; e < trace.events.size(); ++e) {
+    if (trace.events[e].kind != EventKind::Compute) continue;
+    const OpInfo& op = trace.op(trace.events[e].compute_op());
+    if (!op.mutated.empty()) {
+      refuse(e, op, fmt::format("updates tensor {} in place", trace.tensor(op.mutated.front()).file_id));
+    }
+    for (TensorId i : op.inputs) {
+      if (has_producer[index_of(i)] != 0 && written[index_of(i)] == 0) {
+        refuse(e, op, fmt::format("reads tensor {} before the op that writes it", trace.tensor(i).file_id));
+      }
+    }
+    for (TensorId o : op.outputs) {
+      if (written[index_of(o)] != 0) refuse(e, op, fmt::format("writes tensor {} a second time", trace.tensor(o).file_id));
+      written[index_of(o)] = 1;
+    }
+  }
+}
+
+}  // namespace
+
 Result replay(const Trace& trace, const Config& config) {
   if (!supported(config.heuristic)) {
     throw std::invalid_argument("simrd profile: heuristic '" + std::string(to_string(config.heuristic)) +
                                 "' is not one of simrd's deterministic heuristics");
   }
+  refuse_outside_grammar(trace);
   return detail::State(trace, config).run();
 }
 
