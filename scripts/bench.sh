@@ -10,6 +10,8 @@
 #  - wide traces (200 / 2,000 / 6,000 layers, 3 iterations; 20,000 with BENCH_WIDE_20000=1):
 #    smartpool keep, dtr on fungible, coop on bestfit and pytorch, and autoswap, vdnn, capuchin and
 #    pooch on pytorch, at 60 %, wall time under a timeout;
+#  - bounded work: a 50,000-layer chain of evictable layers under coop, dtr and dte at 50 %
+#    (limits.max_search_steps ends runs whose searches would run for minutes: status limit);
 #  - peak resident memory of each measurement.
 # Results: bench/results.csv and a printed summary. Targets: >= 1M lines/s, >= 10M events/s
 # under keep, a 100-budget x 3-policy sweep of the largest bundled trace in < 10 s on 2 cores.
@@ -107,6 +109,30 @@ for i in range(n):
         echo "wide,$layers_w-layers/$a/$p/$b/timeout,seconds,timeout,$limit"
       fi
     done
+  done
+  # Bounded work (issue 29, limits.max_search_steps): a chain of 50,000 evictable 1 MiB layers,
+  # every one live to the end, at 50 % of its peak (each allocation evicts; Coop's sliding window
+  # and DTR's full-neighbourhood heuristic search every candidate). Wall seconds and the status:
+  # completed, or limit once the searches pass the cap. Subject: policy/heuristic/status.
+  chain=bench/wide-chain-50000.jsonl.gz
+  [ -f "$chain" ] || python3 -c 'import gzip, json, sys
+n = 50000
+with gzip.open(sys.argv[1], "wt") as f:
+    f.write(json.dumps({"format": "coopsim-trace", "version": 1}) + "\n")
+    f.write(json.dumps({"kind": "tensor", "id": 0, "bytes": 1 << 20, "role": "input"}) + "\n")
+    for i in range(1, n + 1):
+        f.write(json.dumps({"kind": "tensor", "id": i, "bytes": 1 << 20}) + "\n")
+        f.write(json.dumps({"kind": "op", "id": i, "duration": 1000 + i % 7, "inputs": [i - 1], "outputs": [i]}) + "\n")
+    f.write(json.dumps({"kind": "alloc", "tensor": 0}) + "\n")
+    for i in range(1, n + 1):
+        f.write(json.dumps({"kind": "alloc", "tensor": i}) + "\n" + json.dumps({"kind": "compute", "op": i}) + "\n")' "$chain"
+  for spec in coop:dtr-eq dtr:dtr dtr:dtr-eq dte:dtr-eq; do
+    IFS=: read -r p h <<<"$spec"
+    /usr/bin/time -f "%e %M" -o bench/time.txt taskset -c 0 "$coopsim" run "$chain" -a bestfit -p "$p" -b 50% \
+      --set dtr.heuristic="$h" >bench/chain-run.txt
+    read -r secs rss <bench/time.txt
+    status=$(awk '$1 == "status" { print $2; exit }' bench/chain-run.txt)
+    echo "bounded,chain-50000/$p/$h/$status,seconds,$secs,$secs"
   done
 } >bench/results.csv
 echo "== bench/results.csv ($(grep -c . bench/large.jsonl) lines, machine: $(nproc) cores, one used)"

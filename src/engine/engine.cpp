@@ -12,6 +12,14 @@
 
 namespace coopsim {
 
+namespace {
+
+std::string where(const Trace& trace, std::size_t event) {
+  return (trace.path.empty() ? std::string() : trace.path + ": ") + "event " + std::to_string(event) + ": ";
+}
+
+}  // namespace
+
 // The engine checks its own rules as it goes (one resident value per address, a use only of
 // what is allocated, a free only of what is allocated, a policy action only on what it may
 // move); a broken one ends the run with a one-line InvariantError naming the event, which the
@@ -28,9 +36,9 @@ void run_engine(const Trace& trace, Allocator& allocator, Policy& policy, const 
       loop.run(executor);
     }
   } catch (const InvariantError& e) {
-    throw InvariantError(trace.path + ": event " + std::to_string(loop.event_index()) + ": " + e.what());
+    throw InvariantError(where(trace, loop.event_index()) + e.what());
   } catch (const std::logic_error& e) {
-    throw InvariantError(trace.path + ": event " + std::to_string(loop.event_index()) + ": " + e.what());
+    throw InvariantError(where(trace, loop.event_index()) + e.what());
   }
 }
 

@@ -73,10 +73,10 @@ void RematExecutor::compute(OpId op_id) {
   // was computed from their old contents is settled first.
   for (TensorId s : written) {
     const RematValue& ov = graph_.value(current_[index_of(s)]);
-    if ((ov.producer == kNoIndex || ov.unevictable) && !settle_history(s)) return;
+    if ((ov.producer == kNoIndex || ov.unevictable) && !settle_history(s, state(s))) return;
   }
   for (TensorId s : state_updates) {
-    if (!settle_history(s)) return;
+    if (!settle_history(s, /*all_lifetimes=*/true)) return;
     graph_.set_unevictable(current_[index_of(s)]);
     mutated_state_[index_of(s)] = 1;
   }
@@ -146,17 +146,20 @@ void RematExecutor::compute(OpId op_id) {
   for (const auto* list : {&written, &mutated}) {
     for (TensorId s : *list) note_history(s, exec);
   }
+  std::vector<ValueId> dropped;  // old versions that cannot be recomputed: gone
   for (std::size_t i = 0; i < hand_over.size(); i += 2) {
     const ValueId o = hand_over[i];
     const Block b = graph_.value(o).block;
-    if (graph_.value(o).unevictable) {  // cannot be recomputed: gone, nothing needs it
-      graph_.lock_dependents(o);
+    if (graph_.value(o).unevictable) {
       graph_.drop(o);
+      dropped.push_back(o);
     } else {
       graph_.evict(o);  // the old value: no memory, recomputable by its producer
     }
     graph_.place(hand_over[i + 1], b);
   }
+  // Once every new version is placed: they are among the values computed through the dropped ones.
+  for (ValueId o : dropped) graph_.lock_dependents(o);
   for (ValueId v : fresh) {
     graph_.set_producer(v, exec);
     if (op.random || writes_state) graph_.set_unevictable(v);
@@ -194,17 +197,22 @@ void RematExecutor::note_history(TensorId s, std::uint32_t execution) {
 }
 
 // Storage `s` is about to change without history (state, or a value written for the first
-// time) or to end as state: no execution that read or wrote it in this lifetime may run again
-// (the validator's rule: a recompute reads and writes exactly what its origin did, and state only
-// at its current version). The evicted values among their outputs that are still needed are
-// brought back now; then the resident ones are made unevictable and the dependents of the
-// evicted ones locked. Each execution is settled once per storage: the list is emptied.
-bool RematExecutor::settle_history(TensorId s) {
+// time) or to end as state: no execution that read or wrote it may run again (the validator's
+// rule: a recompute reads and writes exactly what its origin did, and never touches a storage
+// that is state, whichever lifetime its values belong to). For state that is every execution
+// that touched it in any lifetime (`all_lifetimes`), else those of the current lifetime. The
+// evicted values among their outputs that are still needed are brought back now; then the
+// resident ones are made unevictable (or dropped, when released and needed by nothing) and the
+// dependents of the evicted ones locked. Settled executions are forgotten.
+bool RematExecutor::settle_history(TensorId s, bool all_lifetimes) {
+  auto& h = history_[index_of(s)];
+  const std::size_t from = all_lifetimes ? 0 : std::min(lifetime_start_[index_of(s)], h.size());
   std::vector<ValueId> affected;
-  for (const std::uint32_t e : history_[index_of(s)]) {
-    for (const ValueId w : graph_.execution(e).outputs) affected.push_back(w);
+  for (std::size_t k = from; k < h.size(); ++k) {
+    for (const ValueId w : graph_.execution(h[k]).outputs) affected.push_back(w);
   }
-  history_[index_of(s)].clear();
+  h.resize(from);
+  lifetime_start_[index_of(s)] = from;
   if (affected.empty()) return true;
   // Bringing one back may evict another, which then becomes needed: repeat until none is (at
   // most once per affected value, since those brought back stay pinned until the end).
@@ -259,7 +267,12 @@ bool RematExecutor::materialize(ValueId target) {
     const RematExecution& x = graph_.execution(f.execution);
     if (f.next_input < x.inputs.size()) {
       const ValueId u = x.inputs[f.next_input];
-      if (in_swap(graph_.value(u).state) && !bring_back(u)) return false;
+      if (in_swap(graph_.value(u).state)) {
+        graph_.pin(u);  // a released value whose swap-out completes meanwhile must not be dropped
+        const bool back = bring_back(u);
+        graph_.unpin(u);
+        if (!back) return false;
+      }
       if (graph_.value(u).state == ValueState::Resident) {
         graph_.pin(u);  // kept while its siblings are rematerialized
         ++f.next_input;

@@ -124,7 +124,7 @@ void RematExecutor::alloc_storage(const TraceEvent& e) {
   const ValueId v = graph_.add_value(s, info.size, constant(s));
   value_version_.resize(graph_.value_count(), 0);
   storage_version_[index_of(s)] = 0;
-  history_[index_of(s)].clear();
+  lifetime_start_[index_of(s)] = history_[index_of(s)].size();  // earlier lifetimes stay listed
   mutated_state_[index_of(s)] = 0;
   current_[index_of(s)] = v;
   auto b = loop_.obtain_block(AllocRequest{info.size, e.stream, s});
@@ -150,7 +150,7 @@ void RematExecutor::free_storage(TensorId storage) {
   const ValueId v = current_[index_of(storage)];
   // State has no history: values computed from it are settled now rather than kept recomputable
   // from a copy of a lifetime that has ended (the validator's rule).
-  if (state(storage) && !settle_history(storage)) return;
+  if (state(storage) && !settle_history(storage, /*all_lifetimes=*/true)) return;
   current_[index_of(storage)] = kNoValue;
   release_value(v);
   if (!kept_.empty()) release_kept();

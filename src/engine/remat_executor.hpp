@@ -27,6 +27,7 @@ class RematExecutor final : public Executor {
         acc_grad_(trace.tensors.size(), 0),
         storage_version_(trace.tensors.size(), 0),
         history_(trace.tensors.size()),
+        lifetime_start_(trace.tensors.size(), 0),
         mutated_state_(trace.tensors.size(), 0) {}
 
   // MemoryView: a storage answers as its current value.
@@ -64,7 +65,7 @@ class RematExecutor final : public Executor {
   void compute(OpId op_id);
   bool materialize(ValueId value);
   void note_history(TensorId storage, std::uint32_t execution);
-  bool settle_history(TensorId storage);
+  bool settle_history(TensorId storage, bool all_lifetimes);
   bool recompute(std::uint32_t execution, ValueId keep);
   // remat_hybrid.cpp: swaps under recompute policies (PoocH-like, Capuchin-like hybrids)
   void swap_out(ValueId value);
@@ -99,9 +100,10 @@ class RematExecutor final : public Executor {
   std::vector<std::uint8_t> acc_grad_;          // per storage: an accumulated gradient (unevictable)
   SimTime thrash_at_{-1};                       // recompute time at which the run thrashes (-1: never)
   std::vector<std::uint32_t> storage_version_;  // per storage: writes since its trace allocation
-  // per storage: the executions that read or wrote it in this lifetime, not yet settled
-  // (settle_history)
+  // per storage: the executions that read or wrote it, not yet settled (settle_history), and
+  // where in that list its current lifetime starts
   std::vector<std::vector<std::uint32_t>> history_;
+  std::vector<std::size_t> lifetime_start_;
   // per storage: updated in place by an op with outputs of its own in this lifetime (state until freed)
   std::vector<std::uint8_t> mutated_state_;
   std::vector<std::uint32_t> value_version_;    // per value: its content version

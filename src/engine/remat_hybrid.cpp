@@ -47,9 +47,10 @@ void RematExecutor::complete(const Completion& c) {
     const Block b = graph_.value(v).block;
     graph_.finish_swap_out(v);
     loop_.release_block(graph_.value(v).storage, b);
-    // Released while it was copied out: keep the host copy only for evicted values that need it.
+    // Released while it was copied out: keep the host copy only for evicted values that need it
+    // (or a recomputation waiting for it: pinned).
     if (graph_.value(v).released) {
-      if (graph_.needed_by_evicted(v)) {
+      if (graph_.value(v).pins > 0 || graph_.needed_by_evicted(v)) {
         kept_.push_back(v);
       } else {
         drop_value(v);

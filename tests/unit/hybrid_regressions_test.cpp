@@ -220,3 +220,29 @@ TEST_CASE("pooch and capuchin end in a run status on the generated shapes they c
     }
   }
 }
+
+// Found by the hybrid fuzz target (corpus regress_pooch_swap_out_completes_in_recompute.txt):
+// a recomputation waited for an input's swap-out to complete, and the completion dropped the
+// input (released, and no evicted value listed it yet as needed): "bring_back of a value that is
+// not swapped". An input being waited for is pinned now, so the completion keeps it.
+TEST_CASE("hybrid engine: a recomputation's input whose swap-out completes meanwhile is kept", "[hybrid][engine]") {
+  GeneratorOptions o;
+  o.width = 256;
+  o.residual_every = 1;
+  o.dtype_bytes = 2;
+  o.iterations = 3;
+  o.micro_batches = 2;
+  const Trace trace = generate_training_trace(o);
+  const Bytes budget = percent_of_peak(40.0, summarize(trace).peak_live, "budget");
+  SimConfig cfg;
+  cfg.doc = {{"allocator", "pytorch"},
+             {"policy", "pooch"},
+             {"budget", std::to_string(budget.value)},
+             {"engine", {{"paranoid", true}, {"plan_checks", true}}},
+             {"params", {{"pooch", {{"smallest_block", 0}}}}}};
+  Report r;
+  REQUIRE_NOTHROW(r = test::validated_run(cfg, trace));
+  CHECK(r.status == RunStatus::Completed);
+  CHECK(r.memory.peak_reserved <= budget);
+  CHECK(r.counters.computes == summarize(trace).computes);
+}

@@ -25,13 +25,11 @@ using namespace coopsim;
 
 namespace {
 
-constexpr const char* kHeader = R"({"format":"coopsim-trace","version":1,"iterations":3})";
-
-Trace load_text(const std::string& name, const std::vector<std::string>& records) {
+Trace load_text(const std::string& name, const std::vector<std::string>& records, int iterations = 3) {
   const auto path = test::scratch_dir("policy_shapes") / (name + ".jsonl");
   {
     std::ofstream out(path);
-    out << kHeader << '\n';
+    out << R"({"format":"coopsim-trace","version":1,"iterations":)" << iterations << "}\n";
     for (const auto& r : records) out << r << '\n';
   }
   return load_trace(path.string());
@@ -166,6 +164,69 @@ TEST_CASE("policy shapes: state from an in-place update ends with the tensor's l
       }
     }
   }
+}
+
+// Tensor 3 is swapped out after op2 reads it, freed while the copy is in flight and allocated
+// again: the completion of the old lifetime's copy used to free the new block ("use of a
+// tensor that is not allocated", exit 70, or "deallocate of unknown block"). The new lifetime
+// now waits for the old copy.
+TEST_CASE("policy shapes: a tensor allocated again while its old copy is in flight", "[swap][shapes]") {
+  const Trace t = load_text("realloc_in_flight", {
+       R"({"bytes":6217,"id":0,"kind":"tensor","role":"gradient"})",
+       R"({"bytes":9728,"id":1,"kind":"tensor","role":"other"})",
+       R"({"bytes":9728,"id":2,"kind":"tensor","role":"other"})",
+       R"({"bytes":512,"id":3,"kind":"tensor","role":"activation"})",
+       R"({"bytes":5120,"id":4,"kind":"tensor","role":"input"})",
+       R"({"bytes":16384,"id":5,"kind":"tensor","role":"parameter"})",
+       R"({"duration":9001,"id":2,"inputs":[3,1],"kind":"op","name":"op2","outputs":[]})",
+       R"({"duration":3241,"id":5,"inputs":[0,4,2],"kind":"op","name":"op5","outputs":[3]})",
+       R"({"kind":"alloc","tensor":4})",
+       R"({"kind":"alloc","tensor":5})",
+       R"({"index":0,"kind":"iteration"})",
+       R"({"kind":"alloc","tensor":3})",
+       R"({"kind":"alloc","tensor":1})",
+       R"({"kind":"alloc","tensor":2})",
+       R"({"kind":"compute","op":2})",
+       R"({"kind":"alloc","tensor":0})",
+       R"({"kind":"free","tensor":0})",
+       R"({"kind":"mark","label":"backward"})",
+       R"({"kind":"alloc","tensor":0})",
+       R"({"kind":"access","mode":"read","op":2,"tensor":5})",
+       R"({"kind":"free","tensor":3})",
+       R"({"kind":"alloc","tensor":3})",
+       R"({"kind":"compute","op":5})",
+       R"({"index":1,"kind":"iteration"})"}, 2);
+  for (const char* a : {"cnmem", "bestfit", "pytorch", "fungible"}) {
+    for (const double pct : {80.0, 130.0}) {
+      for (const char* p : {"autoswap", "vdnn"}) run_checked(t, p, a, pct, {"autoswap.smallest_block=1"});
+    }
+  }
+}
+
+// vDNN's Belady fallback (a heap kept from the trace's events) is asked for room by a prefetch
+// issued after event 6, which allocated tensor 2: the heap did not offer it yet and disagreed
+// with the plain search (the cross-check's InvariantError under --paranoid).
+TEST_CASE("policy shapes: the swap fallback offers the storages of the event just processed", "[swap][shapes]") {
+  const Trace t = load_text("fallback_current_event", {
+       R"({"bytes":8192,"id":0,"kind":"tensor","role":"gradient"})",
+       R"({"bytes":1222,"id":1,"kind":"tensor","role":"input"})",
+       R"({"bytes":9728,"id":2,"kind":"tensor","role":"activation"})",
+       R"({"bytes":4293,"id":3,"kind":"tensor","role":"optimizer_state"})",
+       R"({"duration":0,"id":0,"inputs":[1],"kind":"op","name":"op0","outputs":[0,0]})",
+       R"({"duration":0,"id":2,"inputs":[1],"kind":"op","name":"op2","outputs":[3,1]})",
+       R"({"kind":"alloc","tensor":1})",
+       R"({"index":0,"kind":"iteration"})",
+       R"({"kind":"alloc","tensor":0})",
+       R"({"kind":"compute","op":0})",
+       R"({"kind":"mark","label":"backward"})",
+       R"({"kind":"free","tensor":0})",
+       R"({"kind":"alloc","tensor":2})",
+       R"({"kind":"free","tensor":2})",
+       R"({"kind":"alloc","tensor":3})",
+       R"({"kind":"compute","op":2})",
+       R"({"kind":"alloc","tensor":0})",
+       R"({"index":1,"kind":"iteration"})"}, 2);
+  for (const char* a : {"bestfit", "cnmem", "pytorch"}) run_checked(t, "vdnn", a, 80.0, {"vdnn.fallback=true"});
 }
 
 // The loader's rule (docs/trace-format.md §4.2): a duplicate output is one output, and an output
