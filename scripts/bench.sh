@@ -12,6 +12,7 @@
 #    pooch on pytorch, at 60 %, wall time under a timeout;
 #  - bounded work: a 50,000-layer chain of evictable layers under coop, dtr and dte at 50 %
 #    (limits.max_search_steps ends runs whose searches would run for minutes: status limit);
+#  - scaling: smartpool keep on 100k-800k tiny tensors all alive together (its offline planning);
 #  - peak resident memory of each measurement.
 # Results: bench/results.csv and a printed summary. Targets: >= 1M lines/s, >= 10M events/s
 # under keep, a 100-budget x 3-policy sweep of the largest bundled trace in < 10 s on 2 cores.
@@ -133,6 +134,25 @@ with gzip.open(sys.argv[1], "wt") as f:
     read -r secs rss <bench/time.txt
     status=$(awk '$1 == "status" { print $2; exit }' bench/chain-run.txt)
     echo "bounded,chain-50000/$p/$h/$status,seconds,$secs,$secs"
+  done
+  # SmartPool's offline planning in tensors (issue 29): n tiny tensors (512 B-8 KiB) all alive
+  # together (allocated in turn, then freed in turn), n = 100k-800k, smartpool keep at 100 %,
+  # one core. Near-linear: each doubling about doubles the seconds. Subject: tensors.
+  for n in 100000 200000 400000 800000; do
+    tiny="bench/tiny-together-$n.jsonl.gz"
+    [ -f "$tiny" ] || python3 -c 'import gzip, json, sys
+n = int(sys.argv[1])
+with gzip.open(sys.argv[2], "wt") as f:
+    f.write(json.dumps({"format": "coopsim-trace", "version": 1}) + "\n")
+    for i in range(n):
+        f.write(json.dumps({"kind": "tensor", "id": i, "bytes": 512 * (1 + i * 7 % 16)}) + "\n")
+    for kind in ("alloc", "free"):
+        for i in range(n):
+            f.write(json.dumps({"kind": kind, "tensor": i}) + "\n")' "$n" "$tiny"
+    /usr/bin/time -f "%e %M" -o bench/time.txt taskset -c 0 "$coopsim" run "$tiny" -q -a smartpool -b 100% >/dev/null
+    read -r secs rss <bench/time.txt
+    echo "scaling,smartpool-tiny-together/$n,seconds,$secs,$secs"
+    echo "rss,smartpool-tiny-together-$n,peak_kib,$rss,$secs"
   done
 } >bench/results.csv
 echo "== bench/results.csv ($(grep -c . bench/large.jsonl) lines, machine: $(nproc) cores, one used)"

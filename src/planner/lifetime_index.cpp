@@ -66,30 +66,34 @@ class RangeSet {
 // is alive at `first`, so two indexes answer it:
 //  * by start slot, a segment tree whose node holds the union of the buffers starting in its
 //    slots (a query reads O(log n) nodes);
-//  * by time block (kBlock slots), the union of the buffers alive through the whole block (a
-//    sorted array, new ranges merged in batches), plus the few buffers that start or end inside
-//    it (at most kBlock when no two endpoints share a slot).
+//  * by time block (kBlock slots), the union of the buffers alive through the whole block, plus
+//    the few buffers that start or end inside it (at most kBlock when no two endpoints share a
+//    slot). The first is a segment tree over the blocks: a buffer alive through blocks [p, q)
+//    is kept at the O(log) nodes that tile [p, q) (a sorted array each, new ranges merged in
+//    batches), and block b's union is that of the nodes on b's path to the root. A buffer alive
+//    through most of the iteration (parameters, optimizer state, the saved activations of a long
+//    forward pass) so costs O(log) entries, not one per block: one per block made a trace of
+//    tensors all alive together quadratic.
 class LifetimeIndex {
  public:
-  explicit LifetimeIndex(std::size_t slots) : leaves_(std::bit_ceil(slots)), starts_(2 * leaves_) {
-    const std::size_t blocks = slots / kBlock + 1;
-    through_.resize(blocks);
-    pending_.resize(blocks);
-    partial_.resize(blocks);
-  }
+  explicit LifetimeIndex(std::size_t slots)
+      : leaves_(std::bit_ceil(slots)),
+        starts_(2 * leaves_),
+        block_leaves_(std::bit_ceil(slots / kBlock + 1)),
+        through_(2 * block_leaves_),
+        pending_(2 * block_leaves_),
+        partial_(slots / kBlock + 1) {}
 
   void insert(std::size_t first, std::size_t last, const Range& r) {
     for (std::size_t node = leaves_ + first; node >= 1; node /= 2) add(starts_[node], r);
-    for (std::size_t b = first / kBlock; b * kBlock < last; ++b) {
-      if (first <= b * kBlock && (b + 1) * kBlock <= last) {
-        pending_[b].push_back(r);
-        ++stored_;
-        // Merged once they are a quarter of the merged ones: amortized O(log) per range, and
-        // the memory and the reads stay those of merged ranges.
-        if (pending_[b].size() > 16 + through_[b].size() / 4) through(b);
-      } else {
-        add_partial(b, {first, last, r});
-      }
+    // Blocks [whole_first, whole_last) lie inside [first, last); at most the two at its ends
+    // meet it in part.
+    const std::size_t whole_first = (first + kBlock - 1) / kBlock, whole_last = last / kBlock;
+    for (std::size_t b = first / kBlock; b * kBlock < last; b = b < whole_first || whole_last <= b ? b + 1 : whole_last)
+      if (b < whole_first || whole_last <= b) add_partial(b, {first, last, r});
+    for (std::size_t lo = block_leaves_ + whole_first, hi = block_leaves_ + whole_last; lo < hi; lo /= 2, hi /= 2) {
+      if (lo & 1U) add_through(lo++, r);
+      if (hi & 1U) add_through(--hi, r);
     }
   }
 
@@ -104,13 +108,15 @@ class LifetimeIndex {
       if (hi & 1U) n += size(starts_[--hi]);
     }
     const std::size_t b = first / kBlock;
-    return n + through_[b].size() + pending_[b].size() + partial_[b].size();
+    for (std::size_t node = block_leaves_ + b; node >= 1; node /= 2) n += through_[node].size() + pending_[node].size();
+    return n + partial_[b].size();
   }
 
   // The merged ranges (sorted, touching ones joined) of every stored buffer alive in some slot
   // of [first, last). The buffers alive through the whole time block hold most of them and are
-  // already merged, so only the few others are sorted, then the two sorted lists are merged.
-  // Returns `out`, or the time block's array itself when nothing else is alive then.
+  // already merged (in the largest of the path's arrays), so only the others are sorted, then
+  // the two sorted lists are merged. Returns `out`, or that array itself when nothing else is
+  // alive then.
   const std::vector<Range>& collect(std::size_t first, std::size_t last, std::vector<Range>& others,
                                     std::vector<Range>& out) const {
     others.clear();
@@ -121,11 +127,17 @@ class LifetimeIndex {
     const std::size_t b = first / kBlock;
     for (const Stored& s : partial_[b])
       if (s.first < first && first < s.last) others.push_back(s.range);  // started earlier, alive at first
-    if (others.empty()) return through(b);
+    const std::vector<Range>* base = &through(block_leaves_ + b);
+    for (std::size_t node = (block_leaves_ + b) / 2; node >= 1; node /= 2) {
+      const std::vector<Range>* set = &through(node);
+      if (set->size() > base->size()) std::swap(set, base);
+      others.insert(others.end(), set->begin(), set->end());
+    }
+    if (others.empty()) return *base;
     std::sort(others.begin(), others.end());
     out.clear();
     auto other = others.begin();
-    for (const Range& r : through(b)) {
+    for (const Range& r : *base) {
       for (; other != others.end() && *other < r; ++other) push_merged(out, *other);
       push_merged(out, r);
     }
@@ -150,25 +162,32 @@ class LifetimeIndex {
     partial_[b].push_back(s);
     ++stored_;
   }
-  // Block b's merged ranges, with the ones added since the last read merged in (a sort of the
-  // new ones and one pass): the smaller buffers, placed last and most of the work, rarely live
+  void add_through(std::size_t node, const Range& r) {
+    pending_[node].push_back(r);
+    ++stored_;
+    // Merged once they are a quarter of the merged ones: amortized O(log) per range, and the
+    // memory and the reads stay those of merged ranges.
+    if (pending_[node].size() > 16 + through_[node].size() / 4) through(node);
+  }
+  // Node's merged ranges, with the ones added since the last read merged in (a sort of the new
+  // ones and one pass): the smaller buffers, placed last and most of the work, rarely live
   // through a whole block, so most reads find nothing new.
-  const std::vector<Range>& through(std::size_t b) const {
-    std::vector<Range>& added = pending_[b];
-    if (added.empty()) return through_[b];
+  const std::vector<Range>& through(std::size_t node) const {
+    std::vector<Range>& added = pending_[node];
+    if (added.empty()) return through_[node];
     std::sort(added.begin(), added.end());
     std::vector<Range>& merged = scratch_;
     merged.clear();
     auto next = added.begin();
-    for (const Range& r : through_[b]) {
+    for (const Range& r : through_[node]) {
       for (; next != added.end() && *next < r; ++next) push_merged(merged, *next);
       push_merged(merged, r);
     }
     for (; next != added.end(); ++next) push_merged(merged, *next);
-    stored_ = stored_ - through_[b].size() - added.size() + merged.size();
-    through_[b].swap(merged);
+    stored_ = stored_ - through_[node].size() - added.size() + merged.size();
+    through_[node].swap(merged);
     added.clear();
-    return through_[b];
+    return through_[node];
   }
 
   static std::size_t size(const std::unique_ptr<RangeSet>& set) { return set ? set->size() : 0; }
@@ -178,7 +197,9 @@ class LifetimeIndex {
 
   std::size_t leaves_;
   std::vector<std::unique_ptr<RangeSet>> starts_;  // segment tree by start slot, node 1 the root
-  // By time block: the ranges of the buffers alive through it, merged, and those added since.
+  // Segment tree over the time blocks: the ranges of the buffers alive through a node's blocks
+  // (stored at the nodes tiling their whole blocks), merged, and those added since.
+  std::size_t block_leaves_;
   mutable std::vector<std::vector<Range>> through_, pending_;
   mutable std::vector<Range> scratch_;
   std::vector<std::vector<Stored>> partial_;  // by time block: buffers with an endpoint inside

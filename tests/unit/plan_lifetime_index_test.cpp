@@ -102,7 +102,9 @@ TEST_CASE("place_in_order: the lifetime index places exactly as the pass over al
     std::size_t n;
     std::int64_t span;  // few steps: dense lifetimes; many: sparse ones over several time blocks
   };
-  const std::vector<Shape> shapes = {{300, 40}, {400, 400}, {600, 3000}, {1500, 5000}};
+  // 4,000 over 20,000: about 16 time blocks, so long lifetimes are kept at inner nodes of the
+  // index's tree of blocks.
+  const std::vector<Shape> shapes = {{300, 40}, {400, 400}, {600, 3000}, {1500, 5000}, {4000, 20000}};
   std::uint64_t seed = 18;
   std::size_t compared = 0, differing_fits = 0;
   for (const Shape& shape : shapes) {
@@ -146,6 +148,26 @@ TEST_CASE("place_in_order: a buffer alive across many time blocks sees every lat
   CHECK(offsets[0] == 0);
   CHECK(std::all_of(offsets.begin() + 1, offsets.end(), [](std::int64_t o) { return o == 10; }));
   CHECK(offsets == reference(p, order, Fit::BestQuirk));
+}
+
+TEST_CASE("place_in_order: buffers all alive together, over many time blocks, stack as the scan stacks them",
+          "[smartpool][plan]") {
+  // Buffer i lives [i, n + i): every pair overlaps, each lifetime spans most of the n / 256 time
+  // blocks (the shape that made the index quadratic when it kept a copy per block), and the
+  // size-descending order places them in a different order than they start.
+  Problem p;
+  const std::int64_t n = 6000;
+  const std::vector<std::int64_t> sizes = {512, 1024, 1536, 4096, 8192};
+  for (std::int64_t i = 0; i < n; ++i)
+    p.buffers.push_back(Buffer{std::to_string(i), i, n + i, sizes[static_cast<std::size_t>(i * 7) % sizes.size()],
+                               static_cast<std::uint64_t>(i) + 1});
+  const auto order = size_descending(p);
+  const auto expected = reference(p, order, Fit::BestQuirk);
+  CHECK(place_in_order(p, order, Fit::BestQuirk, 0) == expected);
+  // All alive together and placed by a fit rule: a stack without holes.
+  std::int64_t total = 0;
+  for (const Buffer& b : p.buffers) total += b.size;
+  CHECK(placement_height(p, expected) == total);
 }
 
 TEST_CASE("place_in_order: past the index's trial (8,192 buffers) the offsets are still the scan's",
