@@ -6,12 +6,19 @@ Every file under src/<layer>/ or include/coopsim/<layer>/ belongs to <layer>. A 
  * a private header of its own layer, by a path relative to the including file that stays inside
    src/<layer>/ (public headers include public headers only).
 Anything else fails: a higher layer, another layer's private header, an unknown layer, a path
-through the repository root ("src/...") or an include that names no file of the tree.
+through the repository root ("src/...") or an include that names no file of the tree. The engine
+may include only the policy interface (POLICY_INTERFACE), never a concrete policy.
 
-Usage: scripts/check_layers.py [ROOT]   (exit 0 and one summary line, or 1 and one line per
-violation: FILE:LINE: problem)"""
+With --build DIR it also checks the links (`nm` on DIR/src/libcoopsim_<layer>.a): every symbol a
+layer's library uses must be defined in that library or a lower layer's, so that no layer links
+upward even where its headers do not show it (a function declared in one layer and defined in a
+higher one).
+
+Usage: scripts/check_layers.py [ROOT] [--build DIR]   (exit 0 and one summary line, or 1 and one
+line per violation: FILE:LINE: problem, or LIBRARY: problem)"""
 import os
 import re
+import subprocess
 import sys
 
 # Bottom to top. Each layer is one static library (src/meson.build) and may use the ones before it.
@@ -19,7 +26,11 @@ LAYERS = ["base", "model", "formats", "validate", "planner", "alloc", "policy", 
           "output", "replay", "sim", "sweep", "cli", "app"]
 RANK = {name: i for i, name in enumerate(LAYERS)}
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
-GENERATED = {"coopsim_config.h"}  # written by Meson into the build directory (src/meson.build)
+GENERATED = {"coopsim_config.h"}
+# The policy headers the engine may include: the interface and the data it shares with policies,
+# never a concrete policy (a policy says which execution model it needs: Policy::execution_model).
+POLICY_INTERFACE = {"include/coopsim/policy/policy.hpp", "include/coopsim/policy/remat/graph.hpp",
+                    "include/coopsim/policy/remat/eviction_score.hpp"}  # written by Meson into the build directory (src/meson.build)
 
 
 def layer_of(path):
@@ -81,6 +92,10 @@ def check(root):
                 problems.append(f"{where}: \"{target}\" names no file of the tree")
                 continue
             other = layer_of(resolved)
+            if layer == "engine" and other == "policy" and resolved not in POLICY_INTERFACE:
+                problems.append(f"{where}: the engine includes {resolved}; it sees policies only through "
+                                f"{', '.join(sorted(POLICY_INTERFACE))}")
+                continue
             if other not in RANK:
                 problems.append(f"{where}: {resolved} is not inside a layer directory")
             elif RANK[other] > RANK[layer]:
@@ -88,16 +103,71 @@ def check(root):
     return problems, len(files), includes
 
 
+def symbols(archive, *flags):
+    """Global symbols of an archive, mangled: nm's names after the given filter flags."""
+    out = subprocess.run(["nm", "-g", "-P", *flags, archive], capture_output=True, text=True, check=True).stdout
+    names = set()
+    for line in out.splitlines():
+        fields = line.split()
+        # "NAME TYPE [VALUE SIZE]"; archive member headers end with ':' or "]:".
+        if len(fields) >= 2 and not fields[0].endswith(":"):
+            names.add(fields[0])
+    return names
+
+
+def check_links(build):
+    """One problem per symbol a layer's library uses that only a higher layer's defines."""
+    problems, defined, undefined, libraries = [], {}, {}, 0
+    for layer in LAYERS:
+        archive = os.path.join(build, "src", f"libcoopsim_{layer}.a")
+        if not os.path.isfile(archive):
+            continue  # app is an executable, not a library
+        libraries += 1
+        defined[layer] = symbols(archive, "--defined-only")
+        undefined[layer] = symbols(archive, "--undefined-only") - defined[layer]
+    for layer, needed in undefined.items():
+        below = set()
+        for other in LAYERS[:RANK[layer]]:
+            below |= defined.get(other, set())
+        for name in sorted(needed - below):
+            higher = [o for o in LAYERS[RANK[layer] + 1:] if name in defined.get(o, set())]
+            if higher:
+                problems.append(f"libcoopsim_{layer}.a: uses {demangle(name)}, defined in the higher layer "
+                                f"'{higher[0]}'")
+    return problems, libraries
+
+
+def demangle(name):
+    p = subprocess.run(["c++filt", name], capture_output=True, text=True)
+    return p.stdout.strip() or name
+
+
 def main():
-    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    args = sys.argv[1:]
+    build = None
+    if "--build" in args:
+        i = args.index("--build")
+        if i + 1 >= len(args):
+            print("check_layers: --build needs a directory")
+            return 2
+        build = args[i + 1]
+        del args[i:i + 2]
+    root = args[0] if args else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     problems, nfiles, nincludes = check(root)
+    libraries = 0
+    if build is not None:
+        link_problems, libraries = check_links(build)
+        problems += link_problems
+        if libraries == 0:
+            problems.append(f"{build}: no libcoopsim_<layer>.a under src/ (not a build directory)")
     for p in problems:
         print(p)
     if problems:
         print(f"check_layers: {len(problems)} violation(s)")
         return 1
+    links = f"; {libraries} libraries link only downward" if build is not None else ""
     print(f"check_layers: {nfiles} files, {nincludes} includes, {len(LAYERS)} layers "
-          f"({' < '.join(LAYERS)}): every include goes down or stays in its layer")
+          f"({' < '.join(LAYERS)}): every include goes down or stays in its layer{links}")
     return 0
 
 

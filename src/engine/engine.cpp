@@ -8,6 +8,7 @@
 #include "coopsim/base/error.hpp"
 
 #include "remat_executor.hpp"
+#include "simrd_executor.hpp"
 #include "swap_executor.hpp"
 
 namespace coopsim {
@@ -28,12 +29,23 @@ void run_engine(const Trace& trace, Allocator& allocator, Policy& policy, const 
                 ReportBuilder& report) {
   engine_detail::EventLoop loop(trace, allocator, policy, options, report);
   try {
-    if (const std::optional<RematOptions> remat = policy.remat_options()) {
-      engine_detail::RematExecutor executor(loop, trace, *remat);
-      loop.run(executor);
-    } else {
-      engine_detail::SwapExecutor executor(loop, trace);
-      loop.run(executor);
+    switch (policy.execution_model()) {
+      case ExecutionModel::Swap: {
+        engine_detail::SwapExecutor executor(loop, trace);
+        loop.run(executor);
+        break;
+      }
+      case ExecutionModel::Remat: {
+        engine_detail::RematExecutor executor(loop, trace, policy.remat_options().value_or(RematOptions{}));
+        loop.run(executor);
+        break;
+      }
+      case ExecutionModel::SimrdRuntime: {
+        const RuntimeRules rules = policy.runtime_rules();
+        engine_detail::SimrdExecutor executor(loop, trace, rules.heuristic, rules.overhead_limit);
+        loop.run(executor);
+        break;
+      }
     }
   } catch (const InvariantError& e) {
     throw InvariantError(where(trace, loop.event_index()) + e.what());

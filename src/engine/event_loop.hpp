@@ -1,5 +1,6 @@
 // Private to src/engine: the engine behind run_engine() (engine.hpp) is an event loop driving one
-// of two executors, chosen once per run from Policy::remat_options() (engine.cpp):
+// of three executors, one per execution model, chosen once per run from
+// Policy::execution_model() (engine.cpp):
 //  * EventLoop (this header; event_loop.cpp, event_loop_state.cpp, event_loop_log.cpp): the
 //    clock, the trace's events in order, the copy streams and their completion queue, memory
 //    observation, OOM points, the policy loop (allocate; on failure ask the policy) and the run
@@ -8,6 +9,8 @@
 //    every policy that only swaps (or never acts).
 //  * RematExecutor (remat_executor.hpp): DTR's values and executions for recompute policies,
 //    with the hybrids' swaps.
+//  * SimrdExecutor (simrd_executor.hpp): DTR's reference simulator's runtime (src/engine/simrd/),
+//    which replays the whole trace in setup().
 // The loop reaches the executor through the small Executor interface, once per event, per
 // completed copy and per policy action, never per tensor: so few virtual calls that replay rates
 // did not move when the engine was split (scripts/bench.sh measures them). The executor is also

@@ -53,7 +53,6 @@ void RematExecutor::setup() {
     const double at = (options_.thrash_limit - 1.0) * static_cast<double>(total.count());
     thrash_at_ = at < 0x1p63 ? SimTime{static_cast<std::int64_t>(at)} : SimTime::max();
   }
-  if (simrd_profile()) run_simrd_profile();
 }
 
 void RematExecutor::seed(TensorId storage, const Block& b) {
@@ -81,7 +80,6 @@ Residency RematExecutor::residency(TensorId t) const {
 }
 
 void RematExecutor::process(const TraceEvent& e) {
-  if (simrd_done_) return;  // dtr.compat=simrd: already replayed by simrd::replay
   switch (e.kind) {
     case EventKind::Alloc: alloc_storage(e); break;
     case EventKind::Free: free_storage(e.tensor()); break;

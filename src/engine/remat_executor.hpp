@@ -1,8 +1,8 @@
 // Private to src/engine: the executor for recompute policies (Policy::remat_options(): dtr, dte,
 // coop, and the pooch/capuchin hybrids that also swap). Memory holds values of the RematGraph,
 // each storage's current one answering for it; the rules are in remat_executor.cpp, running ops
-// and rematerializing in remat_compute.cpp, the hybrids' swaps in remat_hybrid.cpp, the simrd
-// profile of dtr in remat_simrd.cpp. See event_loop.hpp for the split.
+// and rematerializing in remat_compute.cpp, the hybrids' swaps in remat_hybrid.cpp. See
+// event_loop.hpp for the split.
 #pragma once
 
 #include <algorithm>
@@ -74,9 +74,6 @@ class RematExecutor final : public Executor {
   [[nodiscard]] static bool in_swap(ValueState s) {
     return s == ValueState::SwappingOut || s == ValueState::SwappedOut || s == ValueState::SwappingIn;
   }
-  // remat_simrd.cpp: dtr.compat=simrd hands the replay to simrd::replay
-  [[nodiscard]] bool simrd_profile() const;
-  void run_simrd_profile();
   // Parameters, step inputs, optimizer state and accumulated gradients: never recomputed.
   [[nodiscard]] bool constant(TensorId storage) const {
     const TensorRole r = trace_.tensor(storage).role;
@@ -110,7 +107,6 @@ class RematExecutor final : public Executor {
   std::vector<std::uint32_t> exec_record_;      // log record of each execution's first run
   // Released values kept (resident, or on the host) for evicted values that needed them.
   std::vector<ValueId> kept_;
-  bool simrd_done_ = false;  // dtr.compat=simrd: the replay ran in setup(); events are skipped
 };
 
 }  // namespace coopsim::engine_detail

@@ -2,7 +2,7 @@
 // storages are left out of ops and events in v1 (docs/import-dtr.md, Decisions), but simrd keeps
 // them: they sit in its storage pool, are evicted at release, recomputed as parents and counted
 // in neighbourhood costs. Under the profile the importer records them in the header key
-// `simrd` (read by src/policy/remat/simrd.cpp):
+// `simrd` (read by src/engine/simrd/runtime.cpp):
 //   ops:   {"<op index>": {"inputs": [tensor...], "outputs": [tensor...]}} for every op that lost
 //          a zero-byte tensor: its full ARGS / RESULT lists (tensor indices)
 //   roots: [[tensor, storage root], ...] for views of zero-byte storages (v1 keeps them unlinked)

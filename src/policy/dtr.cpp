@@ -3,7 +3,6 @@
 #include "coopsim/policy/registry.hpp"
 
 #include "coopsim/base/error.hpp"
-#include "coopsim/policy/remat/simrd.hpp"
 
 namespace coopsim {
 
@@ -34,7 +33,7 @@ std::unique_ptr<Policy> DtrPolicy::create(const Params& p) {
   const auto score = parse_eviction_score(p.get_string("heuristic"));
   if (!score) throw ConfigError(p.component() + ".heuristic", "unknown heuristic");
   const bool simrd = p.get_string("compat") == "simrd";
-  if (simrd && !simrd::supported(*score)) {
+  if (simrd && !simrd_runtime_supports(*score)) {
     throw ConfigError(p.component() + ".heuristic",
                       "compat=simrd supports dtr, dtr-eq, dtr-local, msps, lru and largest (simrd's random "
                       "heuristic draws from Python's generator and cannot be reproduced)");

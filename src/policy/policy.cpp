@@ -4,6 +4,18 @@
 
 namespace coopsim {
 
+bool simrd_runtime_supports(EvictionScore h) {
+  switch (h) {
+    case EvictionScore::Dtr:
+    case EvictionScore::DtrEq:
+    case EvictionScore::DtrLocal:
+    case EvictionScore::Msps:
+    case EvictionScore::Lru:
+    case EvictionScore::Largest: return true;
+    default: return false;
+  }
+}
+
 std::string_view to_string(Residency r) {
   switch (r) {
     case Residency::NotAllocated: return "not_allocated";

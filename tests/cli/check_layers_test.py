@@ -3,9 +3,11 @@
 trees written here it fails, naming FILE:LINE, on each kind of violation: an include of a higher
 layer, another layer's private header, a path through the repository root, a public header that
 includes a private one, a file outside any layer, an include naming no file, and a coopsim
-header in angle brackets.
+header in angle brackets, an engine file that includes a concrete policy; and with --build, on
+the libraries of the build and on two small libraries compiled here, one using a function only
+a higher layer defines.
 
-Usage: check_layers_test.py   (run from the project root)"""
+Usage: check_layers_test.py [BUILD_DIR]   (run from the project root)"""
 import os
 import subprocess
 import sys
@@ -19,8 +21,12 @@ results = []
 scratch = tempfile.mkdtemp(prefix="coopsim-layers-")
 
 
-def run(root=None):
-    p = subprocess.run([SCRIPT] + ([root] if root else []), capture_output=True, text=True, timeout=120)
+BUILD = sys.argv[1] if len(sys.argv) > 1 else None
+
+
+def run(root=None, build=None):
+    args = [SCRIPT] + ([root] if root else []) + (["--build", build] if build else [])
+    p = subprocess.run(args, capture_output=True, text=True, timeout=300)
     return p.returncode, p.stdout
 
 
@@ -72,5 +78,34 @@ bad("an include naming no file", {"src/sim/missing.cpp": '#include "coopsim/base
     "src/sim/missing.cpp:1: \"coopsim/base/nothing.hpp\" names no file of the tree")
 bad("a coopsim header in angle brackets", {"src/sim/angle.cpp": "#include <coopsim/model/trace.hpp>\n"},
     "src/sim/angle.cpp:1: coopsim headers are included with quotes")
+
+bad("an engine file naming a concrete policy",
+    {"include/coopsim/policy/dtr.hpp": "#pragma once\n", "src/engine/engine.cpp": '#include "coopsim/policy/dtr.hpp"\n'},
+    "src/engine/engine.cpp:1: the engine includes include/coopsim/policy/dtr.hpp")
+
+# Links: the build's own libraries pass; a base library calling a function that only the model
+# library defines fails, naming the library and the function.
+if BUILD:
+    code, out = run(build=BUILD)
+    results.append(("the build's libraries link only downward", code == 0 and "libraries link only downward" in out,
+                    out))
+objects = os.path.join(scratch, "objects")
+os.makedirs(os.path.join(objects, "src"))
+sources = {"base": "int up_call();\nint base_entry() { return up_call() + 1; }\n",
+           "model": "int up_call() { return 41; }\nint model_entry() { return 2; }\n"}
+built = True
+for layer, text in sources.items():
+    src = os.path.join(objects, f"{layer}.cpp")
+    obj = os.path.join(objects, f"{layer}.o")
+    with open(src, "w") as f:
+        f.write(text)
+    built = built and subprocess.run(["c++", "-c", src, "-o", obj]).returncode == 0 and subprocess.run(
+        ["ar", "rcs", os.path.join(objects, "src", f"libcoopsim_{layer}.a"), obj]).returncode == 0
+code, out = run(tree("links", GOOD), objects) if built else (None, "could not compile the two libraries")
+results.append(("fails on a library using a function only a higher layer defines",
+                code == 1 and "libcoopsim_base.a: uses up_call(), defined in the higher layer 'model'" in out
+                and "1 violation(s)" in out, out))
+code, out = run(tree("nobuild", GOOD), scratch)
+results.append(("--build on a directory without libraries fails", code == 1 and "not a build directory" in out, out))
 
 finish(results, scratch)

@@ -49,14 +49,26 @@ def bad(name, args, expected_stderr, outputs=(), status=1, prefix=False):
 
 
 # --- working commands -------------------------------------------------------------------------
-code, out, err = run("list")
-case("list names every allocator and the keep policy",
-     code == 0 and all(a in out for a in ("pytorch", "cnmem", "bestfit", "fungible", "keep", "max_split_size",
-                                          "initial_reservation", "pcie3-x16")), err)
+# Component names come from the registry, through `list --json`: a new allocator or policy needs
+# no edit here.
 code, out, err = run("list", "--json")
 doc = json.loads(out) if code == 0 else {}
-case("list --json is machine-readable", [a["name"] for a in doc.get("allocators", [])] ==
-     ["pytorch", "cnmem", "bestfit", "fungible", "smartpool"], out[:200])
+ALLOCATORS = [a["name"] for a in doc.get("allocators", [])]
+POLICIES = [p["name"] for p in doc.get("policies", [])]
+case("list --json is machine-readable", code == 0 and len(ALLOCATORS) >= 5 and "pytorch" in ALLOCATORS
+     and POLICIES[:1] == ["keep"] and all(a.get("help") for a in doc["allocators"] + doc["policies"]), out[:200])
+code, out, err = run("list")
+
+
+def listed_in_order(names):
+    # Each name starts a line of `list` (two spaces in), in the registry's order.
+    at = [out.find("\n  " + n + " ") for n in names]
+    return all(i >= 0 for i in at) and at == sorted(at)
+
+
+case("list names every allocator and policy of the registry, in its order, with parameters and link presets",
+     code == 0 and listed_in_order(ALLOCATORS) and listed_in_order(POLICIES)
+     and all(k in out for k in ("max_split_size", "initial_reservation", "pcie3-x16")), err)
 
 code, out, err = run("validate", TRACE)
 case("validate accepts the bundled trace", code == 0 and "valid coopsim trace v1" in out, err)
@@ -150,9 +162,9 @@ outs = (rep3 := path("bad.json"), csv3 := path("bad.csv"))
 bad("missing trace file", ["run", path("nope.jsonl"), "-o", rep3], f"coopsim: error: {path('nope.jsonl')}", outs,
     prefix=True)
 bad("unknown allocator lists the valid ones", ["run", GOLDEN, "--allocator", "tlsf", "-o", rep3],
-    "coopsim: error: allocator: unknown allocator 'tlsf' (valid: pytorch, cnmem, bestfit, fungible, smartpool)", outs)
+    f"coopsim: error: allocator: unknown allocator 'tlsf' (valid: {', '.join(ALLOCATORS)})", outs)
 bad("unknown policy", ["run", GOLDEN, "--policy", "swap-all", "-o", rep3],
-    "coopsim: error: policy: unknown policy 'swap-all' (valid: keep, coop, dte, dtr, autoswap, vdnn, pooch, capuchin)", outs)
+    f"coopsim: error: policy: unknown policy 'swap-all' (valid: {', '.join(POLICIES)})", outs)
 bad("malformed budget", ["run", GOLDEN, "--budget", "lots", "-o", rep3],
     "coopsim: error: --budget: 'lots' is not a size (e.g. 8GiB, 512MB, 1048576) or a percentage (e.g. 40%)", outs)
 bad("zero budget", ["run", GOLDEN, "--budget", "0", "-o", rep3], "coopsim: error: budget: must be greater than 0", outs)
@@ -166,7 +178,7 @@ bad("a thrash limit of 1 is refused", ["run", GOLDEN, "-p", "dtr", "--set", "dtr
     "coopsim: error: dtr.thrash_limit: must be 0 (no limit) or greater than 1", outs)
 bad("unknown parameter", ["run", GOLDEN, "--set", "pytorch.max_split=1", "-o", rep3],
     "coopsim: error: pytorch.max_split: unknown parameter (valid for pytorch: ", outs, prefix=True)
-COMPONENTS = "pytorch, cnmem, bestfit, fungible, smartpool, keep, coop, dte, dtr, autoswap, vdnn, pooch, capuchin"
+COMPONENTS = ", ".join(ALLOCATORS + POLICIES)
 bad("unknown top-level key", ["run", GOLDEN, "--set", "budgett=1GiB", "-o", rep3],
     "coopsim: error: --set budgett: unknown key 'budgett' (valid: allocator, policy, budget, initial_state, link, engine, params, "
     f"limits, description, or COMPONENT.PARAMETER with a component among {COMPONENTS}); did you mean 'budget'?", outs)

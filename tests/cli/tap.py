@@ -12,6 +12,14 @@ def runner(coopsim, timeout=300):
     return run
 
 
+def registry_names(coopsim, kind):
+    """The names of `kind` ("allocators" or "policies") in the registry's order, from `coopsim list
+    --json`: tests take component names from there, so a new one needs no test edit."""
+    import json
+    p = subprocess.run([coopsim, "list", "--json"], capture_output=True, text=True, timeout=60, check=True)
+    return [c["name"] for c in json.loads(p.stdout)[kind]]
+
+
 def finish(results, scratch=None):
     """Prints the TAP plan and one line per case (the detail of a failure as a comment), removes
     the scratch directory, and exits 0 when every case passed, else 1."""

@@ -18,7 +18,7 @@
 #include "coopsim/cli/commands.hpp"
 #include "coopsim/base/error.hpp"
 #include "coopsim/import/importers.hpp"
-#include "coopsim/policy/remat/simrd.hpp"
+#include "coopsim/engine/simrd.hpp"
 #include "coopsim/sim/simulation.hpp"
 #include "coopsim/model/trace.hpp"
 #include "validated_run.hpp"

@@ -6,9 +6,9 @@
 // union-find approximation the DTR prototype and Coop's DTR baseline use) with copy-on-write
 // in-place updates (Coop's baseline).
 //
-// `compat=simrd` selects the simrd compatibility profile instead: the engine hands the whole
-// replay to coopsim::simrd::replay (include/coopsim/policy/remat/simrd.hpp), which follows the rules of
-// DTR's reference simulator (RuntimeV2EagerOptimized) rather than coopsim's engine.
+// `compat=simrd` selects the simrd compatibility profile instead: the policy asks for the
+// engine's SimrdRuntime execution model (include/coopsim/engine/simrd.hpp), which follows the
+// rules of DTR's reference simulator (RuntimeV2EagerOptimized) rather than coopsim's engine.
 #pragma once
 
 #include <memory>
@@ -32,8 +32,11 @@ class DtrPolicy final : public Policy {
   DtrPolicy(EvictionScore score, std::uint64_t seed, RematOptions options, bool simrd_compat = false)
       : score_(score), draws_(seed), options_(options), simrd_compat_(simrd_compat) {}
 
-  // The simrd compatibility profile (dtr.compat=simrd): the engine runs simrd::replay.
-  [[nodiscard]] bool simrd_compat() const { return simrd_compat_; }
+  // The simrd compatibility profile (dtr.compat=simrd): the engine's SimrdRuntime model.
+  [[nodiscard]] ExecutionModel execution_model() const override {
+    return simrd_compat_ ? ExecutionModel::SimrdRuntime : ExecutionModel::Remat;
+  }
+  [[nodiscard]] RuntimeRules runtime_rules() const override { return RuntimeRules{score_, options_.thrash_limit}; }
   [[nodiscard]] EvictionScore score() const { return score_; }
 
   [[nodiscard]] std::vector<Action> on_alloc_failure(const AllocRequest& request, const MemoryView& view) override;

@@ -16,6 +16,7 @@
 #include "coopsim/model/link.hpp"
 #include "coopsim/base/params.hpp"
 #include "coopsim/policy/remat/graph.hpp"
+#include "coopsim/policy/remat/eviction_score.hpp"
 #include "coopsim/model/trace.hpp"
 
 namespace coopsim {
@@ -99,6 +100,22 @@ std::string_view to_string(InPlaceMode m);
 std::vector<ParamDoc> remat_option_docs(InPlaceMode default_inplace);
 RematOptions parse_remat_options(const Params& p);
 
+// The engine's execution models (src/engine/): how it runs the trace for a policy.
+enum class ExecutionModel : std::uint8_t {
+  Swap,          // storages resident, on the host or in flight (policies without remat options)
+  Remat,         // values resident, evicted or recomputed under DTR's runtime rules (remat_options())
+  SimrdRuntime,  // DTR's reference simulator's runtime: one memory counter, per-storage costs
+};
+// What the SimrdRuntime model runs by: simrd's heuristic and its overhead cut (remat_limit =
+// baseline x (limit - 1); 0 = none).
+struct RuntimeRules {
+  EvictionScore heuristic = EvictionScore::Dtr;
+  double overhead_limit = 2.0;
+};
+// The heuristics DTR's reference simulator defines deterministically (uwsampl/dtr-prototype
+// @eff53cc4 simrd/simrd/heuristic/*.py; its random one draws from Python's generator).
+[[nodiscard]] bool simrd_runtime_supports(EvictionScore h);
+
 class Policy {
  public:
   virtual ~Policy() = default;
@@ -111,6 +128,13 @@ class Policy {
   // Recompute policies return their runtime options: the engine then keeps a RematGraph and
   // follows DTR's rules (pinning, recursive rematerialization, eager eviction, thrash limit).
   [[nodiscard]] virtual std::optional<RematOptions> remat_options() const { return std::nullopt; }
+  // The execution model the engine runs this policy under: by default Remat for policies with
+  // remat options, Swap for the others.
+  [[nodiscard]] virtual ExecutionModel execution_model() const {
+    return remat_options() ? ExecutionModel::Remat : ExecutionModel::Swap;
+  }
+  // ExecutionModel::SimrdRuntime: the rules it runs by.
+  [[nodiscard]] virtual RuntimeRules runtime_rules() const { return RuntimeRules{}; }
   // Placement hint for an allocation of `storage`: true asks the allocator for the high end of
   // the chosen hole (Coop's cheap tensors). Allocators without address placement ignore it.
   [[nodiscard]] virtual bool place_high(TensorId storage, const MemoryView&) const {

@@ -22,13 +22,9 @@
 #include <string_view>
 
 #include "coopsim/policy/policy.hpp"
+#include "coopsim/policy/remat/eviction_score.hpp"
 
 namespace coopsim {
-
-enum class EvictionScore : std::uint8_t { Dtr, DtrEq, DtrLocal, Lru, Largest, Msps, Random, Dte, Coop };
-
-std::optional<EvictionScore> parse_eviction_score(std::string_view name);
-std::string_view to_string(EvictionScore s);
 
 // Deterministic draws for the random heuristic (splitmix64; same seed -> same run anywhere).
 class SeededDraws {

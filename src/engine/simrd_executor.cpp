@@ -1,23 +1,13 @@
-// The simrd compatibility profile of the dtr policy (dtr.compat=simrd): the engine does not
-// replay the trace itself but hands it to coopsim::simrd::replay, whose model (one memory
-// counter, storages, simrd's pool order) cannot be expressed through the allocator and the
-// per-value graph; its figures go to the report builder (include/coopsim/policy/remat/simrd.hpp).
-#include "coopsim/policy/dtr.hpp"
-#include "coopsim/policy/remat/simrd.hpp"
-#include "remat_executor.hpp"
+// The simrd runtime (simrd_executor.hpp): simrd::replay's figures go to the report builder
+// (include/coopsim/engine/simrd.hpp).
+#include "simrd_executor.hpp"
+
+#include "coopsim/engine/simrd.hpp"
 
 namespace coopsim::engine_detail {
 
-bool RematExecutor::simrd_profile() const {
-  const auto* dtr = dynamic_cast<const DtrPolicy*>(&loop_.policy());
-  return dtr != nullptr && dtr->simrd_compat();
-}
-
-void RematExecutor::run_simrd_profile() {
-  const auto& dtr = dynamic_cast<const DtrPolicy&>(loop_.policy());
-  const simrd::Result r =
-      simrd::replay(trace_, simrd::Config{loop_.options().budget, dtr.score(), options_.thrash_limit});
-  simrd_done_ = true;
+void SimrdExecutor::setup() {
+  const simrd::Result r = simrd::replay(trace_, simrd::Config{loop_.options().budget, heuristic_, overhead_limit_});
   const SimTime op_time{r.clock - r.remat_compute};
   // A stopped run is measured against the op time it executed, as the engine's own runs are
   // (simrd's baseline is the whole trace's).

@@ -1,4 +1,4 @@
-// The simrd profile's heuristic state and costs (include/coopsim/policy/remat/simrd.hpp). Upstream
+// The simrd profile's heuristic state and costs (include/coopsim/engine/simrd.hpp). Upstream
 // references are to uwsampl/dtr-prototype@eff53cc4 simrd/simrd/.
 //  C1 a storage's compute is the sum over the distinct ops of the tensors on it, its views' ops
 //     included (tensor.py Storage.get_compute).
@@ -25,7 +25,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "simrd_detail.hpp"
+#include "detail.hpp"
 
 namespace coopsim::simrd::detail {
 

@@ -1,5 +1,5 @@
-// Private to src/policy/remat/simrd*.cpp: the state of the simrd-profile replay (see
-// include/coopsim/policy/remat/simrd.hpp). Upstream names in comments refer to
+// Private to src/engine/simrd/: the state of the simrd-profile replay (see
+// include/coopsim/engine/simrd.hpp). Upstream names in comments refer to
 // uwsampl/dtr-prototype@eff53cc4 simrd/simrd/.
 #pragma once
 
@@ -9,7 +9,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "coopsim/policy/remat/simrd.hpp"
+#include "coopsim/engine/simrd.hpp"
 
 namespace coopsim::simrd::detail {
 
@@ -88,7 +88,7 @@ class State {
   [[nodiscard]] std::uint32_t storage_of(std::uint32_t t) const {
     return root_[t] != kNone ? root_[t] : trace_.storage_of(t);
   }
-  // simrd_graph.cpp: heuristic state and costs
+  // graph.cpp: heuristic state and costs
   void rebuild(std::uint32_t base, bool reverse);
   void absorb(std::uint32_t base, bool reverse, std::uint32_t evicted);
   void after_evict(std::uint32_t s);

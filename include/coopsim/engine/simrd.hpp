@@ -14,7 +14,7 @@
 
 #include <cstdint>
 
-#include "coopsim/policy/remat/victim.hpp"
+#include "coopsim/policy/remat/eviction_score.hpp"
 #include "coopsim/model/trace.hpp"
 #include "coopsim/base/units.hpp"
 
@@ -45,11 +45,8 @@ struct Result {
   }
 };
 
-// Heuristics simrd's paper evaluation uses, minus RandomStorage (Python's random stream cannot be
-// reproduced): the others are deterministic.
-[[nodiscard]] bool supported(EvictionScore h);
-
-// Replays `trace` (best imported with `import dtr --compat simrd`) at `config.budget`.
+// Replays `trace` (best imported with `import dtr --compat simrd`) at `config.budget`; the
+// heuristic must be one simrd_runtime_supports (policy.hpp).
 Result replay(const Trace& trace, const Config& config);
 
 }  // namespace coopsim::simrd

@@ -1,4 +1,4 @@
-// The simrd profile's runtime (include/coopsim/policy/remat/simrd.hpp): simrd's RuntimeV2 with eager
+// The simrd profile's runtime (include/coopsim/engine/simrd.hpp): simrd's RuntimeV2 with eager
 // eviction (RuntimeV2EagerOptimized), replayed over a coopsim trace. Upstream references are to
 // uwsampl/dtr-prototype@eff53cc4 simrd/simrd/ (runtime/v2.py unless said otherwise). The rules:
 //  R1 constants: an `alloc` with no producing op is simrd's `constant` op (cost 0) computed at that
@@ -32,22 +32,11 @@
 #include <stdexcept>
 
 #include "coopsim/base/error.hpp"
+#include "coopsim/policy/policy.hpp"
 
-#include "simrd_detail.hpp"
+#include "detail.hpp"
 
 namespace coopsim::simrd {
-
-bool supported(EvictionScore h) {
-  switch (h) {
-    case EvictionScore::Dtr:
-    case EvictionScore::DtrEq:
-    case EvictionScore::DtrLocal:
-    case EvictionScore::Msps:
-    case EvictionScore::Lru:
-    case EvictionScore::Largest: return true;
-    default: return false;
-  }
-}
 
 namespace {
 
@@ -86,7 +75,7 @@ void refuse_outside_grammar(const Trace& trace) {
 }  // namespace
 
 Result replay(const Trace& trace, const Config& config) {
-  if (!supported(config.heuristic)) {
+  if (!simrd_runtime_supports(config.heuristic)) {
     throw std::invalid_argument("simrd profile: heuristic '" + std::string(to_string(config.heuristic)) +
                                 "' is not one of simrd's deterministic heuristics");
   }
