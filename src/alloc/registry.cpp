@@ -29,6 +29,14 @@ AllocatorRegistry builtin_allocators() {
     extern AllocatorRegistry::Entry smartpool_allocator_entry();
     r.add(smartpool_allocator_entry());
   }
+#ifdef COOPSIM_EXTENSION_ALLOCATOR
+  // tests/extension/throwaway_allocator.cpp's line: tests/meson.build compiles this registry a
+  // second time with it, to show that one line here is all a new allocator needs.
+  {
+    extern AllocatorRegistry::Entry COOPSIM_EXTENSION_ALLOCATOR();
+    r.add(COOPSIM_EXTENSION_ALLOCATOR());
+  }
+#endif
   return r;
 }
 
