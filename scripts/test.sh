@@ -29,7 +29,9 @@ setup_args=(--buildtype=debugoptimized)
 if [ $sanitize -eq 1 ]; then
   build="${BUILD_DIR:-build-sanitize}"
   # -fno-sanitize-recover: UBSan findings abort like ASan's instead of printing and going on.
-  setup_args+=(-Dcuda=disabled -Db_sanitize=address,undefined
+  # -Dpython=disabled: an instrumented native module cannot load into Python (the ASan runtime
+  # must come first); the Python suite runs the executable instead.
+  setup_args+=(-Dcuda=disabled -Dpython=disabled -Db_sanitize=address,undefined
                "-Dcpp_args=['-g1','-fno-sanitize-recover=all']" "-Dcpp_link_args=['-fno-sanitize-recover=all']")
   export COOPSIM_SANITIZE=1
   export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1}"

@@ -13,7 +13,7 @@ Importing coopsim imports neither torch nor pandas nor matplotlib: each is impor
 from .recording.trace import read_trace
 from .sim import CoopsimError, advise, find_binary, minbudget, run, sweep, validate
 
-__version__ = "0.17.0"
+__version__ = "0.1.0"  # meson.build's project version (tests: test_one_version_everywhere)
 __all__ = ["record", "fit", "run", "sweep", "minbudget", "advise", "validate", "find_binary", "read_trace", "CoopsimError", "Spec",
            "MODELS"]
 

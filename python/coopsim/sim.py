@@ -1,17 +1,52 @@
-"""Runs the coopsim binary: run, sweep, minbudget and advise, with their results as pandas DataFrames / dicts.
+"""Runs coopsim's commands: run, sweep, minbudget and advise, with their results as pandas DataFrames / dicts.
 
-The binary is found, in order: the `binary` argument, $COOPSIM_BIN, the source tree's build/src/coopsim
-(when this package is used from python/ in a checkout), `coopsim` on PATH. A failing command raises
-CoopsimError, whose message is the binary's one-line error (`coopsim: error: ...` without the prefix).
+In-process when the native module coopsim._native is there (python/native: the library's command
+line, same arguments, errors and exit statuses as the executable): installed beside this package,
+at $COOPSIM_NATIVE (the module's file), or in the source tree's build/python/ (when this package is
+used from python/ in a checkout). Otherwise, or when a `binary` is passed, the coopsim executable
+runs, found in order: the `binary` argument, $COOPSIM_BIN, the source tree's build/src/coopsim,
+`coopsim` on PATH. A failing command raises CoopsimError, whose message is coopsim's one-line error
+(`coopsim: error: ...` without the prefix).
 """
+import glob
+import importlib.machinery
+import importlib.util
 import json
 import os
 import shutil
 import subprocess
 import tempfile
 
-_SOURCE_TREE_BINARY = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                                   "build", "src", "coopsim")
+_SOURCE_TREE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_SOURCE_TREE_BINARY = os.path.join(_SOURCE_TREE, "build", "src", "coopsim")
+_native = None  # the loaded module, once found
+
+
+def native_module():
+    """coopsim._native, or None when it is nowhere to be found (see the module's docstring)."""
+    global _native
+    if _native is not None:
+        return _native
+    try:
+        from . import _native as module  # installed beside the package
+        _native = module
+        return module
+    except ImportError:
+        pass
+    suffixes = importlib.machinery.EXTENSION_SUFFIXES
+    candidates = [os.environ.get("COOPSIM_NATIVE")] + [
+        p for suffix in suffixes for p in sorted(glob.glob(os.path.join(_SOURCE_TREE, "build", "python", "_native" + suffix)))]
+    for path in candidates:
+        if not path:
+            continue
+        if not os.path.isfile(path):
+            raise CoopsimError(f"{path}: no native module there ($COOPSIM_NATIVE)")
+        spec = importlib.util.spec_from_file_location("coopsim._native", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _native = module
+        return module
+    return None
 
 
 class CoopsimError(RuntimeError):
@@ -40,15 +75,24 @@ def find_binary(binary=None):
 
 def call(args, binary=None, timeout=None, answers=(0,)):
     """Runs `coopsim ARGS...` and returns its stdout; raises CoopsimError on an exit status not in
-    `answers` (advise's 3, nothing fits, is an answer)."""
-    command = [find_binary(binary), *map(str, args)]
-    p = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-    if p.returncode not in answers:
-        lines = [line for line in p.stderr.splitlines() if line.strip()]
+    `answers` (advise's 3, nothing fits, is an answer). In-process through the native module unless
+    a binary is passed or no module is found; `timeout` applies to a spawned binary only."""
+    args = [str(a) for a in args]
+    native = native_module() if binary is None else None
+    if native is not None:
+        command = ["coopsim", *args]
+        status, out, err = native.command_line(args)
+        out, err = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+    else:
+        command = [find_binary(binary), *args]
+        p = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        status, out, err = p.returncode, p.stdout, p.stderr
+    if status not in answers:
+        lines = [line for line in err.splitlines() if line.strip()]
         errors = [line for line in lines if line.startswith("coopsim: error: ")]
-        line = errors[0] if errors else (lines[-1] if lines else f"exit status {p.returncode}")
-        raise CoopsimError(line.removeprefix("coopsim: error: "), p.returncode, p.stderr, command)
-    return p.stdout
+        line = errors[0] if errors else (lines[-1] if lines else f"exit status {status}")
+        raise CoopsimError(line.removeprefix("coopsim: error: "), status, err, command)
+    return out
 
 
 def _path(value, name):

@@ -32,6 +32,21 @@ def peak_live(records, skip_roles=()):
 
 @pytest.fixture(scope="session")
 def coopsim_bin():
+    """The `binary` argument for coopsim's calls: None when the native module is there (the calls
+    then run in this process, spawning nothing), else the executable's path."""
+    import coopsim
+    from coopsim.sim import native_module
+    if native_module() is not None:
+        return None
+    try:
+        return coopsim.find_binary()
+    except coopsim.CoopsimError as e:
+        pytest.skip(str(e))
+
+
+@pytest.fixture(scope="session")
+def coopsim_exe():
+    """The coopsim executable's path, for tests that run it as a command."""
     import coopsim
     try:
         return coopsim.find_binary()

@@ -41,7 +41,7 @@ def test_memory_snapshot_without_cuda_is_one_line_and_no_file(tmp_path):
 
 
 @needs_cuda
-def test_cuda_recording_with_snapshot_replays_at_the_recorded_addresses(tmp_path, coopsim_bin):
+def test_cuda_recording_with_snapshot_replays_at_the_recorded_addresses(tmp_path, coopsim_exe):
     trace, snap = tmp_path / "t.jsonl.gz", tmp_path / "s.pickle.gz"
     p = recorder("--model", "mlp-tiny", "--device", "cuda", "--iterations", "3", "--memory-snapshot", str(snap),
                  "-o", str(trace))
@@ -50,10 +50,10 @@ def test_cuda_recording_with_snapshot_replays_at_the_recorded_addresses(tmp_path
     durations, stats = header["source"]["durations"], header["source"]["cuda_memory"]
     assert durations["timing"] == "measured" and durations["samples"] > 0
     imported = tmp_path / "s.jsonl.gz"
-    subprocess.run([coopsim_bin, "import", "torch-snapshot", str(snap), "-o", str(imported)], check=True,
+    subprocess.run([coopsim_exe, "import", "torch-snapshot", str(snap), "-o", str(imported)], check=True,
                    capture_output=True)
     report = tmp_path / "r.json"
-    subprocess.run([coopsim_bin, "run", str(imported), "-a", "pytorch", "-p", "keep", "--check-addresses", "-q",
+    subprocess.run([coopsim_exe, "run", str(imported), "-a", "pytorch", "-p", "keep", "--check-addresses", "-q",
                     "-o", str(report)], check=True, capture_output=True)
     r = json.loads(report.read_text())
     assert r["address_check"]["mismatches"] == 0 and r["address_check"]["checked"] == r["counters"]["allocs"]

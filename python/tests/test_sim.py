@@ -64,13 +64,13 @@ def test_errors_carry_the_binary_message(tmp_path, coopsim_bin):
         coopsim.validate(bad, binary=coopsim_bin)
 
 
-def test_binary_lookup(monkeypatch, tmp_path, coopsim_bin):
-    monkeypatch.setenv("COOPSIM_BIN", coopsim_bin)
-    assert coopsim.find_binary() == coopsim_bin
+def test_binary_lookup(monkeypatch, tmp_path, coopsim_exe):
+    monkeypatch.setenv("COOPSIM_BIN", coopsim_exe)
+    assert coopsim.find_binary() == coopsim_exe
     monkeypatch.setenv("COOPSIM_BIN", str(tmp_path / "nothing"))
     with pytest.raises(coopsim.CoopsimError, match=r"nothing: no executable coopsim binary there \(\$COOPSIM_BIN\)"):
         coopsim.find_binary()
-    assert coopsim.find_binary(coopsim_bin) == coopsim_bin  # the argument comes first
+    assert coopsim.find_binary(coopsim_exe) == coopsim_exe  # the argument comes first
 
 
 def test_advise_returns_the_ranking(coopsim_bin):
@@ -111,3 +111,48 @@ def test_initial_state_reaches_the_binary(coopsim_bin):
         coopsim.run(TRACE, initial_state="blank", binary=coopsim_bin)
     with pytest.raises(coopsim.CoopsimError, match="initial-state"):
         coopsim.minbudget(TRACE, "keep", "pytorch", initial_state="blank", binary=coopsim_bin)
+
+
+def test_calls_run_in_process_and_agree_with_the_executable(monkeypatch, tmp_path, coopsim_exe):
+    """With the native module (built by Meson into build/python/) coopsim.run / minbudget / advise /
+    validate / sweep spawn no process, and answer as the executable does."""
+    from coopsim.sim import native_module
+    if native_module() is None:
+        pytest.skip("no native module coopsim._native (python/meson.build)")
+    spawned = []
+
+    def refuse(*args, **kwargs):
+        spawned.append(args)
+        raise AssertionError(f"a process was spawned: {args}")
+
+    expected = coopsim.run(TRACE, allocator="bestfit", policy="dtr", budget="60%", binary=coopsim_exe)
+    expected_min = coopsim.minbudget(TRACE, "dtr", "bestfit", binary=coopsim_exe)
+    import subprocess
+    monkeypatch.setattr(subprocess, "run", refuse)
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+    df = coopsim.run(TRACE, allocator="bestfit", policy="dtr", budget="60%")
+    assert df.equals(expected) and df.attrs["report"] == expected.attrs["report"]
+    assert coopsim.minbudget(TRACE, "dtr", "bestfit") == expected_min
+    assert "valid coopsim trace v1" in coopsim.validate(TRACE)
+    assert "verdict" in coopsim.advise(TRACE, "90%", jobs=1)
+    config = {"traces": [TRACE], "allocators": ["bestfit"], "policies": ["dtr"], "budgets": {"ratios": [0.6, 1.0]}}
+    assert len(coopsim.sweep(config, tmp_path / "out", jobs=1)) == 2
+    with pytest.raises(coopsim.CoopsimError, match=r"^allocator: unknown allocator 'nosuch'") as e:
+        coopsim.run(TRACE, allocator="nosuch")
+    assert e.value.returncode == 1 and e.value.command[0] == "coopsim"
+    assert spawned == []
+
+
+def test_one_version_everywhere(coopsim_exe):
+    """The package, its native module, the executable, meson.build and CITATION.cff say the same."""
+    import re
+    from coopsim.sim import native_module
+    with open(os.path.join(ROOT, "meson.build"), encoding="utf-8") as f:
+        meson = re.search(r"version: '([^']+)'", f.read()).group(1)
+    with open(os.path.join(ROOT, "CITATION.cff"), encoding="utf-8") as f:
+        citation = re.search(r"^version: (\S+)$", f.read(), re.M).group(1)
+    import subprocess
+    binary = subprocess.run([coopsim_exe, "--version"], capture_output=True, text=True).stdout.strip()
+    assert coopsim.__version__ == meson == citation == binary
+    if native_module() is not None:
+        assert native_module().__version__ == meson
