@@ -13,6 +13,8 @@
 #include "coopsim/base/error.hpp"
 #include "coopsim/base/text.hpp"
 #include "coopsim/cli/commands.hpp"
+#include "coopsim/import/registry.hpp"
+#include "coopsim/planner/planner.hpp"
 #include "coopsim_config.h"
 #include "cli_errors.hpp"
 
@@ -84,7 +86,7 @@ int run_command_line(int argc, const char* const* argv, std::ostream& out, std::
   ImportArgs imp;
   auto* import_cmd =
       app.add_subcommand("import", "convert a DTR log, PyTorch memory snapshot or Kineto trace to trace v1");
-  import_cmd->add_option("kind", imp.kind, "dtr | torch-snapshot | kineto")->required();
+  import_cmd->add_option("kind", imp.kind, builtin_importers().names(" | "))->required();
   import_cmd->add_option("input", imp.input, "file to convert")->required();
   import_cmd->add_option("--output,-o", imp.output, "output trace (.jsonl or .jsonl.gz)")->required();
   import_cmd->add_option("--device", imp.device, "device index (torch-snapshot, kineto)")
@@ -115,7 +117,7 @@ int run_command_line(int argc, const char* const* argv, std::ostream& out, std::
   plan_cmd->add_option("problem", plan.problem, "problem CSV id,lower,upper,size")->required();
   plan_cmd->add_option("solution", plan.solution, "with --check: solution CSV to validate");
   plan_cmd->add_option("--output,-o", plan.output, "solution CSV to write");
-  plan_cmd->add_option("--method,-m", plan.method, "planner | smartpool-bf | smartpool-ff | greedy-by-size");
+  plan_cmd->add_option("--method,-m", plan.method, plan::methods().names(" | "));
   auto* plan_capacity_opt = plan_cmd->add_option("--capacity", plan_capacity, "maximum height in bytes")
                                 ->check(cli::integer<std::int64_t>());
   plan_cmd->add_option("--time-limit", plan.time_limit_s, "planner: seconds (sets the search budget)")

@@ -1,8 +1,11 @@
 // `coopsim list`: every component with its parameters, defaults and help.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <ostream>
 
+#include "coopsim/import/registry.hpp"
+#include "coopsim/planner/planner.hpp"
 #include "coopsim/cli/commands.hpp"
 #include "coopsim/generate/generator.hpp"
 #include "coopsim/model/link.hpp"
@@ -65,6 +68,7 @@ nlohmann::ordered_json section_json(const Reg& reg) {
 
 int command_list(bool json, std::ostream& out) {
   const Components& c = builtin_components();
+  const ImporterRegistry importer_list = builtin_importers();
   if (json) {
     nlohmann::ordered_json j;
     j["config"] = docs_json(top_level_docs());
@@ -76,6 +80,13 @@ int command_list(bool json, std::ostream& out) {
     j["link_presets"] = presets;
     j["engine"] = docs_json(engine_param_docs());
     j["generate"] = docs_json(generator_param_docs());
+    nlohmann::ordered_json importers = nlohmann::ordered_json::array();
+    for (const ImporterEntry& e : importer_list.entries())
+      importers.push_back({{"name", e.name}, {"help", e.help}, {"options", e.options}, {"profiles", e.profiles}});
+    j["importers"] = importers;
+    nlohmann::ordered_json methods = nlohmann::ordered_json::array();
+    for (const plan::MethodEntry& e : plan::methods().entries()) methods.push_back({{"name", e.name}, {"help", e.help}});
+    j["plan_methods"] = methods;
     out << j.dump(2) << "\n";
     return 0;
   }
@@ -91,6 +102,13 @@ int command_list(bool json, std::ostream& out) {
   docs_text(out, engine_param_docs(), "  ");
   out << "generate (coopsim generate --set key=value):\n";
   docs_text(out, generator_param_docs(), "  ");
+  out << "importers (coopsim import KIND INPUT -o OUTPUT):\n";
+  for (const ImporterEntry& e : importer_list.entries()) {
+    out << fmt::format("  {:<14} {}\n", e.name, e.help);
+    if (!e.options.empty()) out << fmt::format("      options: {}\n", fmt::join(e.options, ", "));
+  }
+  out << "plan methods (coopsim plan --method):\n";
+  for (const plan::MethodEntry& e : plan::methods().entries()) out << fmt::format("  {:<14} {}\n", e.name, e.help);
   return 0;
 }
 

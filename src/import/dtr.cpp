@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "coopsim/import/registry.hpp"
 #include "coopsim/base/error.hpp"
 #include "coopsim/import/importers.hpp"
 #include "dtr_simrd.hpp"
@@ -394,6 +395,14 @@ Trace import_dtr_log(const std::string& path, const DtrOptions& options, const L
   }
   check_limits(t, limits, path);
   return t;
+}
+
+// Its line in the registry (src/import/registry.cpp).
+ImporterEntry dtr_importer_entry() {
+  return {"dtr", "a DTR prototype log (uwsampl/dtr-prototype; docs/import-dtr.md)", {"--copy-on-write", "--compat"},
+          {"coopsim", "simrd"}, [](const std::string& input, const ImportOptions& o) {
+            return import_dtr_log(input, DtrOptions{o.copy_on_write, o.compat == "simrd"}, o.limits);
+          }, nullptr};
 }
 
 }  // namespace coopsim

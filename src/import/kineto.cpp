@@ -32,6 +32,7 @@
 #include <set>
 #include <tuple>
 
+#include "coopsim/import/registry.hpp"
 #include "coopsim/base/error.hpp"
 #include "coopsim/import/importers.hpp"
 #include "et_detail.hpp"
@@ -409,6 +410,14 @@ Trace import_kineto(const std::string& path, const KinetoOptions& options, const
   } catch (const std::bad_alloc&) {
     throw out_of_memory(path, limits.max_memory);
   }
+}
+
+// Its line in the registry (src/import/registry.cpp).
+ImporterEntry kineto_importer_entry() {
+  return {"kineto", "a Kineto / PyTorch profiler trace, with --et its Execution Trace (docs/import-kineto.md)",
+          {"--device", "--et"}, {}, [](const std::string& input, const ImportOptions& o) {
+            return import_kineto(input, KinetoOptions{o.device, o.et}, o.limits);
+          }, nullptr};
 }
 
 }  // namespace coopsim

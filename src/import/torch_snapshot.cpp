@@ -9,6 +9,7 @@
 // (torch_snapshot_state.cpp) and carried as `segment` records; new segments' recorded addresses as `segment_address`
 // records; the end state as header extra "final_segments". No ops and no compute events: snapshots record no compute
 // cost, so these traces drive allocator-only replays.
+#include "coopsim/import/registry.hpp"
 #include "coopsim/import/torch_snapshot.hpp"
 
 #include <fmt/format.h>
@@ -350,6 +351,14 @@ Trace import_torch_snapshot(const std::string& path, const TorchSnapshotOptions&
   }
   check_limits(t, limits, path);
   return t;
+}
+
+// Its line in the registry (src/import/registry.cpp).
+ImporterEntry torch_snapshot_importer_entry() {
+  return {"torch-snapshot", "a PyTorch memory snapshot pickle (torch.cuda.memory._snapshot(); docs/import-torch-snapshot.md)",
+          {"--device"}, {}, [](const std::string& input, const ImportOptions& o) {
+            return import_torch_snapshot(input, TorchSnapshotOptions{o.device}, o.limits);
+          }, &torch_snapshot::replay_hints};
 }
 
 }  // namespace coopsim

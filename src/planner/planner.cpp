@@ -15,22 +15,11 @@
 
 namespace coopsim::plan {
 
-Method parse_method(const std::string& name) {
-  if (name == "smartpool-bf") return Method::SmartPoolBF;
-  if (name == "smartpool-ff") return Method::SmartPoolFF;
-  if (name == "greedy-by-size") return Method::GreedyBySize;
-  if (name == "planner") return Method::Planner;
-  throw ConfigError("--method",
-                    "unknown method '" + name + "' (expected smartpool-bf, smartpool-ff, greedy-by-size or planner)");
-}
+Method parse_method(const std::string& name) { return methods().get(name, "--method", "method").method; }
 
 std::string method_name(Method method) {
-  switch (method) {
-    case Method::SmartPoolBF: return "smartpool-bf";
-    case Method::SmartPoolFF: return "smartpool-ff";
-    case Method::GreedyBySize: return "greedy-by-size";
-    case Method::Planner: return "planner";
-  }
+  for (const MethodEntry& e : methods().entries())
+    if (e.method == method) return e.name;
   return "?";
 }
 

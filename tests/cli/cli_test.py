@@ -152,8 +152,21 @@ with open(hostile, "wb") as f:
     f.write(b"cos\nsystem\n(S'echo pwned'\ntR.")
 bad("a hostile pickle is refused without running anything", ["import", "torch-snapshot", hostile, "-o", path("h.jsonl")],
     f"coopsim: error: {hostile}: byte 0: opcode GLOBAL (0x63) would import or call code; refusing", (path("h.jsonl"),))
+IMPORTERS = {i["name"]: i for i in doc.get("importers", [])}
 bad("unknown import kind", ["import", "nvprof", GOLDEN, "-o", path("k.jsonl")],
-    "coopsim: error: import: unknown trace kind 'nvprof' (valid: dtr, torch-snapshot, kineto)", (path("k.jsonl"),))
+    f"coopsim: error: import: unknown trace kind 'nvprof' (valid: {', '.join(IMPORTERS)})", (path("k.jsonl"),))
+# Each importer takes the options its registry entry names; any other is refused, not ignored.
+for name, importer in IMPORTERS.items():
+    for option, value in (("--et", GOLDEN), ("--compat", "simrd"), ("--device", "1"), ("--copy-on-write", None)):
+        if option in importer["options"]:
+            continue
+        bad(f"import {name} refuses {option}", ["import", name, GOLDEN, "-o", path("k.jsonl"), option] +
+            ([value] if value else []),
+            f"coopsim: error: import {option}: {name} does not take {option} (its options: "
+            f"{', '.join(importer['options']) or 'none'})", (path("k.jsonl"),))
+case("list --json names the importers with their options and the plan methods",
+     set(IMPORTERS) >= {"dtr", "torch-snapshot", "kineto"} and IMPORTERS["dtr"]["profiles"] == ["coopsim", "simrd"]
+     and [m["name"] for m in doc.get("plan_methods", [])][:1] == ["planner"], str(doc.get("importers")))
 trunc = write("trunc.log", '{"ANNOTATION":"START","INSTRUCTION":"ANNOTATE"}\n{"INSTRUCTION":"CONSTANT","NAME":"x1"}\n{"INSTRUCTION":"MEM')
 bad("a truncated DTR log is refused", ["import", "dtr", trunc, "-o", path("t.jsonl")], f"coopsim: error: {trunc}:3:",
     (path("t.jsonl"),), prefix=True)

@@ -351,6 +351,6 @@ TEST_CASE("simrd profile: import --compat takes coopsim or simrd, for dtr logs o
   CHECK_THROWS_WITH(command_import(args, msg), Catch::Contains("unknown profile 'bogus' (valid: coopsim, simrd)"));
   args.kind = "kineto";
   args.compat = "simrd";
-  CHECK_THROWS_WITH(command_import(args, msg), Catch::Contains("only dtr logs have a compatibility profile"));
+  CHECK_THROWS_WITH(command_import(args, msg), Catch::Contains("does not take --compat"));
   std::filesystem::remove(out);
 }

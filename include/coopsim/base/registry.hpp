@@ -1,7 +1,9 @@
-// A typed, explicitly filled registry of named implementations of one interface.
-// Entries are added explicitly, one line each, in src/alloc/registry.cpp and
-// src/policy/registry.cpp (no static self-registration: static libraries would drop
-// self-registering objects). `coopsim list` prints entries() in order.
+// Explicitly filled registries of named entries, one per extension point: allocators
+// (src/alloc/registry.cpp), policies (src/policy/registry.cpp), importers
+// (src/import/registry.cpp), run exports (src/output/registry.cpp) and planner methods
+// (src/planner/registry.cpp). Entries are added one line each in those files (no static
+// self-registration: static libraries would drop self-registering objects); the CLI's choices,
+// its error lines, `coopsim list` and the tests take names from them, in their order.
 #pragma once
 
 #include <algorithm>
@@ -19,23 +21,10 @@
 
 namespace coopsim {
 
-template <class Interface, class... Args>
-class Registry {
+// Entries with a `name`, in the order they were added.
+template <class Entry>
+class NamedList {
  public:
-  using Factory = std::function<std::unique_ptr<Interface>(const Params&, Args...)>;
-  struct Entry {
-    std::string name;
-    std::string help;
-    std::vector<ParamDoc> params;
-    Factory make;
-  };
-
-  // The entry of a class that names itself: T::kName, T::kHelp, T::param_docs(), T::create.
-  template <class T>
-  static Entry entry_for() {
-    return {std::string(T::kName), std::string(T::kHelp), T::param_docs(), &T::create};
-  }
-
   void add(Entry e) {
     if (find(e.name) != nullptr) throw std::logic_error("duplicate registry entry " + e.name);
     entries_.push_back(std::move(e));
@@ -57,10 +46,11 @@ class Registry {
                                (guess.empty() ? "" : "; did you mean '" + guess + "'?"));
   }
 
-  [[nodiscard]] std::string names() const {
+  // "a, b, c" (or with another separator: "a | b | c" for help texts).
+  [[nodiscard]] std::string names(std::string_view separator = ", ") const {
     std::string out;
     for (const auto& e : entries_) {
-      if (!out.empty()) out += ", ";
+      if (!out.empty()) out += separator;
       out += e.name;
     }
     return out;
@@ -70,6 +60,30 @@ class Registry {
 
  private:
   std::vector<Entry> entries_;
+};
+
+// The entry of a named implementation of `Interface`: its help, parameters and factory.
+template <class Interface, class... Args>
+struct FactoryEntry {
+  using Factory = std::function<std::unique_ptr<Interface>(const Params&, Args...)>;
+  std::string name;
+  std::string help;
+  std::vector<ParamDoc> params;
+  Factory make;
+};
+
+// A registry of named implementations of one interface, built by factories.
+template <class Interface, class... Args>
+class Registry : public NamedList<FactoryEntry<Interface, Args...>> {
+ public:
+  using Entry = FactoryEntry<Interface, Args...>;
+  using Factory = typename Entry::Factory;
+
+  // The entry of a class that names itself: T::kName, T::kHelp, T::param_docs(), T::create.
+  template <class T>
+  static Entry entry_for() {
+    return {std::string(T::kName), std::string(T::kHelp), T::param_docs(), &T::create};
+  }
 };
 
 }  // namespace coopsim

@@ -18,13 +18,22 @@
 #include <string>
 #include <vector>
 
+#include "coopsim/base/registry.hpp"
 #include "coopsim/planner/problem.hpp"
 
 namespace coopsim::plan {
 
 enum class Method { SmartPoolBF, SmartPoolFF, GreedyBySize, Planner };
 
-// Parses "smartpool-bf" | "smartpool-ff" | "greedy-by-size" | "planner"; throws ConfigError.
+// The methods by name, one line each in src/planner/registry.cpp, in `coopsim list` order.
+struct MethodEntry {
+  std::string name;
+  std::string help;
+  Method method;
+};
+const NamedList<MethodEntry>& methods();
+
+// A method by its name in methods(); throws ConfigError("--method", "unknown method ...").
 Method parse_method(const std::string& name);
 std::string method_name(Method method);
 
