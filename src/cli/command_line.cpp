@@ -13,6 +13,7 @@
 #include "coopsim/base/error.hpp"
 #include "coopsim/base/text.hpp"
 #include "coopsim/cli/commands.hpp"
+#include "coopsim/cli/exporters.hpp"
 #include "coopsim/import/registry.hpp"
 #include "coopsim/planner/planner.hpp"
 #include "coopsim_config.h"
@@ -58,15 +59,11 @@ int run_command_line(int argc, const char* const* argv, std::ostream& out, std::
   run_cmd->add_flag("--fail-on-oom", run.fail_on_oom, "exit with status 3 when a run ends in OOM");
   run_cmd->add_flag("--check-addresses", run.check_addresses,
                     "compare recorded alloc addresses with the model's; exit 4 on any mismatch");
-  run_cmd->add_option("--timeline", run.timeline_out, "write a Chrome trace / Perfetto JSON timeline of the run");
-  run_cmd->add_option("--memory-map", run.memory_map_out, "write an SVG picture of the address space over time");
+  for (const ExporterEntry& e : run_exporters().entries()) run_cmd->add_option("--" + e.name, run.exports[e.name], e.help);
   run_cmd
       ->add_option("--memory-map-colour", run.memory_map_colour,
                    "memory map colours: role (tensor role, default) or cost (eviction cost: producer op time)")
       ->check(cli::one_of({"role", "cost"}));
-  run_cmd->add_option("--torch-snapshot", run.torch_snapshot_out,
-                      "write the run as a PyTorch memory snapshot pickle (pytorch.org/memory_viz)");
-  run_cmd->add_option("--plan", run.plan_out, "write the run's plan for replay-gpu (docs/plan-format.md)");
   run_cmd->add_flag("--validate", run.validate,
                     "check the run's event log with the independent plan validator; exit 5 on a violation");
 

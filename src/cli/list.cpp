@@ -4,6 +4,7 @@
 
 #include <ostream>
 
+#include "coopsim/cli/exporters.hpp"
 #include "coopsim/import/registry.hpp"
 #include "coopsim/planner/planner.hpp"
 #include "coopsim/cli/commands.hpp"
@@ -87,6 +88,10 @@ int command_list(bool json, std::ostream& out) {
     nlohmann::ordered_json methods = nlohmann::ordered_json::array();
     for (const plan::MethodEntry& e : plan::methods().entries()) methods.push_back({{"name", e.name}, {"help", e.help}});
     j["plan_methods"] = methods;
+    nlohmann::ordered_json exporters = nlohmann::ordered_json::array();
+    for (const ExporterEntry& e : run_exporters().entries())
+      exporters.push_back({{"name", e.name}, {"option", "--" + e.name}, {"help", e.help}});
+    j["run_exports"] = exporters;
     out << j.dump(2) << "\n";
     return 0;
   }
@@ -107,6 +112,8 @@ int command_list(bool json, std::ostream& out) {
     out << fmt::format("  {:<14} {}\n", e.name, e.help);
     if (!e.options.empty()) out << fmt::format("      options: {}\n", fmt::join(e.options, ", "));
   }
+  out << "run exports (coopsim run --NAME FILE, one run):\n";
+  for (const ExporterEntry& e : run_exporters().entries()) out << fmt::format("  {:<14} {}\n", e.name, e.help);
   out << "plan methods (coopsim plan --method):\n";
   for (const plan::MethodEntry& e : plan::methods().entries()) out << fmt::format("  {:<14} {}\n", e.name, e.help);
   return 0;

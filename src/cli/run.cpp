@@ -7,6 +7,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "coopsim/cli/exporters.hpp"
 #include "coopsim/cli/commands.hpp"
 #include "coopsim/base/error.hpp"
 #include "coopsim/engine/report_builder.hpp"
@@ -66,11 +67,13 @@ int command_run(const RunArgs& args, std::ostream& out) {
   }
 
   if (args.wants_log() && runs.size() != 1) {
-    const std::string flag = !args.timeline_out.empty()         ? "--timeline"
-                             : !args.memory_map_out.empty()     ? "--memory-map"
-                             : !args.torch_snapshot_out.empty() ? "--torch-snapshot"
-                             : !args.plan_out.empty()           ? "--plan"
-                                                                : "--validate";
+    std::string flag = "--validate";
+    for (const ExporterEntry& e : run_exporters().entries()) {
+      if (const auto it = args.exports.find(e.name); it != args.exports.end() && !it->second.empty()) {
+        flag = "--" + e.name;
+        break;
+      }
+    }
     throw ConfigError(flag, "needs exactly one run (one allocator, one policy, one budget); this command makes " +
                                 std::to_string(runs.size()));
   }

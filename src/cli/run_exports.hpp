@@ -1,12 +1,16 @@
-// Private to src/cli: the single-run exports of `coopsim run` (timeline, memory map,
-// PyTorch snapshot, CUDA plan) and the independent validator, all computed from the run's
-// event log.
+// Private to src/cli: the files of `coopsim run`, its single-run exports (run_exporters():
+// timeline, memory map, PyTorch snapshot, CUDA plan) and the independent validator, all computed
+// from the run's event log.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <ostream>
+#include <utility>
+#include <vector>
 
 #include "coopsim/cli/commands.hpp"
+#include "coopsim/cli/exporters.hpp"
 #include "coopsim/base/output_file.hpp"
 #include "coopsim/model/report.hpp"
 #include "coopsim/model/runlog.hpp"
@@ -18,7 +22,9 @@ namespace coopsim {
 // and opened before the trace is read, so a bad output fails at once rather than after the runs,
 // and committed together at the end: a failure on the way leaves none of them.
 struct RunOutputs {
-  std::optional<OutputFile> json, csv, timeline, memory_map, torch_snapshot, plan;
+  std::optional<OutputFile> json, csv;
+  // The exports asked for, in the registry's order (run_exporters()).
+  std::vector<std::pair<const ExporterEntry*, std::unique_ptr<OutputFile>>> exports;
   explicit RunOutputs(const RunArgs& args);
   void commit_all();
 };

@@ -166,7 +166,9 @@ for name, importer in IMPORTERS.items():
             f"{', '.join(importer['options']) or 'none'})", (path("k.jsonl"),))
 case("list --json names the importers with their options and the plan methods",
      set(IMPORTERS) >= {"dtr", "torch-snapshot", "kineto"} and IMPORTERS["dtr"]["profiles"] == ["coopsim", "simrd"]
-     and [m["name"] for m in doc.get("plan_methods", [])][:1] == ["planner"], str(doc.get("importers")))
+     and [m["name"] for m in doc.get("plan_methods", [])][:1] == ["planner"]
+     and [e["option"] for e in doc.get("run_exports", [])] == ["--timeline", "--memory-map", "--torch-snapshot", "--plan"],
+     str(doc.get("importers")) + str(doc.get("run_exports")))
 trunc = write("trunc.log", '{"ANNOTATION":"START","INSTRUCTION":"ANNOTATE"}\n{"INSTRUCTION":"CONSTANT","NAME":"x1"}\n{"INSTRUCTION":"MEM')
 bad("a truncated DTR log is refused", ["import", "dtr", trunc, "-o", path("t.jsonl")], f"coopsim: error: {trunc}:3:",
     (path("t.jsonl"),), prefix=True)

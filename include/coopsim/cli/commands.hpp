@@ -3,7 +3,9 @@
 // Output files go through OutputFile (coopsim/base/output_file.hpp), so a failed command leaves none.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <map>
 #include <iosfwd>
 #include <optional>
 #include <string>
@@ -26,17 +28,14 @@ struct RunArgs {
   bool paranoid = false;
   bool fail_on_oom = false;
   bool check_addresses = false;  // exit 4 when a recorded address differs from the model's
-  // Single-run exports from the run's event log (RunLog); each needs exactly one run.
-  std::string timeline_out;                // Chrome trace / Perfetto JSON
-  std::string memory_map_out;              // SVG address-space picture
+  // Single-run exports from the run's event log (RunLog), by exporter name (run_exporters():
+  // timeline, memory-map, torch-snapshot, plan) -> output path; each needs exactly one run.
+  std::map<std::string, std::string> exports;
   std::string memory_map_colour = "role";  // memory map colours: role | cost
-  std::string torch_snapshot_out;          // PyTorch memory snapshot pickle
-  std::string plan_out;                    // the plan for the CUDA backend (docs/plan-format.md)
   bool validate = false;                   // run the independent plan validator on the event log
   bool validate_every_run = false;         // COOPSIM_VALIDATE=1: RunOptions::validate for every run
   [[nodiscard]] bool wants_log() const {
-    return validate || !timeline_out.empty() || !memory_map_out.empty() || !torch_snapshot_out.empty() ||
-           !plan_out.empty();
+    return validate || std::any_of(exports.begin(), exports.end(), [](const auto& e) { return !e.second.empty(); });
   }
 };
 int command_run(const RunArgs& args, std::ostream& out);
