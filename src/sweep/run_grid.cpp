@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "coopsim/alloc/allocator.hpp"
 #include "coopsim/base/error.hpp"
@@ -60,13 +61,15 @@ Plan make_plan(const SweepConfig& cfg, const std::vector<Trace>& traces) {
         budgets.push_back(b.size);
         continue;
       }
-      const auto bytes = static_cast<std::uint64_t>(*b.ratio * static_cast<double>(peak.value));
-      if (bytes == 0) {
+      // The same rule as a "N%" budget of run, bench and advise (scale_bytes: floor of the
+      // fraction of the peak, refused below one byte or past 2^64 - 1).
+      const std::optional<Bytes> bytes = scale_bytes(*b.ratio, peak);
+      if (!bytes) {
         throw ConfigError(cfg.source + ": budgets",
-                          fmt::format("ratio {} of '{}' (peak live {} bytes) is a budget of 0 bytes", *b.ratio,
-                                      cfg.traces[ti], peak.value));
+                          fmt::format("ratio {} of '{}' (peak live {} bytes) is a budget of {}", *b.ratio, cfg.traces[ti],
+                                      peak.value, *b.ratio >= 1 ? "more than 2^64 - 1 bytes" : "0 bytes"));
       }
-      budgets.push_back(Bytes{bytes});
+      budgets.push_back(*bytes);
     }
     const Bytes largest = *std::max_element(budgets.begin(), budgets.end());
     for (const auto& a : cfg.allocators) {

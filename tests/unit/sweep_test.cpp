@@ -199,6 +199,18 @@ TEST_CASE("the plan: order, ratio budgets, variant restrictions, sweep-max ratio
   const SweepConfig tiny = parse(with("budgets", "{\"ratios\": [0.0001]}"));
   CHECK_THROWS_WITH(make_plan(tiny, {peak_1000("t")}),
                     "dir/s.json: budgets: ratio 0.0001 of 't.jsonl' (peak live 1000 bytes) is a budget of 0 bytes");
+  // A ratio whose budget passes 2^64 - 1 bytes is refused (it was cast from a double out of
+  // range); the rule is run's "N%" rule (scale_bytes).
+  test::TraceBuilder huge("h");
+  const auto big = huge.tensor(std::uint64_t{1} << 62);
+  huge.alloc(big).compute(huge.op("fill", 10, {}, {big})).free(big);
+  const SweepConfig large = parse(with("budgets", "{\"ratios\": [1000]}"));
+  CHECK_THROWS_WITH(make_plan(large, {huge.trace()}),
+                    "dir/s.json: budgets: ratio 1000 of 't.jsonl' (peak live 4611686018427387904 bytes) is a budget of "
+                    "more than 2^64 - 1 bytes");
+  // Below that, the sweep's budget is run's: floor(ratio x peak).
+  const SweepConfig third = parse(with("budgets", "{\"ratios\": [0.333]}"));
+  CHECK(make_plan(third, {peak_1000("t")}).runs.at(0).budget == scale_bytes(0.333, Bytes{1000}).value());
 }
 
 TEST_CASE("shards are disjoint slices that cover the run list", "[sweep]") {
