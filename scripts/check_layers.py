@@ -26,14 +26,18 @@ LAYERS = ["base", "model", "formats", "validate", "planner", "alloc", "policy", 
           "output", "replay", "sim", "sweep", "cli", "app"]
 RANK = {name: i for i, name in enumerate(LAYERS)}
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
-GENERATED = {"coopsim_config.h"}
+GENERATED = {"coopsim_config.h"}  # written by Meson into the build directory (src/meson.build)
+# The public API (include/coopsim/coopsim.hpp), implemented in the sim layer (src/sim/facade.cpp).
+FACADE = {"include/coopsim/coopsim.hpp": "sim"}
 # The policy headers the engine may include: the interface and the data it shares with policies,
 # never a concrete policy (a policy says which execution model it needs: Policy::execution_model).
 POLICY_INTERFACE = {"include/coopsim/policy/policy.hpp", "include/coopsim/policy/remat/graph.hpp",
-                    "include/coopsim/policy/remat/eviction_score.hpp"}  # written by Meson into the build directory (src/meson.build)
+                    "include/coopsim/policy/remat/eviction_score.hpp"}
 
 
 def layer_of(path):
+    if path in FACADE:
+        return FACADE[path]
     parts = path.split("/")
     if parts[0] == "src" and len(parts) > 2:
         return parts[1]
