@@ -31,8 +31,7 @@ GENERATED = {"coopsim_config.h"}  # written by Meson into the build directory (s
 FACADE = {"include/coopsim/coopsim.hpp": "sim"}
 # The policy headers the engine may include: the interface and the data it shares with policies,
 # never a concrete policy (a policy says which execution model it needs: Policy::execution_model).
-POLICY_INTERFACE = {"include/coopsim/policy/policy.hpp", "include/coopsim/policy/remat/graph.hpp",
-                    "include/coopsim/policy/remat/eviction_score.hpp"}
+POLICY_INTERFACE = {"include/coopsim/policy/policy.hpp", "include/coopsim/policy/remat/eviction_score.hpp"}
 
 
 def layer_of(path):

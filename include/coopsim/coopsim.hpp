@@ -40,6 +40,9 @@ class Trace {
  public:
   // Reads a .jsonl or .jsonl.gz trace file, checking every record.
   static Trace load(const std::string& path);
+  // Reads trace v1 text held in memory (plain JSON lines), checking every record as load does;
+  // `name` stands for the file in errors ("name:line: problem").
+  static Trace parse(const std::string& text, const std::string& name = "<text>");
   // Writes it as trace v1 (gzip-compressed when the path ends in .gz); never replaces anything
   // but a regular file.
   void write(const std::string& path) const;

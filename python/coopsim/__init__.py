@@ -13,7 +13,30 @@ Importing coopsim imports neither torch nor pandas nor matplotlib: each is impor
 from .recording.trace import read_trace
 from .sim import CoopsimError, advise, find_binary, minbudget, run, sweep, validate
 
-__version__ = "0.1.0"  # meson.build's project version (tests: test_one_version_everywhere)
+
+def _project_version():
+    """meson.build's project version, the one source of the version: meson.build's in a source tree
+    (this package used from python/), else the installed distribution's (python/setup.py copied it
+    from meson.build)."""
+    import os
+    import re
+    package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if os.path.isfile(os.path.join(package_dir, "setup.py")):
+        try:
+            with open(os.path.join(os.path.dirname(package_dir), "meson.build"), encoding="utf-8") as f:
+                found = re.search(r"^\s*version: '([^']+)'", f.read(), re.M)
+            if found:
+                return found.group(1)
+        except OSError:
+            pass
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("coopsim")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+__version__ = _project_version()  # tests: test_one_version_everywhere
 __all__ = ["record", "fit", "run", "sweep", "minbudget", "advise", "validate", "find_binary", "read_trace", "CoopsimError", "Spec",
            "MODELS"]
 

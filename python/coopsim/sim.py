@@ -87,6 +87,28 @@ def call(args, binary=None, timeout=None, answers=(0,)):
         command = [find_binary(binary), *args]
         p = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
         status, out, err = p.returncode, p.stdout, p.stderr
+    return _answer(command, status, out, err, answers)
+
+
+def write_trace(text, path, binary=None):
+    """Writes trace v1 text (JSON lines, e.g. the recorder's records) to path through coopsim's own
+    loader and writer: every record is checked, the file is written in coopsim's canonical form
+    (gzip when path ends in .gz) by its output-file rules. In-process through the native module;
+    otherwise `coopsim validate --write PATH -` reads the text on its standard input."""
+    path = os.fsdecode(_path(path, "path"))
+    data = text.encode("utf-8")
+    native = native_module() if binary is None else None
+    if native is not None:
+        problem = native.write_trace(data, path, "<recorded trace>")
+        if problem:
+            raise CoopsimError(problem, 1, "coopsim: error: " + problem + "\n", ["write_trace", path])
+        return
+    command = [find_binary(binary), "validate", "--write", path, "--", "-"]
+    p = subprocess.run(command, input=data, capture_output=True)
+    _answer(command, p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace"), (0,))
+
+
+def _answer(command, status, out, err, answers):
     if status not in answers:
         lines = [line for line in err.splitlines() if line.strip()]
         errors = [line for line in lines if line.startswith("coopsim: error: ")]

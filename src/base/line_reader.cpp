@@ -31,49 +31,86 @@ std::uint64_t LineReader::size_hint(const std::string& path) {
   return std::max(isize, bytes);
 }
 
+namespace {
+
+// Splits chunks into lines for a sink: hashes each line just before it is parsed (so that the CPU
+// can overlap its serial multiply chain with the parsing work) and carries a line split across
+// chunks.
+class Splitter {
+ public:
+  Splitter(const std::string& name, LineSink& sink) : name_(name), sink_(sink) {}
+
+  void feed(const char* p, const char* end) {
+    while (p < end) {
+      const auto* nl = static_cast<const char*>(std::memchr(p, '\n', static_cast<std::size_t>(end - p)));
+      if (nl == nullptr) {
+        hash_ = fnv1a(hash_, p, static_cast<std::size_t>(end - p));
+        if (carry_.size() + static_cast<std::size_t>(end - p) > LineReader::kMaxLine) too_long();
+        carry_.append(p, end);
+        return;
+      }
+      hash_ = fnv1a(hash_, p, static_cast<std::size_t>(nl + 1 - p));
+      if (carry_.empty()) {
+        sink_.on_line(std::string_view(p, static_cast<std::size_t>(nl - p)), ++line_, false);
+      } else {
+        if (carry_.size() + static_cast<std::size_t>(nl - p) > LineReader::kMaxLine) too_long();
+        carry_.append(p, nl);
+        sink_.on_line(carry_, ++line_, false);
+        carry_.clear();
+      }
+      p = nl + 1;
+    }
+  }
+  void finish() {
+    if (!carry_.empty()) sink_.on_line(carry_, ++line_, true);
+  }
+  [[nodiscard]] std::uint64_t line() const { return line_; }
+  [[nodiscard]] std::uint64_t hash() const { return hash_; }
+
+ private:
+  [[noreturn]] void too_long() const {
+    throw InputError(name_, line_ + 1, fmt::format("line is longer than {} MiB", LineReader::kMaxLine >> 20));
+  }
+  const std::string& name_;
+  LineSink& sink_;
+  std::string carry_;
+  std::uint64_t line_ = 0;
+  std::uint64_t hash_ = kFnvOffset;
+};
+
+}  // namespace
+
 std::uint64_t LineReader::run(LineSink& sink) {
+  Splitter split(path_, sink);
+  if (text_) {
+    // Bytes past the cap are not parsed, as for a file: the error names the line holding the
+    // first byte over it.
+    const std::string_view text = *text_;
+    const std::size_t usable = static_cast<std::size_t>(std::min<std::uint64_t>(text.size(), max_bytes_));
+    split.feed(text.data(), text.data() + usable);
+    if (usable < text.size()) {
+      throw InputError(path_, split.line() + 1, fmt::format("trace text is larger than {} bytes (limits.max_input_bytes)", max_bytes_));
+    }
+    split.finish();
+    hash_ = split.hash();
+    return split.line();
+  }
   CappedInput in(path_, max_bytes_, "trace file");
   if (!in.is_open()) throw InputError(path_, 0, in.problem());
   std::vector<char> buf(kChunk);
-  std::string carry;  // a line split across chunks
-  std::uint64_t line = 0;
-  std::uint64_t hash = kFnvOffset;
-  auto too_long = [&] { throw InputError(path_, line + 1, fmt::format("line is longer than {} MiB", kMaxLine >> 20)); };
   for (;;) {
     // Bytes past the cap are not parsed: the lines before it are, so the error (at the line
     // holding the first byte over the cap) does not depend on the chunk size.
     const std::size_t usable = in.read(buf.data(), buf.size());
     if (usable == 0) break;
-    const char* p = buf.data();
-    const char* end = p + usable;
-    // The hash is computed line by line, just before each line is parsed, so that the CPU can
-    // overlap its serial multiply chain with the parsing work.
-    while (p < end) {
-      const auto* nl = static_cast<const char*>(std::memchr(p, '\n', static_cast<std::size_t>(end - p)));
-      if (nl == nullptr) {
-        hash = fnv1a(hash, p, static_cast<std::size_t>(end - p));
-        if (carry.size() + static_cast<std::size_t>(end - p) > kMaxLine) too_long();
-        carry.append(p, end);
-        break;
-      }
-      hash = fnv1a(hash, p, static_cast<std::size_t>(nl + 1 - p));
-      if (carry.empty()) {
-        sink.on_line(std::string_view(p, static_cast<std::size_t>(nl - p)), ++line, false);
-      } else {
-        if (carry.size() + static_cast<std::size_t>(nl - p) > kMaxLine) too_long();
-        carry.append(p, nl);
-        sink.on_line(carry, ++line, false);
-        carry.clear();
-      }
-      p = nl + 1;
-    }
+    split.feed(buf.data(), buf.data() + usable);
   }
-  if (in.over_cap()) throw InputError(path_, line + 1, in.cap_problem());
+  if (in.over_cap()) throw InputError(path_, split.line() + 1, in.cap_problem());
   // a truncated or corrupt stream ends the reads early
-  if (!in.problem().empty()) throw InputError(path_, line + 1, in.problem());
-  if (!carry.empty()) sink.on_line(carry, ++line, true);
-  hash_ = hash;
-  return line;
+  if (!in.problem().empty()) throw InputError(path_, split.line() + 1, in.problem());
+  split.finish();
+  hash_ = split.hash();
+  return split.line();
 }
 
 }  // namespace coopsim

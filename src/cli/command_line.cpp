@@ -69,7 +69,10 @@ int run_command_line(int argc, const char* const* argv, std::ostream& out, std::
 
   std::string validate_path;
   auto* validate_cmd = app.add_subcommand("validate", "check a trace file and print its summary");
-  validate_cmd->add_option("trace", validate_path, "trace file")->required();
+  std::string validate_write;
+  validate_cmd->add_option("trace", validate_path, "trace file (-: trace text on standard input)")->required();
+  validate_cmd->add_option("--write", validate_write,
+                           "write the checked trace to this file in trace v1 form (gzip when it ends in .gz)");
 
   bool list_json = false;
   auto* list_cmd = app.add_subcommand("list", "list allocators, policies and settings with their parameters");
@@ -218,7 +221,7 @@ int run_command_line(int argc, const char* const* argv, std::ostream& out, std::
       validate_every_run;
   try {
     if (run_cmd->parsed()) return command_run(run, out);
-    if (validate_cmd->parsed()) return command_validate(validate_path, out);
+    if (validate_cmd->parsed()) return command_validate(validate_path, validate_write, out);
     if (list_cmd->parsed()) return command_list(list_json, out);
     if (gen_cmd->parsed()) return command_generate(gen, out);
     if (import_cmd->parsed()) return command_import(imp, out);

@@ -6,6 +6,8 @@
 #include <optional>
 #include <ostream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "coopsim/cli/exporters.hpp"
 #include "coopsim/cli/commands.hpp"
@@ -164,8 +166,30 @@ int command_run(const RunArgs& args, std::ostream& out) {
   return args.fail_on_oom && any_oom ? 3 : 0;
 }
 
-int command_validate(const std::string& path, std::ostream& out) {
-  const Trace trace = load_trace(path);
+namespace {
+
+// Standard input, up to the input cap (a larger input is refused, not truncated).
+std::string read_stdin(std::uint64_t cap) {
+  std::string text;
+  std::vector<char> buf(1 << 16);
+  while (std::cin.read(buf.data(), static_cast<std::streamsize>(buf.size())) || std::cin.gcount() > 0) {
+    const auto n = static_cast<std::size_t>(std::cin.gcount());
+    if (text.size() + n > cap) {
+      throw InputError("<stdin>", 0, fmt::format("input larger than {} bytes (limits.max_input_bytes)", cap));
+    }
+    text.append(buf.data(), n);
+  }
+  if (std::cin.bad()) throw InputError("<stdin>", 0, "cannot read standard input");
+  return text;
+}
+
+}  // namespace
+
+int command_validate(const std::string& path, const std::string& write_to, std::ostream& out) {
+  const Limits limits;
+  const Trace trace = path == "-" ? parse_trace(read_stdin(limits.max_input_bytes), "<stdin>", limits)
+                                  : load_trace(path, limits);
+  if (!write_to.empty()) write_trace(trace, write_to);
   const TraceSummary s = summarize(trace);
   out << fmt::format("{}: valid coopsim trace v{} ({})\n", path, trace.header.version,
                      trace.header.model.empty() ? "no model name" : trace.header.model);

@@ -35,6 +35,12 @@ Trace Trace::load(const std::string& path) {
   return t;
 }
 
+Trace Trace::parse(const std::string& text, const std::string& name) {
+  Trace t;
+  t.trace_ = guarded([&] { return std::make_shared<const coopsim::Trace>(parse_trace(text, name)); });
+  return t;
+}
+
 void Trace::write(const std::string& path) const {
   guarded([&] {
     write_trace(*trace_, path);

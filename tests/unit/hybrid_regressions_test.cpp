@@ -15,7 +15,7 @@
 #include "coopsim/engine/engine.hpp"
 #include "coopsim/generate/generator.hpp"
 #include "coopsim/model/runlog.hpp"
-#include "coopsim/policy/remat/graph.hpp"
+#include "coopsim/model/remat_graph.hpp"
 #include "coopsim/validate/validate.hpp"
 #include "trace_builder.hpp"
 #include "unit_link.hpp"

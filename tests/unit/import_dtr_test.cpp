@@ -328,7 +328,7 @@ TEST_CASE("dtr: import command writes a trace that validates", "[import][dtr]") 
   CHECK(command_import(args, msg) == 0);
   CHECK(msg.str() == kMlp + " -> " + out + ": 9 tensors, 6 ops, 24 events, peak live 3.32 KiB (3400 bytes)\n");
   std::ostringstream v;
-  CHECK(command_validate(out, v) == 0);
+  CHECK(command_validate(out, "", v) == 0);
   CHECK(v.str().find("peak live 3.32 KiB (3400 bytes), op compute time 11.710 us") != std::string::npos);
   // A failed import leaves no output behind.
   const std::string bad_out = (dir / "bad.jsonl").string();

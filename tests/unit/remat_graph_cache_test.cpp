@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "coopsim/policy/remat/graph.hpp"
+#include "coopsim/model/remat_graph.hpp"
 
 using namespace coopsim;
 

@@ -6,7 +6,7 @@
 #include "alloc/fungible.hpp"
 #include "coopsim/engine/engine.hpp"
 #include "coopsim/policy/dtr.hpp"
-#include "coopsim/policy/remat/graph.hpp"
+#include "coopsim/model/remat_graph.hpp"
 #include "coopsim/policy/remat/victim.hpp"
 #include "trace_builder.hpp"
 

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "coopsim/base/error.hpp"
+#include "coopsim/model/block.hpp"
 #include "coopsim/model/segments.hpp"
 #include "coopsim/model/report.hpp"
 #include "coopsim/base/units.hpp"
@@ -40,14 +41,6 @@ struct AllocRequest {
                              // offline plans (smartpool) and placement hints
   bool high_end = false;     // policy hint: take the high end of the chosen hole (Coop's
                              // op-guided allocation); models without the rule ignore it
-};
-
-struct Block {
-  std::uint64_t addr = 0;  // device address (arena offset for fixed-arena models)
-  Bytes size;              // block size as the model rounds it
-  Bytes requested;         // what was asked for
-  std::uint32_t stream = 0;
-  friend bool operator==(const Block&, const Block&) = default;
 };
 
 // PyTorch DeviceStats vocabulary (c10/core/CachingDeviceAllocator.h).

@@ -1,8 +1,9 @@
-// Reads a trace file line by line through zlib (gzip or plain, detected from the magic bytes)
+// Reads a trace file (or trace text held in memory) line by line through zlib (gzip or plain, detected from the magic bytes)
 // in fixed-size chunks, hashing the decompressed bytes (FNV-1a 64, coopsim/base/hash.hpp).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -27,6 +28,10 @@ class LineReader {
   static constexpr std::size_t kMaxLine = std::size_t{64} << 20;  // longest accepted line
 
   LineReader(std::string path, std::uint64_t max_bytes) : path_(std::move(path)), max_bytes_(max_bytes) {}
+  // Reads plain text held in memory instead of a file; `name` stands for the path in errors.
+  // The text must outlive run().
+  LineReader(std::string name, std::string_view text, std::uint64_t max_bytes)
+      : path_(std::move(name)), max_bytes_(max_bytes), text_(text) {}
   // Feeds every line to `sink`; returns the number of lines read.
   std::uint64_t run(LineSink& sink);
   [[nodiscard]] std::uint64_t hash() const { return hash_; }
@@ -38,6 +43,7 @@ class LineReader {
  private:
   std::string path_;
   std::uint64_t max_bytes_;
+  std::optional<std::string_view> text_;
   std::uint64_t hash_ = 0;
 };
 

@@ -40,7 +40,11 @@ struct RunArgs {
 };
 int command_run(const RunArgs& args, std::ostream& out);
 
-int command_validate(const std::string& trace, std::ostream& out);
+// `coopsim validate TRACE [--write OUT]`: checks a trace file ("-": trace text on standard input) and
+// prints its summary; with --write, writes the checked trace to OUT in trace v1 form through the
+// library's writer (gzip when OUT ends in .gz). The Python recorder writes its traces so when the
+// native module is not there.
+int command_validate(const std::string& trace, const std::string& write_to, std::ostream& out);
 
 // `coopsim advise TRACE --capacity 80GiB` (coopsim/sweep/advise.hpp): the PYTORCH_CUDA_ALLOC_CONF
 // settings, and when none fits the policies, ranked at the capacity. Exit 0 when something fits,

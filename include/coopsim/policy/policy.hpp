@@ -15,7 +15,7 @@
 #include "coopsim/alloc/allocator.hpp"
 #include "coopsim/model/link.hpp"
 #include "coopsim/base/params.hpp"
-#include "coopsim/policy/remat/graph.hpp"
+#include "coopsim/model/remat_graph.hpp"
 #include "coopsim/policy/remat/eviction_score.hpp"
 #include "coopsim/model/trace.hpp"
 

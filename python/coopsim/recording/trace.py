@@ -1,4 +1,4 @@
-"""In-memory coopsim trace v1 and its writer (docs/trace-format.md).
+"""In-memory coopsim trace v1, its records, and the output-file rules (docs/trace-format.md).
 
 Ids are dense and given in order of first definition. An iteration that repeats the previous one
 reuses its tensor and op ids: a tensor produced by the k-th execution of op NAME in a phase gets the
@@ -7,11 +7,14 @@ view) the same storage root; an op execution reuses an op id when name, phase, o
 views, mutations and the shapes of its arguments all match. Anything else gets a fresh id, so reuse
 never changes what the trace says, only how compactly it says it.
 
-Writer rules: header keys in the documented order, integers only (time_unit ns), definitions before
-events, gzip chosen by a '.gz' suffix with a zero mtime (byte-identical output for identical input).
-The file is written by coopsim's output rules (docs/user-guide.md, "Output files"): a temporary file
-from mkstemp in OUT's directory renamed over OUT and removed on any error; a FIFO or character
-device written directly; a symbolic link written through (a link to nothing is refused).
+Records: integers only (time_unit ns), definitions before events. The file itself is written by
+coopsim's library (TraceBuilder.write -> coopsim.sim.write_trace: its loader checks every record,
+its writer writes them, gzip chosen by a '.gz' suffix), so there is one trace writer.
+
+output_file() is coopsim's output rules for the package's other files (docs/user-guide.md, "Output
+files"): a temporary file from mkstemp in OUT's directory renamed over OUT and removed on any error;
+a FIFO or character device written directly; a symbolic link written through (a link to nothing is
+refused).
 """
 import contextlib
 import gzip
@@ -189,13 +192,10 @@ class TraceBuilder:
                 yield _dump({"kind": "mark", "label": target, "t": clock})
 
     def write(self, path, header):
-        """Writes header + records to path (see the module's docstring for how)."""
-        with output_file(path) as raw:
-            if path.endswith(".gz"):
-                with gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=9, mtime=0) as gz:
-                    _write_lines(gz, self.lines(header))
-            else:
-                _write_lines(raw, self.lines(header))
+        """Writes header + records to path through coopsim's own loader and writer (sim.write_trace):
+        one trace writer, the library's, checks and writes every trace."""
+        from ..sim import write_trace
+        write_trace("".join(line + "\n" for line in self.lines(header)), path)
 
 
 @contextlib.contextmanager
@@ -246,14 +246,3 @@ def read_trace(path):
 
 def _dump(obj):
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-
-
-def _write_lines(stream, lines):
-    chunk = []
-    for line in lines:
-        chunk.append(line)
-        if len(chunk) >= 4096:
-            stream.write(("\n".join(chunk) + "\n").encode("utf-8"))
-            chunk = []
-    if chunk:
-        stream.write(("\n".join(chunk) + "\n").encode("utf-8"))

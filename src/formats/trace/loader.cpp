@@ -73,7 +73,8 @@ Trace Loader::run() {
   // least ~26 bytes; pages reserved beyond the events read are never touched.
   // The reservation is address space only until events fill it; it is still kept within the
   // memory budget, and the events are counted as they arrive.
-  const std::uint64_t hint = std::min(LineReader::size_hint(path_), limits_.max_input_bytes) / kEventBytesHint;
+  const std::uint64_t size = text_ ? text_->size() : LineReader::size_hint(path_);
+  const std::uint64_t hint = std::min(size, limits_.max_input_bytes) / kEventBytesHint;
   try {
     trace_.events.reserve(
         static_cast<std::size_t>(std::min({hint, limits_.max_events, limits_.max_memory / memory_cost::kEvent})));
@@ -81,7 +82,8 @@ Trace Loader::run() {
   } catch (const std::bad_alloc&) {
     // Only a hint: the vector grows as it would have.
   }
-  LineReader reader(path_, limits_.max_input_bytes);
+  LineReader reader = text_ ? LineReader(path_, *text_, limits_.max_input_bytes)
+                            : LineReader(path_, limits_.max_input_bytes);
   line_ = reader.run(*this);
   finish();
   trace_.content_hash = reader.hash();
@@ -295,6 +297,14 @@ Trace load_trace(const std::string& path, const Limits& limits) {
     return trace_detail::Loader(path, limits).run();
   } catch (const std::bad_alloc&) {
     throw out_of_memory(path, limits.max_memory);
+  }
+}
+
+Trace parse_trace(std::string_view text, const std::string& name, const Limits& limits) {
+  try {
+    return trace_detail::Loader(name, text, limits).run();
+  } catch (const std::bad_alloc&) {
+    throw out_of_memory(name, limits.max_memory);
   }
 }
 

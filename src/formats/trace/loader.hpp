@@ -14,6 +14,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -66,6 +67,10 @@ class Loader final : public LineSink {
  public:
   Loader(const std::string& path, const Limits& limits) : path_(path), limits_(limits), budget_(limits.max_memory) {
     trace_.path = path;
+  }
+  // Trace text held in memory; `name` stands for a path in errors and in Trace::path.
+  Loader(const std::string& name, std::string_view text, const Limits& limits) : Loader(name, limits) {
+    text_ = text;
   }
   Trace run();
   void on_line(std::string_view line, std::uint64_t number, bool no_newline) override;
@@ -145,6 +150,7 @@ class Loader final : public LineSink {
   void on_segment_address();
 
   std::string path_;
+  std::optional<std::string_view> text_;
   Limits limits_;
   MemoryBudget budget_;
   std::uint64_t longest_line_ = 0;  // its parse buffers are kept (and counted)

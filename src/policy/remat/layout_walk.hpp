@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "coopsim/alloc/allocator.hpp"
-#include "coopsim/policy/remat/graph.hpp"
+#include "coopsim/model/remat_graph.hpp"
 
 namespace coopsim {
 

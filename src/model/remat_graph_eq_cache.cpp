@@ -1,4 +1,4 @@
-// The eq-class cost and its cache (see include/coopsim/policy/remat/graph.hpp).
+// The eq-class cost and its cache (see include/coopsim/model/remat_graph.hpp).
 //
 // eq_class_cost(v) reads: v's producer P, the state and compute of every value in P's inputs and
 // outputs (v included), and for the evicted ones the cost of their class root. A cached cost is
@@ -16,7 +16,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "coopsim/policy/remat/graph.hpp"
+#include "coopsim/model/remat_graph.hpp"
 
 namespace coopsim {
 

@@ -1,5 +1,7 @@
 // The rematerialization graph the engine keeps under recompute policies (DTR's runtime model,
-// docs/models/dtr-dte.md, with Coop's bookkeeping: docs/models/coop.md).
+// docs/models/dtr-dte.md, with Coop's bookkeeping: docs/models/coop.md). Model-layer data derived
+// from the trace as it executes: the engine's remat residency (src/engine/remat_executor.cpp)
+// writes it, policies read it, and neither layer owns the other's half.
 //
 //  * A RematValue is one version of a storage's contents. A storage gets a new value when it is
 //    allocated and, for values that already have a producer, when an op updates it in place:
@@ -33,7 +35,7 @@
 #include <optional>
 #include <vector>
 
-#include "coopsim/alloc/allocator.hpp"
+#include "coopsim/model/block.hpp"
 #include "coopsim/base/flat_ordered_map.hpp"
 #include "coopsim/model/trace.hpp"
 #include "coopsim/base/units.hpp"

@@ -1,6 +1,6 @@
 // Rematerialization graph: values, executions, eq-class union-find and neighbourhood costs
-// (see include/coopsim/policy/remat/graph.hpp).
-#include "coopsim/policy/remat/graph.hpp"
+// (see include/coopsim/model/remat_graph.hpp).
+#include "coopsim/model/remat_graph.hpp"
 
 #include <algorithm>
 #include <stdexcept>
