@@ -2,7 +2,7 @@
 
 `pip install ./python` (from a coopsim source tree: the module is libcoopsim plus
 python/native/module.cpp, so the tree above this directory must be there) configures a release
-build of the tree in setuptools' temporary directory with the installing Python
+build of the tree in a temporary directory with the installing Python
 (-Dpython_installation), compiles only the module's target and installs it beside the package.
 $COOPSIM_BUILD_DIR names an existing build directory to compile it in instead (the test suite's,
 so that installing does not rebuild the library). Needs meson and ninja (Debian's, or PyPI's:
@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
@@ -40,15 +41,22 @@ class MesonBuildExt(build_ext):
     """build_ext for the one extension: Meson builds it, setuptools installs it."""
 
     def build_extension(self, ext):
-        suffix = sysconfig.get_config_var("EXT_SUFFIX")
-        build_dir = os.environ.get("COOPSIM_BUILD_DIR") or os.path.join(os.path.abspath(self.build_temp), "meson")
-        if not os.path.isfile(os.path.join(build_dir, "build.ninja")):
-            if os.environ.get("COOPSIM_BUILD_DIR"):
-                sys.exit(f"{build_dir}: not a configured Meson build directory ($COOPSIM_BUILD_DIR)")
+        given = os.environ.get("COOPSIM_BUILD_DIR")
+        if given:
+            if not os.path.isfile(os.path.join(given, "build.ninja")):
+                sys.exit(f"{given}: not a configured Meson build directory ($COOPSIM_BUILD_DIR)")
+            self._build(given, ext)
+            return
+        # A fresh directory each time: a kept one would name the meson of an isolated build
+        # environment that pip has since removed.
+        with tempfile.TemporaryDirectory(prefix="coopsim-meson-") as build_dir:
             _find_pybind11()
             self._run(["meson", "setup", build_dir, ROOT, "--buildtype=release", "-Dtests=disabled",
                        "-Dcuda=disabled", "-Dpython=enabled", f"-Dpython_installation={sys.executable}"])
-        target = f"python/_native{suffix}"
+            self._build(build_dir, ext)
+
+    def _build(self, build_dir, ext):
+        target = "python/_native" + sysconfig.get_config_var("EXT_SUFFIX")
         self._run(["ninja", "-C", build_dir, target])
         built = os.path.join(build_dir, target)
         if not os.path.isfile(built):

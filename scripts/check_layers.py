@@ -22,7 +22,7 @@ import subprocess
 import sys
 
 # Bottom to top. Each layer is one static library (src/meson.build) and may use the ones before it.
-LAYERS = ["base", "model", "formats", "validate", "planner", "alloc", "policy", "engine", "generate", "import",
+LAYERS = ["base", "model", "formats", "audit", "planner", "alloc", "policy", "engine", "generate", "import",
           "output", "replay", "sim", "sweep", "cli", "app"]
 RANK = {name: i for i, name in enumerate(LAYERS)}
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')

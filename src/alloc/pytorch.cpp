@@ -170,7 +170,7 @@ std::vector<Block> PyTorchCachingAllocator::seed(std::span<const SeedSegment> se
   return out;
 }
 
-void PyTorchCachingAllocator::plan_segment_addresses(std::span<const SegmentAddress> planned) {
+void PyTorchCachingAllocator::assign_segment_addresses(std::span<const SegmentAddress> planned) {
   impl_->planned.assign(planned.begin(), planned.end());
   impl_->next_planned = 0;
   impl_->planned_used.assign(planned.size(), false);

@@ -4,9 +4,11 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <string_view>
 
 #include "coopsim/base/error.hpp"
 #include "coopsim/base/text.hpp"
@@ -203,6 +205,13 @@ Params::Params(std::string component, const nlohmann::json& object, std::span<co
     }
     const std::string key = component_.empty() ? excerpt(k) : component_ + "." + excerpt(k);
     if (found == nullptr) {
+      // Keys renamed so that each word has one meaning (docs/architecture.md, "Names").
+      static constexpr std::array<std::array<std::string_view, 3>, 1> kRenamed{{{"engine", "plan_checks", "residency_checks"}}};
+      for (const auto& [component, old_key, new_key] : kRenamed) {
+        if (component_ == component && k == old_key) {
+          throw ConfigError(key, fmt::format("unknown parameter: renamed {}.{}", component, new_key));
+        }
+      }
       std::vector<std::string> names;
       for (const auto& d : docs_) names.emplace_back(d.key);
       const std::string guess = closest_name(k, names);

@@ -49,7 +49,7 @@ int command_advise(const AdviseArgs& args, std::ostream& out) {
       capacity.percent ? percent_of_peak(*capacity.percent, summarize(trace).peak_live, "--capacity") : *capacity.bytes;
   options.reserve = reserve;
   options.jobs = args.jobs;
-  options.validate = args.validate_every_run;
+  options.audit = args.audit_every_run;
   const advise::Advice advice = advise::evaluate(base, trace, options);
   if (args.json) {
     out << advise::to_json(advice).dump(2) << "\n";

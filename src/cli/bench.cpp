@@ -58,7 +58,7 @@ int command_bench(const BenchArgs& args, std::ostream& out) {
       if (budget) doc.doc["budget"] = *budget;
       const CheckedConfig cfg = check_config(doc);
       RunOptions options;
-      options.validate = args.validate_every_run;
+      options.audit = args.audit_every_run;
       double best = 1e300;
       Report r;
       for (int i = 0; i < args.repeat; ++i) {

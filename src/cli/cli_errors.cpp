@@ -78,6 +78,10 @@ std::string unknown_argument(const CLI::App& app, const CLI::App& ctx, const std
   if (looks_like_option(arg)) {
     // "--budgett=5" names the option "--budgett".
     const std::string name = arg.rfind("--", 0) == 0 ? arg.substr(0, arg.find('=')) : arg;
+    // Options renamed so that each word has one meaning (docs/architecture.md, "Names").
+    if (name == "--validate" && ctx.get_name() == "run") {
+      return where(app, ctx) + "unknown option '--validate': renamed --audit (the independent check of the run's event log)";
+    }
     const std::string guess = closest_name(name, option_names(ctx));
     return where(app, ctx) + "unknown option " + quote_excerpt(name) +
            (guess.empty() ? "" : "; did you mean " + guess + "?");

@@ -24,7 +24,7 @@ namespace {
 
 void add_initial_state_option(CLI::App* cmd, std::string& value) {
   cmd->add_option("--initial-state", value,
-                  "a snapshot's recorded allocator state: recorded (install it; default) or empty (replay its "
+                  "a snapshot's recorded allocator state: recorded (install it; default) or empty (simulate its "
                   "tensors as requests from an empty allocator)")
       ->check(cli::one_of({"recorded", "empty"}));
 }
@@ -37,7 +37,7 @@ int run_command_line(int argc, const char* const* argv, std::ostream& out, std::
   app.set_version_flag("--version", COOPSIM_VERSION);
 
   RunArgs run;
-  auto* run_cmd = app.add_subcommand("run", "replay a trace under an allocator and a policy");
+  auto* run_cmd = app.add_subcommand("run", "simulate a trace under an allocator and a policy");
   run_cmd->add_option("trace", run.trace, "trace file (.jsonl or .jsonl.gz)")->required();
   run_cmd->add_option("--config,-c", run.config, "JSON config file");
   run_cmd->add_option("--allocator,-a", run.allocators, "allocator model; a comma list or 'all' runs each")
@@ -64,8 +64,8 @@ int run_command_line(int argc, const char* const* argv, std::ostream& out, std::
       ->add_option("--memory-map-colour", run.memory_map_colour,
                    "memory map colours: role (tensor role, default) or cost (eviction cost: producer op time)")
       ->check(cli::one_of({"role", "cost"}));
-  run_cmd->add_flag("--validate", run.validate,
-                    "check the run's event log with the independent plan validator; exit 5 on a violation");
+  run_cmd->add_flag("--audit", run.audit,
+                    "check the run's event log with the independent auditor; exit 5 on a violation");
 
   std::string validate_path;
   auto* validate_cmd = app.add_subcommand("validate", "check a trace file and print its summary");
@@ -102,7 +102,7 @@ int run_command_line(int argc, const char* const* argv, std::ostream& out, std::
                          "input cap KEY=VALUE of the limits config section, e.g. max_tensors=100000000 (repeatable)");
 
   BenchArgs bench;
-  auto* bench_cmd = app.add_subcommand("bench", "measure parse and replay rates (wall clock; for scripts/bench.sh)");
+  auto* bench_cmd = app.add_subcommand("bench", "measure parse and simulation rates (wall clock; for scripts/bench.sh)");
   bench_cmd->add_option("trace", bench.trace, "trace file")->required();
   bench_cmd->add_option("--allocator,-a", bench.allocators, "allocators (default: all)")
       ->check(cli::comma_list());
@@ -169,7 +169,7 @@ int run_command_line(int argc, const char* const* argv, std::ostream& out, std::
                       "the CUDA context)");
   adv_cmd->add_option("--config,-c", adv.config, "JSON config file (link, engine, limits, policy parameters)");
   adv_cmd->add_option("--set,-s", adv.sets, "config override key=value (repeatable), e.g. link.preset=pcie5-x16");
-  adv_cmd->add_option("--jobs,-j", adv.jobs, "parallel replays (default: every core)")
+  adv_cmd->add_option("--jobs,-j", adv.jobs, "parallel simulations (default: every core)")
       ->check(cli::integer(1, 4096));
   adv_cmd->add_flag("--json", adv.json, "print the ranking as JSON");
 
@@ -211,14 +211,14 @@ int run_command_line(int argc, const char* const* argv, std::ostream& out, std::
   // --initial-state is the config key initial_state, applied before the --set overrides.
   if (!run_initial_state.empty()) run.sets.insert(run.sets.begin(), "initial_state=" + run_initial_state);
   if (!minb_initial_state.empty()) minb.sets.insert(minb.sets.begin(), "initial_state=" + minb_initial_state);
-  // COOPSIM_VALIDATE=1 runs the independent validator over every simulated run's event log
+  // COOPSIM_AUDIT=1 runs the independent auditor over every simulated run's event log
   // (docs/architecture.md, "Validation"); the test suites set it. Read here, once: the library
-  // takes it as RunOptions::validate.
-  const char* validate_env = std::getenv("COOPSIM_VALIDATE");
-  const bool validate_every_run = validate_env != nullptr && std::strcmp(validate_env, "1") == 0;
-  run.validate_every_run = bench.validate_every_run = sweep.validate_every_run = minb.validate_every_run =
-      adv.validate_every_run =
-      validate_every_run;
+  // takes it as RunOptions::audit.
+  const char* audit_env = std::getenv("COOPSIM_AUDIT");
+  const bool audit_every_run = audit_env != nullptr && std::strcmp(audit_env, "1") == 0;
+  run.audit_every_run = bench.audit_every_run = sweep.audit_every_run = minb.audit_every_run =
+      adv.audit_every_run =
+      audit_every_run;
   try {
     if (run_cmd->parsed()) return command_run(run, out);
     if (validate_cmd->parsed()) return command_validate(validate_path, validate_write, out);

@@ -69,7 +69,7 @@ int command_run(const RunArgs& args, std::ostream& out) {
   }
 
   if (args.wants_log() && runs.size() != 1) {
-    std::string flag = "--validate";
+    std::string flag = "--audit";
     for (const ExporterEntry& e : run_exporters().entries()) {
       if (const auto it = args.exports.find(e.name); it != args.exports.end() && !it->second.empty()) {
         flag = "--" + e.name;
@@ -112,7 +112,7 @@ int command_run(const RunArgs& args, std::ostream& out) {
   RunLog log;
   RunOptions options;
   options.log = args.wants_log() ? &log : nullptr;
-  options.validate = args.validate_every_run;
+  options.audit = args.audit_every_run;
   for (const auto& cfg : runs) {
     reports.push_back(run_simulation(cfg, trace, options));
   }
@@ -147,10 +147,10 @@ int command_run(const RunArgs& args, std::ostream& out) {
       write_summary_table(out, reports);
     }
   }
-  int validate_status = 0;
-  if (args.wants_log()) validate_status = write_run_exports(args, trace, log, reports[0], files, std::cerr);
+  int export_status = 0;
+  if (args.wants_log()) export_status = write_run_exports(args, trace, log, reports[0], files, std::cerr);
   files.commit_all();
-  if (validate_status != 0) return validate_status;
+  if (export_status != 0) return export_status;
   bool any_oom = false;
   // Exit 3 (--fail-on-oom): a run that ran out of memory or could not start in its budget.
   for (const auto& r : reports) {

@@ -1,10 +1,10 @@
-// `coopsim run` single-run exports and --validate (see run_exports.hpp). Each export is a pure
+// `coopsim run` single-run exports and --audit (see run_exports.hpp). Each export is a pure
 // function of (trace, event log, report) living with its format; this file only dispatches.
 #include "run_exports.hpp"
 
 
 #include "coopsim/base/error.hpp"
-#include "coopsim/validate/validate.hpp"
+#include "coopsim/audit/audit.hpp"
 
 namespace coopsim {
 
@@ -34,12 +34,12 @@ void RunOutputs::commit_all() {
 int write_run_exports(const RunArgs& args, const Trace& trace, const RunLog& log, const Report& report,
                       RunOutputs& files, std::ostream& err) {
   for (auto& [entry, file] : files.exports) entry->write(trace, log, report, args, *file);
-  if (args.validate) {
-    const ValidationResult result = validate_runlog(trace, log);
+  if (args.audit) {
+    const AuditResult result = audit_runlog(trace, log);
     if (!result.ok()) {
-      for (const std::string& line : result.violations) err << "coopsim: validate: " << line << "\n";
+      for (const std::string& line : result.violations) err << "coopsim: audit: " << line << "\n";
       if (result.violation_count > result.violations.size()) {
-        err << "coopsim: validate: and " << (result.violation_count - result.violations.size()) << " more violations\n";
+        err << "coopsim: audit: and " << (result.violation_count - result.violations.size()) << " more violations\n";
       }
       return 5;
     }

@@ -1,5 +1,5 @@
 // Private to src/cli: the files of `coopsim run`, its single-run exports (run_exporters():
-// timeline, memory map, PyTorch snapshot, CUDA plan) and the independent validator, all computed
+// timeline, memory map, PyTorch snapshot, CUDA plan) and the independent auditor, all computed
 // from the run's event log.
 #pragma once
 
@@ -29,8 +29,8 @@ struct RunOutputs {
   void commit_all();
 };
 
-// Writes every export `args` asks for and runs the validator when asked. Returns the exit
-// status: 0, or 5 when the validator found violations (printed to `err`, one per line).
+// Writes every export `args` asks for and runs the auditor when asked. Returns the exit
+// status: 0, or 5 when the auditor found violations (printed to `err`, one per line).
 int write_run_exports(const RunArgs& args, const Trace& trace, const RunLog& log, const Report& report,
                       RunOutputs& files, std::ostream& err);
 

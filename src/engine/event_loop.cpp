@@ -190,7 +190,7 @@ void EventLoop::run(Executor& exec) {
     if (search_limit_reached()) break;
     if (!actions.empty()) apply(actions);
     if (opt_.paranoid) alloc_.check_invariants();
-    if (opt_.plan_checks) exec.check_plan();
+    if (opt_.residency_checks) exec.check_residency();
   }
   // Transfers still in flight finish on their copy streams; the compute stream is done.
   if (!oom_) drain_until(SimTime::max());

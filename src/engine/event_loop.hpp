@@ -75,8 +75,8 @@ class Executor : public MemoryView {
   virtual void complete(const Completion& c) = 0;
   // One action of the policy, while the run has not stopped.
   virtual void apply(const Action& a) = 0;
-  // engine.plan_checks, after every event: throws InvariantError on a broken plan.
-  virtual void check_plan() const {}
+  // engine.residency_checks, after every event: throws InvariantError on a broken plan.
+  virtual void check_residency() const {}
 
  protected:
   EventLoop& loop_;
@@ -197,7 +197,7 @@ inline const Allocator& Executor::allocator() const { return loop_.alloc(); }
 inline Bytes Executor::budget() const { return loop_.options().budget; }
 inline const LinkModel& Executor::link() const { return loop_.options().link; }
 inline void Executor::count_scanned(std::uint64_t n) const { loop_.report().scanned(n); }
-inline bool Executor::cross_check() const { return loop_.options().plan_checks; }
+inline bool Executor::cross_check() const { return loop_.options().residency_checks; }
 
 template <class F>
 auto EventLoop::timed_policy_call(F&& f) {

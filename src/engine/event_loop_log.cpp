@@ -98,9 +98,9 @@ std::uint32_t EventLoop::log_op(LogKind kind, OpId op, SimTime start, const std:
   r.kind = kind;
   r.start = start;
   r.end = now_;
-  r.op = index_of(op);
+  r.op = op;
   r.event = static_cast<std::uint32_t>(index_);
-  r.origin = origin;
+  r.origin = RecordId{origin};
   r.reads = static_cast<std::uint32_t>(reads.size());
   r.writes = static_cast<std::uint32_t>(writes.size());
   r.first = static_cast<std::uint32_t>(log.refs.size());

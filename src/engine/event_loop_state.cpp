@@ -58,7 +58,7 @@ ConfigError EventLoop::seed_unsupported() const {
 // takes the initial segments and the tensors in them are resident with their blocks. The
 // recorded addresses of later segments go to the model as a placement plan.
 void EventLoop::seed_initial_state() {
-  alloc_.plan_segment_addresses(trace_.segment_addresses);
+  alloc_.assign_segment_addresses(trace_.segment_addresses);
   if (trace_.initial_segments.empty()) return;
   std::vector<SeedSegment> seeds;
   std::vector<TensorId> owners;  // tensor of each allocated seed block, in order
@@ -71,8 +71,8 @@ void EventLoop::seed_initial_state() {
     g.expandable = s.expandable;
     for (const InitialBlock& b : s.blocks) {
       const bool allocated = !b.is_free();
-      g.blocks.push_back({b.size, allocated ? trace_.tensors[b.tensor].size : Bytes{0}, allocated});
-      if (allocated) owners.push_back(TensorId{b.tensor});
+      g.blocks.push_back({b.size, allocated ? trace_.tensor(b.tensor).size : Bytes{0}, allocated});
+      if (allocated) owners.push_back(b.tensor);
     }
   }
   // A recorded state larger than the budget makes the run infeasible (a failed run, as an OOM

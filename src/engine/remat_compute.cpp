@@ -22,7 +22,7 @@ void RematExecutor::compute(OpId op_id) {
   std::vector<TensorId> mutated;
   for (TensorId t : op.mutated) push_unique(mutated, trace_.storage_of(t));
   // Mutable inputs of an op with outputs of its own are state (BN statistics, optimizer state),
-  // unless they are among those outputs (the validator's rule, Validator::state_from).
+  // unless they are among those outputs (the auditor's rule, Auditor::state_from).
   std::vector<TensorId> state_updates;
   if (!written.empty()) {
     for (TensorId s : mutated) {
@@ -73,7 +73,7 @@ void RematExecutor::compute(OpId op_id) {
   // was computed from their old contents is settled first.
   for (TensorId s : written) {
     const RematValue& ov = graph_.value(current_[index_of(s)]);
-    if ((ov.producer == kNoIndex || ov.unevictable) && !settle_history(s, state(s))) return;
+    if ((ov.producer == kNoExecution || ov.unevictable) && !settle_history(s, state(s))) return;
   }
   for (TensorId s : state_updates) {
     if (!settle_history(s, /*all_lifetimes=*/true)) return;
@@ -83,14 +83,14 @@ void RematExecutor::compute(OpId op_id) {
   for (TensorId s : written) {
     const ValueId old = current_[index_of(s)];
     const RematValue& ov = graph_.value(old);
-    if (ov.producer == kNoIndex && !constant(s)) {
+    if (ov.producer == kNoExecution && !constant(s)) {
       fresh.push_back(old);  // first computation (possibly by an in-place op on fresh memory)
       not_read.push_back(old);
       graph_.pin(old);
       written_values.push_back(old);
       continue;
     }
-    if (ov.producer == kNoIndex) {
+    if (ov.producer == kNoExecution) {
       // A constant updated in place: no history to keep. Copy-on-write moves it.
       written_values.push_back(old);
       if (!cow) continue;
@@ -141,7 +141,7 @@ void RematExecutor::compute(OpId op_id) {
   // place, or state it mutates besides its outputs, BN statistics, are not among them.)
   const bool writes_state =
       std::any_of(written.begin(), written.end(), [&](TensorId s) { return mutated_state_[index_of(s)] != 0; });
-  const std::uint32_t exec = graph_.add_execution(op_id, op.duration, reads, fresh);
+  const ExecutionId exec = graph_.add_execution(op_id, op.duration, reads, fresh);
   for (ValueId v : reads) note_history(graph_.value(v).storage, exec);
   for (const auto* list : {&written, &mutated}) {
     for (TensorId s : *list) note_history(s, exec);
@@ -177,8 +177,8 @@ void RematExecutor::compute(OpId op_id) {
   }
   if (loop_.logging()) {
     for (ValueId v : written_values) writes_log.push_back(value_ref(v));
-    exec_record_.resize(exec + 1, kNoRecord);
-    exec_record_[exec] = loop_.log_op(LogKind::Compute, op_id, start, reads_log, writes_log);
+    exec_record_.resize(index_of(exec) + 1, kNoRecord);
+    exec_record_[index_of(exec)] = loop_.log_op(LogKind::Compute, op_id, start, reads_log, writes_log);
   }
   for (ValueId v : held) graph_.unpin(v);
   for (ValueId v : inputs) {
@@ -191,13 +191,13 @@ void RematExecutor::compute(OpId op_id) {
   for (std::size_t i = 0; i < moved_away.size(); ++i) loop_.release_block(moved_from[i], moved_away[i]);
 }
 
-void RematExecutor::note_history(TensorId s, std::uint32_t execution) {
+void RematExecutor::note_history(TensorId s, ExecutionId execution) {
   auto& h = history_[index_of(s)];
   if (h.empty() || h.back() != execution) h.push_back(execution);  // executions come in order
 }
 
 // Storage `s` is about to change without history (state, or a value written for the first
-// time) or to end as state: no execution that read or wrote it may run again (the validator's
+// time) or to end as state: no execution that read or wrote it may run again (the auditor's
 // rule: a recompute reads and writes exactly what its origin did, and never touches a storage
 // that is state, whichever lifetime its values belong to). For state that is every execution
 // that touched it in any lifetime (`all_lifetimes`), else those of the current lifetime. The
@@ -249,13 +249,13 @@ bool RematExecutor::materialize(ValueId target) {
   if (graph_.value(target).state == ValueState::Resident) return true;
   if (in_swap(graph_.value(target).state)) return bring_back(target);
   struct Frame {
-    std::uint32_t execution;
+    ExecutionId execution;
     std::uint32_t next_input;
     ValueId keep;  // the value the frame below waits for
   };
   auto frame_for = [&](ValueId v) {
     const RematValue& x = graph_.value(v);
-    if (x.state != ValueState::Evicted || x.producer == kNoIndex) {
+    if (x.state != ValueState::Evicted || x.producer == kNoExecution) {
       throw std::logic_error("engine: value of tensor " + std::to_string(trace_.tensor(x.storage).file_id) +
                              " is needed but cannot be recomputed");
     }
@@ -296,7 +296,7 @@ bool RematExecutor::materialize(ValueId target) {
 }
 
 // Re-runs `execution`, whose inputs are resident and pinned (one pin per listed input).
-bool RematExecutor::recompute(std::uint32_t execution, ValueId keep) {
+bool RematExecutor::recompute(ExecutionId execution, ValueId keep) {
   const RematExecution& x = graph_.execution(execution);
   std::vector<ValueId> placed;
   std::vector<Block> temporaries;
@@ -334,7 +334,7 @@ bool RematExecutor::recompute(std::uint32_t execution, ValueId keep) {
       seen.push_back(u);
       reads.push_back(value_ref(u));
     }
-    loop_.log_op(LogKind::Recompute, x.op, start, reads, writes, exec_record_[execution]);
+    loop_.log_op(LogKind::Recompute, x.op, start, reads, writes, exec_record_[index_of(execution)]);
   }
   loop_.report().recomputed(x.cost);
   for (ValueId w : placed) graph_.computed(w);

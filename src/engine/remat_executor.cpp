@@ -30,7 +30,7 @@
 namespace coopsim::engine_detail {
 
 void RematExecutor::setup() {
-  graph_.verify_eq_cache(loop_.options().plan_checks);
+  graph_.verify_eq_cache(loop_.options().residency_checks);
   for (const OpInfo& op : trace_.ops) {
     const bool updates_state = std::any_of(op.mutated.begin(), op.mutated.end(), [&](TensorId m) {
       const TensorRole r = trace_.tensor(trace_.storage_of(m)).role;
@@ -147,7 +147,7 @@ void RematExecutor::evict_value(ValueId v, bool forced) {
 void RematExecutor::free_storage(TensorId storage) {
   const ValueId v = current_[index_of(storage)];
   // State has no history: values computed from it are settled now rather than kept recomputable
-  // from a copy of a lifetime that has ended (the validator's rule).
+  // from a copy of a lifetime that has ended (the auditor's rule).
   if (state(storage) && !settle_history(storage, /*all_lifetimes=*/true)) return;
   current_[index_of(storage)] = kNoValue;
   release_value(v);
@@ -222,9 +222,9 @@ void RematExecutor::drop_value(ValueId v) {
   if (holds_block) loop_.release_block(graph_.value(v).storage, b);
 }
 
-// Plan checks (engine.plan_checks, --paranoid): resident values hold disjoint blocks inside the budget, and the
+// Residency checks (engine.residency_checks, --paranoid): resident values hold disjoint blocks inside the budget, and the
 // allocator holds at least their bytes.
-void RematExecutor::check_plan() const {
+void RematExecutor::check_residency() const {
   std::uint64_t end = 0;
   Bytes held;
   const bool addresses = loop_.alloc().address_aware();

@@ -50,7 +50,7 @@ class RematExecutor final : public Executor {
   void process(const TraceEvent& e) override;
   void complete(const Completion& c) override;
   void apply(const Action& a) override;
-  void check_plan() const override;
+  void check_residency() const override;
 
  private:
   // remat_executor.cpp: trace events, release and eviction
@@ -64,9 +64,9 @@ class RematExecutor final : public Executor {
   // remat_compute.cpp: an op of the trace, and the recomputations that bring values back
   void compute(OpId op_id);
   bool materialize(ValueId value);
-  void note_history(TensorId storage, std::uint32_t execution);
+  void note_history(TensorId storage, ExecutionId execution);
   bool settle_history(TensorId storage, bool all_lifetimes);
-  bool recompute(std::uint32_t execution, ValueId keep);
+  bool recompute(ExecutionId execution, ValueId keep);
   // remat_hybrid.cpp: swaps under recompute policies (PoocH-like, Capuchin-like hybrids)
   void swap_out(ValueId value);
   bool swap_in(ValueId value);
@@ -80,7 +80,7 @@ class RematExecutor final : public Executor {
     return r == TensorRole::Parameter || r == TensorRole::Input || r == TensorRole::OptimizerState ||
            acc_grad_[index_of(storage)] != 0;
   }
-  // State keeps no history (the validator's rule): constants, and inputs updated in place by an
+  // State keeps no history (the auditor's rule): constants, and inputs updated in place by an
   // op with outputs of its own, for the rest of their lifetime.
   [[nodiscard]] bool state(TensorId storage) const {
     return constant(storage) || mutated_state_[index_of(storage)] != 0;
@@ -99,7 +99,7 @@ class RematExecutor final : public Executor {
   std::vector<std::uint32_t> storage_version_;  // per storage: writes since its trace allocation
   // per storage: the executions that read or wrote it, not yet settled (settle_history), and
   // where in that list its current lifetime starts
-  std::vector<std::vector<std::uint32_t>> history_;
+  std::vector<std::vector<ExecutionId>> history_;
   std::vector<std::size_t> lifetime_start_;
   // per storage: updated in place by an op with outputs of its own in this lifetime (state until freed)
   std::vector<std::uint8_t> mutated_state_;

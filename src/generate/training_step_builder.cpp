@@ -28,7 +28,7 @@ std::uint32_t Builder::tensor(std::uint64_t bytes, TensorRole role, std::string 
 
 std::uint32_t Builder::view(std::uint32_t base, std::string name) {
   const auto id = tensor(0, tr_.tensors[base].role, std::move(name), life_[base]);
-  tr_.tensors[id].view_of = tr_.storage_of(base);
+  tr_.tensors[id].view_of = TensorId{tr_.storage_of(base)};
   return id;
 }
 

@@ -171,7 +171,7 @@ class DtrConverter {
     if (refs_.root_of(index) == index) {
       t.size = Bytes{refs_.bytes_of(index)};
     } else if (has_memory(index)) {
-      t.view_of = refs_.root_of(index);  // what the loader derives from the op's "views"
+      t.view_of = TensorId{refs_.root_of(index)};  // what the loader derives from the op's "views"
     } else if (options_.simrd_compat) {
       simrd_.note_root(index, refs_.root_of(index));
     }

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "coopsim/base/capped_input.hpp"
-#include "coopsim/model/memory_budget.hpp"
+#include "coopsim/model/memory_cap.hpp"
 
 namespace coopsim::dtr_detail {
 
@@ -39,7 +39,7 @@ struct DtrRecord {
 // Streams a log (plain or gzip, detected by zlib) and parses each non-blank line into a
 // DtrRecord. Throws InputError("file:line: problem") on unreadable files, more than `max_bytes`
 // decompressed bytes (limits.max_input_bytes), malformed JSON, unknown instructions, missing
-// fields and values of the wrong type or form. It keeps the memory budget of the import
+// fields and values of the wrong type or form. It keeps the memory cap of the import
 // (limits.max_memory): a line is parsed only if its JSON document fits in what is left, and the
 // converter counts what it keeps through hold().
 class DtrLogReader {
@@ -69,7 +69,7 @@ class DtrLogReader {
   [[noreturn]] void fail(const std::string& problem) const;
 
   std::string path_;
-  MemoryBudget memory_;
+  MemoryCap memory_;
   CappedInput in_;
   std::vector<char> buf_;
   std::size_t pos_ = 0, len_ = 0;

@@ -72,7 +72,7 @@ bool is_random(const std::string& name) {
 class Builder {
  public:
   Builder(const std::string& kineto_path, const KinetoOptions& options, const EtTrace& et, const Link& link,
-          const Collected& c, MemoryBudget& memory)
+          const Collected& c, MemoryCap& memory)
       : kineto_path_(kineto_path), options_(options), et_(et), link_(link), c_(c), memory_(memory) {}
 
   Trace run() {
@@ -382,7 +382,7 @@ class Builder {
   const EtTrace& et_;
   const Link& link_;
   const Collected& c_;
-  MemoryBudget& memory_;  // limits.max_memory
+  MemoryCap& memory_;  // limits.max_memory
   std::string device_;
   std::vector<std::int64_t> op_ns_;
   std::vector<OpPlan> plans_;
@@ -396,7 +396,7 @@ class Builder {
 }  // namespace
 
 Trace build_linked_trace(const std::string& kineto_path, const KinetoOptions& options, kineto_detail::TopLevel /*top*/,
-                         Collected& c, const Limits& limits, MemoryBudget& memory) {
+                         Collected& c, const Limits& limits, MemoryCap& memory) {
   const EtTrace et = read_et(options.et, limits, memory);
   const Link link = link_traces(options.et, et, kineto_path, c);
   Trace t = Builder(kineto_path, options, et, link, c, memory).run();

@@ -13,7 +13,7 @@
 
 #include "coopsim/import/importers.hpp"
 #include "coopsim/base/limits.hpp"
-#include "coopsim/model/memory_budget.hpp"
+#include "coopsim/model/memory_cap.hpp"
 #include "coopsim/model/trace.hpp"
 #include "kineto_detail.hpp"
 
@@ -59,7 +59,7 @@ struct EtTrace {
 // on malformed input and on limits exceeded (max_input_bytes, max_events for nodes,
 // max_op_fan_in for the tensors of one node's inputs or outputs, max_memory: each node's DOM
 // while it is read, then per node kNodeBytes and per tensor value kTensorBytes, in `memory`).
-EtTrace read_et(const std::string& path, const Limits& limits, MemoryBudget& memory);
+EtTrace read_et(const std::string& path, const Limits& limits, MemoryCap& memory);
 // Bytes counted per node and per tensor value of a node: twice the record (a vector's slack
 // and regrowth copy) and what the conversion derives from it (the op's plan of about 160
 // bytes, its trace op and events, a storage lifetime of about 48 bytes and the list entries
@@ -94,6 +94,6 @@ Link link_traces(const std::string& et_path, const EtTrace& et, const std::strin
 // ---- conversion (et_build.cpp) -------------------------------------------------------------
 
 Trace build_linked_trace(const std::string& kineto_path, const KinetoOptions& options, kineto_detail::TopLevel top,
-                         kineto_detail::Collected& c, const Limits& limits, MemoryBudget& memory);
+                         kineto_detail::Collected& c, const Limits& limits, MemoryCap& memory);
 
 }  // namespace coopsim::et_detail

@@ -26,7 +26,7 @@ using kineto_detail::RawEvent;
 
 class NodeReader {
  public:
-  NodeReader(const std::string& path, const Limits& limits, EtTrace& et, MemoryBudget& memory)
+  NodeReader(const std::string& path, const Limits& limits, EtTrace& et, MemoryCap& memory)
       : path_(path), limits_(limits), et_(et), memory_(memory) {}
 
   void add(const RawEvent& e) {
@@ -215,7 +215,7 @@ class NodeReader {
   const std::string& path_;
   const Limits& limits_;
   EtTrace& et_;
-  MemoryBudget& memory_;
+  MemoryCap& memory_;
   const RawEvent* e_ = nullptr;
   std::optional<std::int64_t> id_;
   std::vector<bool> written_;  // of the current node's schema arguments
@@ -224,7 +224,7 @@ class NodeReader {
 
 }  // namespace
 
-EtTrace read_et(const std::string& path, const Limits& limits, MemoryBudget& memory) {
+EtTrace read_et(const std::string& path, const Limits& limits, MemoryCap& memory) {
   EtTrace et;
   NodeReader reader(path, limits, et, memory);
   kineto_detail::ArrayFormat format;

@@ -74,12 +74,12 @@ std::string micros(std::int64_t ns) {
 
 class Converter {
  public:
-  Converter(std::string path, const KinetoOptions& options, TopLevel top, Collected& c, MemoryBudget& budget)
+  Converter(std::string path, const KinetoOptions& options, TopLevel top, Collected& c, MemoryCap& cap)
       : path_(std::move(path)),
         options_(options),
         top_(std::move(top)),
         c_(c),
-        budget_(budget),
+        cap_(cap),
         nesting_(nest_ops(c)),
         memory_(pair_memory(path_, c, nesting_)) {}
 
@@ -165,7 +165,7 @@ class Converter {
 
   // Names are copied from the op names into every tensor and op: their text is counted here.
   void hold_text(std::size_t size) {
-    if (!budget_.add(memory_cost::text(size))) throw Error(fmt::format("{}: {}", path_, budget_.problem()));
+    if (!cap_.add(memory_cost::text(size))) throw Error(fmt::format("{}: {}", path_, cap_.problem()));
   }
 
   std::uint32_t define_tensor(std::uint32_t record) {
@@ -361,7 +361,7 @@ class Converter {
   KinetoOptions options_;
   TopLevel top_;
   Collected& c_;
-  MemoryBudget& budget_;  // limits.max_memory
+  MemoryCap& cap_;  // limits.max_memory
   Nesting nesting_;
   MemoryReplay memory_;
   std::vector<std::uint32_t> top_level_;
@@ -378,7 +378,7 @@ Trace convert(const std::string& path, const KinetoOptions& options, const Limit
   if (options.device < 0)
     throw ConfigError("device", fmt::format("must be a CUDA device index >= 0 (got {})", options.device));
   Collector collector(path, options.device);
-  MemoryBudget memory(limits.max_memory);
+  MemoryCap memory(limits.max_memory);
   CollectedMemory kept(path, memory);
   TopLevel top = read_kineto_json(path, limits.max_input_bytes, memory, [&](RawEvent& e) {
     collector.add(e);

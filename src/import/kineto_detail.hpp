@@ -4,7 +4,7 @@
 #pragma once
 
 #include "coopsim/base/error.hpp"
-#include "coopsim/model/memory_budget.hpp"
+#include "coopsim/model/memory_cap.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -47,7 +47,7 @@ struct TopLevel {
 // Stops with "file:line: more than N bytes of input (limits.max_input_bytes)" past `max_bytes`,
 // and with "... (limits.max_memory)" when the DOM of an event (or of a top-level field) would
 // not fit in `memory` beside what it already holds.
-TopLevel read_kineto_json(const std::string& path, std::uint64_t max_bytes, MemoryBudget& memory,
+TopLevel read_kineto_json(const std::string& path, std::uint64_t max_bytes, MemoryCap& memory,
                           const std::function<void(RawEvent&)>& on_event);
 
 // The same streaming reader for any JSON object whose bulk is one array of objects (an
@@ -59,7 +59,7 @@ struct ArrayFormat {
   const char* element = "an event";
   bool bare_array = true;
 };
-TopLevel read_json_array(const std::string& path, std::uint64_t max_bytes, MemoryBudget& memory,
+TopLevel read_json_array(const std::string& path, std::uint64_t max_bytes, MemoryCap& memory,
                          const ArrayFormat& format, const std::function<void(RawEvent&)>& on_event);
 
 // Exact decimal conversion of a JSON number's text in microseconds to nanoseconds, rounding
@@ -158,12 +158,12 @@ class Collector {
 // InputError("file:line: more than N bytes of memory (limits.max_memory)").
 class CollectedMemory {
  public:
-  CollectedMemory(const std::string& path, MemoryBudget& memory) : path_(path), memory_(memory) {}
+  CollectedMemory(const std::string& path, MemoryCap& memory) : path_(path), memory_(memory) {}
   void update(const Collected& c, std::uint64_t line);
 
  private:
   const std::string& path_;
-  MemoryBudget& memory_;
+  MemoryCap& memory_;
   std::size_t ops_ = 0, runtime_ = 0, memory_events_ = 0, steps_ = 0, correlations_ = 0, names_ = 0, threads_ = 0;
 };
 

@@ -89,7 +89,7 @@ class GzInput : public std::streambuf {
 class Sax {
  public:
   Sax(const std::string& path, GzInput& in, const ArrayFormat& f, const std::function<void(RawEvent&)>& on_event,
-      MemoryBudget& memory)
+      MemoryCap& memory)
       : path_(path), in_(in), f_(f), on_event_(on_event), memory_(memory) {}
 
   TopLevel finish() { return std::move(top_); }
@@ -279,7 +279,7 @@ class Sax {
   GzInput& in_;
   const ArrayFormat& f_;
   const std::function<void(RawEvent&)>& on_event_;
-  MemoryBudget& memory_;
+  MemoryCap& memory_;
   std::uint64_t event_bytes_ = 0;  // counted for the event being built
   TopLevel top_;
   int depth_ = 0;  // open containers of the top-level structure (object/array, traceEvents)
@@ -294,12 +294,12 @@ class Sax {
 
 // Quotes a string for an error message: '...', control characters, quotes and backslashes as
 // \xNN, shortened to about 40 bytes (the style of the trace loader's messages).
-TopLevel read_kineto_json(const std::string& path, std::uint64_t max_bytes, MemoryBudget& memory,
+TopLevel read_kineto_json(const std::string& path, std::uint64_t max_bytes, MemoryCap& memory,
                           const std::function<void(RawEvent&)>& on_event) {
   return read_json_array(path, max_bytes, memory, ArrayFormat{}, on_event);
 }
 
-TopLevel read_json_array(const std::string& path, std::uint64_t max_bytes, MemoryBudget& memory,
+TopLevel read_json_array(const std::string& path, std::uint64_t max_bytes, MemoryCap& memory,
                          const ArrayFormat& format, const std::function<void(RawEvent&)>& on_event) {
   GzInput in(path, max_bytes);
   std::istream stream(&in);

@@ -251,12 +251,12 @@ std::vector<std::uint64_t> reserved_at_ooms(const Snapshot& snap, const History&
 }  // namespace
 
 Trace import_value(const pickle::Value& root, const std::string& path, const TorchSnapshotOptions& options) {
-  MemoryBudget memory(Limits::default_max_memory());
+  MemoryCap memory(Limits::default_max_memory());
   return import_value(root, path, options, memory);
 }
 
 Trace import_value(const pickle::Value& root, const std::string& path, const TorchSnapshotOptions& options,
-                   MemoryBudget& memory) {
+                   MemoryCap& memory) {
   const Snapshot snap = read_snapshot(root, path, options.device, memory);
   PyTorchOptions opts;
   try {
@@ -343,7 +343,7 @@ Trace import_value(const pickle::Value& root, const std::string& path, const Tor
 Trace import_torch_snapshot(const std::string& path, const TorchSnapshotOptions& options, const Limits& limits) {
   Trace t;
   try {
-    MemoryBudget memory(limits.max_memory);
+    MemoryCap memory(limits.max_memory);
     const pickle::ValuePtr root = pickle::parse_file(path, limits.max_input_bytes, memory);
     t = torch_snapshot::import_value(*root, path, options, memory);
   } catch (const std::bad_alloc&) {

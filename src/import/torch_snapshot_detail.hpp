@@ -20,7 +20,7 @@
 #include "coopsim/alloc/pytorch.hpp"
 #include "coopsim/alloc/allocator.hpp"
 #include "coopsim/formats/pickle.hpp"
-#include "coopsim/model/memory_budget.hpp"
+#include "coopsim/model/memory_cap.hpp"
 #include "coopsim/model/trace.hpp"
 
 namespace coopsim::torch_snapshot::detail {
@@ -111,7 +111,7 @@ inline constexpr std::uint64_t kMaxSettingsValues = 65536;
 
 // Checks and extracts one device's part of a snapshot dict. Throws Error("<path>: <key>: ...").
 // What it keeps is counted in `memory` (limits.max_memory).
-Snapshot read_snapshot(const pickle::Value& root, const std::string& path, int device, MemoryBudget& memory);
+Snapshot read_snapshot(const pickle::Value& root, const std::string& path, int device, MemoryCap& memory);
 
 // Plain-data conversion of a pickle value for the trace header (dict keys as strings). The
 // caller bounds its expanded size first (expanded_values).

@@ -23,7 +23,7 @@ using Kind = pickle::Value::Kind;
 
 class Reader {
  public:
-  Reader(const std::string& path, int device, MemoryBudget& memory) : path_(path), device_(device), memory_(memory) {}
+  Reader(const std::string& path, int device, MemoryCap& memory) : path_(path), device_(device), memory_(memory) {}
 
   [[noreturn]] void fail(const std::string& key, const std::string& problem) const {
     throw Error(fmt::format("{}: {}: {}", path_, key, problem));
@@ -313,13 +313,13 @@ class Reader {
 
   const std::string& path_;
   int device_;
-  MemoryBudget& memory_;
+  MemoryCap& memory_;
   std::unordered_map<const pickle::Value*, std::string> names_;  // frames list -> name
 };
 
 }  // namespace
 
-Snapshot read_snapshot(const pickle::Value& root, const std::string& path, int device, MemoryBudget& memory) {
+Snapshot read_snapshot(const pickle::Value& root, const std::string& path, int device, MemoryCap& memory) {
   return Reader(path, device, memory).run(root);
 }
 

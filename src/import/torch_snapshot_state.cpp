@@ -228,12 +228,12 @@ void Reconstruction::build_initial_state() {
                          b.size, b.requested));
         b.requested = b.size;
       }
-      if (b.addr > at) out.blocks.push_back({Bytes{b.addr - at}, kNoIndex});
+      if (b.addr > at) out.blocks.push_back(InitialBlock{Bytes{b.addr - at}, coopsim::kNoTensor});
       b.tensor = new_initial_tensor(b);
-      out.blocks.push_back({Bytes{b.size}, b.tensor});
+      out.blocks.push_back(InitialBlock{Bytes{b.size}, TensorId{b.tensor}});
       at = b.addr + b.size;
     }
-    if (at < end) out.blocks.push_back({Bytes{end - at}, kNoIndex});
+    if (at < end) out.blocks.push_back(InitialBlock{Bytes{end - at}, coopsim::kNoTensor});
     h_.initial.push_back(std::move(out));
   }
   for (; k < order.size(); ++k) orphan(order[k]);

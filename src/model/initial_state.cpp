@@ -27,7 +27,7 @@ Trace replay_from_empty(const Trace& trace) {
   for (const InitialSegment& s : trace.initial_segments) {
     for (const InitialBlock& b : s.blocks) {
       if (b.is_free()) continue;
-      TraceEvent e = TraceEvent::alloc(TensorId{b.tensor}, s.stream);
+      TraceEvent e = TraceEvent::alloc(b.tensor, s.stream);
       if (timed) e.time = SimTime::zero();
       out.events.push_back(e);
     }

@@ -29,9 +29,9 @@ ValueId RematGraph::add_value(TensorId storage, Bytes size, bool unevictable) {
   return v;
 }
 
-std::uint32_t RematGraph::add_execution(OpId op, SimTime cost, std::vector<ValueId> inputs,
-                                        std::vector<ValueId> outputs) {
-  const auto e = static_cast<std::uint32_t>(executions_.size());
+ExecutionId RematGraph::add_execution(OpId op, SimTime cost, std::vector<ValueId> inputs,
+                                      std::vector<ValueId> outputs) {
+  const ExecutionId e{static_cast<std::uint32_t>(executions_.size())};
   for (ValueId u : inputs) {
     auto& c = consumers_[index_of(u)];
     if (c.empty() || c.back() != e) c.push_back(e);
@@ -45,14 +45,14 @@ std::uint32_t RematGraph::add_execution(OpId op, SimTime cost, std::vector<Value
   return e;
 }
 
-void RematGraph::set_producer(ValueId v, std::uint32_t execution) {
+void RematGraph::set_producer(ValueId v, ExecutionId execution) {
   // v leaves its class (its subtree now reports to v) and its compute may change: the class it
   // left, its own class and every reader of v see a change.
   const ValueId old_root = find_root(v);
   RematValue& x = at(v);
   x.producer = execution;
-  x.compute = executions_[execution].cost;
-  produced_[execution].push_back(v);
+  x.compute = executions_[index_of(execution)].cost;
+  produced_[index_of(execution)].push_back(v);
   uf_parent_[index_of(v)] = v;
   uf_cost_[index_of(v)] = static_cast<double>(x.compute.count());
   if (old_root != v) changed_class(old_root);
@@ -77,7 +77,7 @@ void RematGraph::set_state(ValueId v, ValueState s) {
 
 void RematGraph::sync_candidate(ValueId v) {
   const RematValue& x = value(v);
-  const bool want = x.state == ValueState::Resident && !x.unevictable && x.producer != kNoIndex;
+  const bool want = x.state == ValueState::Resident && !x.unevictable && x.producer != kNoExecution;
   auto& in = in_candidates_[index_of(v)];
   if (want == (in != 0)) return;
   if (want) {
@@ -116,8 +116,8 @@ void RematGraph::evict(ValueId v) {
   mark_evicted_without_memory(v);
   // update_after_release: join the evicted inputs and outputs of the producer.
   const RematValue& x = value(v);
-  if (x.producer == kNoIndex) return;
-  const RematExecution& p = executions_[x.producer];
+  if (x.producer == kNoExecution) return;
+  const RematExecution& p = executions_[index_of(x.producer)];
   for (const auto* list : {&p.inputs, &p.outputs}) {
     for (ValueId u : *list) {
       if (u != v && value(u).state == ValueState::Evicted) merge(v, u);
@@ -195,7 +195,7 @@ static double region_cost(const RematGraph& g, ValueId v, bool up, bool down, st
   mark[index_of(v)] = epoch;
   auto visit_neighbours = [&](ValueId x) {
     const RematValue& val = g.value(x);
-    if (up && val.producer != kNoIndex) {
+    if (up && val.producer != kNoExecution) {
       for (ValueId u : g.execution(val.producer).inputs) {
         if (mark[index_of(u)] != epoch && g.value(u).state == ValueState::Evicted) {
           mark[index_of(u)] = epoch;
@@ -204,7 +204,7 @@ static double region_cost(const RematGraph& g, ValueId v, bool up, bool down, st
       }
     }
     if (down) {
-      for (std::uint32_t e : g.consumers(x)) {
+      for (ExecutionId e : g.consumers(x)) {
         for (ValueId w : g.execution(e).outputs) {
           if (mark[index_of(w)] != epoch && g.value(w).state == ValueState::Evicted) {
             mark[index_of(w)] = epoch;
@@ -237,8 +237,8 @@ bool RematGraph::walk_descendants(ValueId v, Visit visit) const {
   while (!stack_.empty()) {
     const ValueId x = stack_.back();
     stack_.pop_back();
-    for (std::uint32_t e : consumers_[index_of(x)]) {
-      for (ValueId w : executions_[e].outputs) {
+    for (ExecutionId e : consumers_[index_of(x)]) {
+      for (ValueId w : executions_[index_of(e)].outputs) {
         if (visit_mark_[index_of(w)] == visit_epoch_) continue;
         visit_mark_[index_of(w)] = visit_epoch_;
         if (!visit(w)) return false;
@@ -270,8 +270,8 @@ void RematGraph::lock_dependents(ValueId v) {
 
 bool RematGraph::recomputable(ValueId v, const Trace& trace) const {
   const RematValue& x = value(v);
-  if (x.producer == kNoIndex) return false;
-  const RematExecution& p = executions_[x.producer];
+  if (x.producer == kNoExecution) return false;
+  const RematExecution& p = executions_[index_of(x.producer)];
   if (trace.op(p.op).random) return false;
   return std::none_of(p.inputs.begin(), p.inputs.end(), [&](ValueId u) { return value(u).state == ValueState::Gone; });
 }

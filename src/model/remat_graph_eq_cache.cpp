@@ -23,8 +23,8 @@ namespace coopsim {
 double RematGraph::compute_eq_class_cost(ValueId v, bool watch) const {
   const RematValue& x = value(v);
   double c = static_cast<double>(x.compute.count());
-  if (x.producer == kNoIndex) return c;
-  const RematExecution& p = executions_[x.producer];
+  if (x.producer == kNoExecution) return c;
+  const RematExecution& p = executions_[index_of(x.producer)];
   for (const auto* list : {&p.inputs, &p.outputs}) {
     for (ValueId u : *list) {
       const RematValue& y = value(u);
@@ -88,8 +88,8 @@ void RematGraph::changed_class(ValueId r) {
 
 void RematGraph::changed_value(ValueId u) {
   for (const auto* lists : {&consumers_[index_of(u)], &writers_[index_of(u)]}) {
-    for (std::uint32_t e : *lists) {
-      for (ValueId w : produced_[e]) invalidate_eq(w);
+    for (ExecutionId e : *lists) {
+      for (ValueId w : produced_[index_of(e)]) invalidate_eq(w);
     }
   }
 }

@@ -76,10 +76,10 @@ TraceSummary summarize(const Trace& trace) {
     ++s.initial_segments;
     s.initial_reserved += seg.size();
     for (const auto& b : seg.blocks) {
-      if (b.is_free() || b.tensor >= trace.tensors.size() || live[b.tensor]) continue;
-      live[b.tensor] = 1;
+      if (b.is_free() || index_of(b.tensor) >= trace.tensors.size() || live[index_of(b.tensor)]) continue;
+      live[index_of(b.tensor)] = 1;
       ++s.initial_tensors;
-      current = sat_add(current, trace.tensors[b.tensor].size.value);
+      current = sat_add(current, trace.tensor(b.tensor).size.value);
     }
   }
   s.initial_live = Bytes{current};

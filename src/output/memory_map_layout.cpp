@@ -43,7 +43,7 @@ Data collect(const Trace& trace, const RunLog& log, const Report& report) {
         break;
       case LogKind::Compute:
       case LogKind::Recompute: {
-        const SimTime cost = r.op < trace.ops.size() ? trace.ops[r.op].duration : SimTime{0};
+        const SimTime cost = index_of(r.op) < trace.ops.size() ? trace.op(r.op).duration : SimTime{0};
         for (std::uint32_t k = r.reads; k < std::uint32_t{r.reads} + r.writes; ++k) {
           if (Interval* v = at(log.refs[r.first + k].addr); v != nullptr) {
             v->cost = cost;

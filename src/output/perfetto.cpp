@@ -117,17 +117,18 @@ class Writer {
   void record(std::uint32_t i, const std::vector<int>& d2h, const std::vector<int>& h2d) {
     const LogRecord& r = log_.records[i];
     const std::string ev = r.event == kNoRecord ? std::string("null") : std::to_string(r.event);
-    auto op_name = [&] { return r.op < trace_.ops.size() ? trace_.ops[r.op].name : fmt::format("op #{}", r.op); };
-    auto op_id = [&] { return r.op < trace_.ops.size() ? trace_.ops[r.op].file_id : std::uint64_t{r.op}; };
+    const std::uint32_t op = index_of(r.op);
+    auto op_name = [&] { return op < trace_.ops.size() ? trace_.ops[op].name : fmt::format("op #{}", op); };
+    auto op_id = [&] { return op < trace_.ops.size() ? trace_.ops[op].file_id : std::uint64_t{op}; };
     switch (r.kind) {
       case LogKind::Compute:
         slice(kComputeTid, "compute", op_name(), r, fmt::format(R"("op":{},"event":{})", op_id(), ev));
         break;
       case LogKind::Recompute: {
-        const bool has_origin = r.origin < log_.records.size() && log_.records[r.origin].event != kNoRecord;
+        const bool has_origin = index_of(r.origin) < log_.records.size() && log_.record(r.origin).event != kNoRecord;
         slice(kComputeTid, "recompute", "recompute " + op_name(), r,
               fmt::format(R"("op":{},"event":{},"origin_event":{})", op_id(), ev,
-                          has_origin ? std::to_string(log_.records[r.origin].event) : std::string("null")));
+                          has_origin ? std::to_string(log_.record(r.origin).event) : std::string("null")));
         break;
       }
       case LogKind::Stall: slice(kComputeTid, "stall", "stall", r, fmt::format(R"("event":{})", ev)); break;

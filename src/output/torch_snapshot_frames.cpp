@@ -55,7 +55,7 @@ SnapshotFrames::SnapshotFrames(const Trace& trace, const RunLog& log) : trace_(t
       case LogKind::Compute:
       case LogKind::Recompute:
         for (std::uint32_t k = 0; k < r.writes; ++k) {
-          fill(log.ref(r, r.reads + k).addr, r.kind == LogKind::Recompute ? Filled::Recompute : Filled::Copy, r.op);
+          fill(log.ref(r, r.reads + k).addr, r.kind == LogKind::Recompute ? Filled::Recompute : Filled::Copy, index_of(r.op));
         }
         break;
       case LogKind::Free: waiting.erase(log.ref(r).addr); break;

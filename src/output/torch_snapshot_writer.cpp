@@ -239,7 +239,7 @@ std::string torch_snapshot_pickle(const Trace& trace, const RunLog& log, const R
       live[addr] = Live{addr, ref.size.value, requested(ref), frames.of_alloc(i)};
     } else if (r.kind == LogKind::Free) {
       const auto it = live_by_log_addr.find(log.ref(r).addr);
-      if (it == live_by_log_addr.end()) continue;  // not a block of this log (the validator says so)
+      if (it == live_by_log_addr.end()) continue;  // not a block of this log (the auditor says so)
       const LogRecord& placed = log.records[it->second];
       const std::uint64_t addr = where.of(it->second);
       const std::uint64_t size = requested(log.ref(placed));

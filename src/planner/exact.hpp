@@ -5,7 +5,7 @@
 // MiniMalloc code is used.
 //
 // The search is complete: `Infeasible` is a proof that no placement of height <= capacity
-// exists. It stops with `Unknown` when its work budget (a machine-independent count of inner-
+// exists. It stops with `Unknown` when its work limit (a machine-independent count of inner-
 // loop steps) runs out, so the answer never depends on the machine's speed.
 #pragma once
 

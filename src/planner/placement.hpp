@@ -116,7 +116,7 @@ class AddressOrder {
 bool place_by_lifetime_index(const Problem& problem, const std::vector<std::size_t>& order, Fit fit,
                              std::vector<std::int64_t>& offsets);
 
-// The wall-clock safety cut: results must come from work budgets; this only stops a run that
+// The wall-clock safety cut: results must come from work limits; this only stops a run that
 // would overstay the time limit on a very slow machine (and says so in the result). Every
 // phase reads it (the conflict lists' sweep, each decoding, the exact and local searches).
 class Clock {

@@ -4,7 +4,7 @@
 //     bisects between the best proven bound and the incumbent's height;
 //  3. when the exact phase found nothing better, the order local search improves the
 //     construction with what is left.
-// Every phase runs on a work budget derived from --time-limit, so the result does not depend on
+// Every phase runs on a work limit derived from --time-limit, so the result does not depend on
 // the machine; the wall clock is only a safety cut, reported in the result.
 #include <algorithm>
 #include <numeric>

@@ -22,7 +22,7 @@ FurthestNextUse::FurthestNextUse(const UseIndex& uses, const Trace& trace) : use
   for (const InitialSegment& s : trace.initial_segments) {
     for (const InitialBlock& b : s.blocks) {
       if (b.is_free()) continue;
-      const std::uint32_t storage = trace.storage_of(b.tensor);
+      const std::uint32_t storage = index_of(trace.storage_of(b.tensor));
       const auto& u = uses.uses(storage);
       heap_.push_back({u.empty() ? kNever : u.front(), storage});
       std::push_heap(heap_.begin(), heap_.end(), [](const Entry& a, const Entry& b) { return below(a, b); });

@@ -35,7 +35,7 @@ std::vector<Action> ScheduledSwapPolicy::on_alloc_failure(const AllocRequest&, c
 
 std::vector<ScheduledSwapPolicy::Entry> ScheduledSwapPolicy::plan() const {
   std::vector<Entry> out;
-  for (const swap_detail::PlannedSwap& p : schedule_->plan()) out.push_back({p.tensor, p.out_at, p.in_at, p.use_at});
+  for (const swap_detail::PlannedSwap& p : schedule_->plan()) out.push_back({TensorId{p.tensor}, p.out_at, p.in_at, p.use_at});
   return out;
 }
 

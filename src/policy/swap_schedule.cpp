@@ -70,7 +70,7 @@ std::vector<std::uint64_t> load_curve(const Trace& trace) {
   std::uint64_t live = 0;
   for (const InitialSegment& s : trace.initial_segments) {
     for (const InitialBlock& b : s.blocks) {
-      if (!b.is_free()) live += trace.tensors[b.tensor].size.value;
+      if (!b.is_free()) live += trace.tensor(b.tensor).size.value;
     }
   }
   for (std::size_t i = 0; i < trace.events.size(); ++i) {

@@ -158,17 +158,17 @@ class Exporter {
       case LogKind::Compute:
       case LogKind::Recompute: {
         PlanStep& s = push(r.kind == LogKind::Compute ? StepKind::Op : StepKind::Recompute, r, i);
-        s.op = r.op;
-        ops_.insert(r.op);
+        s.op = index_of(r.op);
+        ops_.insert(index_of(r.op));
         for (std::uint32_t k = 0; k < r.reads; ++k) s.reads.push_back(ref(log_.ref(r, k)));
         for (std::uint32_t k = 0; k < r.writes; ++k) s.writes.push_back(ref(log_.ref(r, r.reads + k)));
         if (r.kind == LogKind::Recompute) {
-          const auto it = step_of_record_.find(r.origin);
+          const auto it = step_of_record_.find(index_of(r.origin));
           if (it == step_of_record_.end() || plan_.steps[it->second].kind != StepKind::Op) {
             throw Error(
                 fmt::format("--plan: event log record {} recomputes from record {}, which is not an "
                             "earlier compute record",
-                            i, r.origin));
+                            i, index_of(r.origin)));
           }
           s.origin = it->second;
         }

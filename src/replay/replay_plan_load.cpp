@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "coopsim/replay/replay_plan.hpp"
-#include "coopsim/model/memory_budget.hpp"
+#include "coopsim/model/memory_cap.hpp"
 #include "coopsim/base/text.hpp"
 
 namespace coopsim::gpu {
@@ -94,11 +94,11 @@ class Node {
 };
 
 // Counts what the document's DOM will hold (nlohmann SAX events, the costs of
-// coopsim/model/memory_budget.hpp) and stops as soon as it passes the budget: a plan is refused before
+// coopsim/model/memory_cap.hpp) and stops as soon as it passes the budget: a plan is refused before
 // its DOM is built. Syntax errors are left to the real parse, which reports them.
 class DomMeter : public nlohmann::json_sax<nlohmann::json> {
  public:
-  explicit DomMeter(MemoryBudget& memory) : memory_(memory) {}
+  explicit DomMeter(MemoryCap& memory) : memory_(memory) {}
   [[nodiscard]] bool over() const { return over_; }
 
   bool null() override { return value(0); }
@@ -134,7 +134,7 @@ class DomMeter : public nlohmann::json_sax<nlohmann::json> {
     in_object_.pop_back();
     return true;
   }
-  MemoryBudget& memory_;
+  MemoryCap& memory_;
   std::vector<bool> in_object_;
   std::uint64_t key_bytes_ = 0;
   bool over_ = false;
@@ -344,7 +344,7 @@ class Loader {
 
 Plan parse_plan(const std::string& text, const std::string& file, const Limits& limits) {
   // The DOM and the plan read from it (no larger than its DOM) must fit beside the text.
-  MemoryBudget memory(limits.max_memory);
+  MemoryCap memory(limits.max_memory);
   DomMeter meter(memory);
   if (!memory.add(text.size())) throw Error(fmt::format("{}: {}", file, memory.problem()));
   (void)nlohmann::json::sax_parse(text, &meter, nlohmann::json::input_format_t::json, false);

@@ -42,9 +42,9 @@ std::vector<ParamDoc> engine_param_docs() {
       {"paranoid",
        ParamType::Bool,
        "false",
-       "check allocator invariants and the plan checks after every event (slow)",
+       "check allocator invariants and the residency checks after every event (slow)",
        {}},
-      {"plan_checks",
+      {"residency_checks",
        ParamType::Bool,
        "false",
        "recompute policies: after every event check that resident tensors hold disjoint blocks, the "

@@ -11,7 +11,7 @@
 #include "coopsim/base/limits.hpp"
 #include "coopsim/model/link.hpp"
 #include "coopsim/model/trace.hpp"
-#include "coopsim/validate/validate.hpp"
+#include "coopsim/audit/audit.hpp"
 
 namespace coopsim {
 
@@ -66,7 +66,7 @@ Report run_simulation(const CheckedConfig& checked, const Trace& recorded_trace,
   opt.budget = budget;
   opt.link = make_link(link_params);
   opt.paranoid = engine_params.get_bool("paranoid");
-  opt.plan_checks = engine_params.get_bool("plan_checks") || opt.paranoid;
+  opt.residency_checks = engine_params.get_bool("residency_checks") || opt.paranoid;
   opt.measure_search_latency = engine_params.get_bool("measure_search_latency");
   opt.log = options.log;
   opt.max_recompute_depth = config_limits(cfg).max_recompute_depth;
@@ -95,20 +95,20 @@ Report run_simulation(const CheckedConfig& checked, const Trace& recorded_trace,
   ReportBuilder report;
   report.identify(trace, alloc_name, policy_name, budget, std::move(resolved));
 
-  // Plan checks include the independent validator over the run's event log. options.validate
-  // runs the validator alone (not the engine's per-step checks, which are quadratic on long
-  // traces): the CLI sets it from COOPSIM_VALIDATE=1, which the test suites set, so every test
+  // Residency checks include the independent auditor over the run's event log. options.audit
+  // runs the auditor alone (not the engine's per-step checks, which are quadratic on long
+  // traces): the CLI sets it from COOPSIM_AUDIT=1, which the test suites set, so every test
   // that runs a simulation is validated. Reports do not change.
-  const bool validate = opt.plan_checks || options.validate;
+  const bool audit = opt.residency_checks || options.audit;
   RunLog own_log;
-  if (validate && opt.log == nullptr) opt.log = &own_log;
+  if (audit && opt.log == nullptr) opt.log = &own_log;
   try {
     run_engine(trace, *allocator, *policy, opt, report);
   } catch (const InvariantError& e) {  // a rule of the engine broken: say under what
     throw InvariantError("policy " + policy_name + " on allocator " + alloc_name + ": " + e.what());
   }
-  if (validate) {
-    const ValidationResult v = validate_runlog(trace, *opt.log);
+  if (audit) {
+    const AuditResult v = audit_runlog(trace, *opt.log);
     if (!v.ok()) {
       throw InvariantError(trace.path + ": plan check: " + std::to_string(v.violation_count) +
                            " violation(s) in the run's event log; first: " + v.violations.front());

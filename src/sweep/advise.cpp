@@ -112,7 +112,7 @@ std::vector<Outcome> replay_all(const SimConfig& base, const Trace& trace, const
     for (std::size_t i = next++; i < cands.size(); i = next++) {
       try {
         RunOptions ro;
-        ro.validate = o.validate;
+        ro.audit = o.audit;
         done[i] = run_simulation(configs[i], trace, ro);
       } catch (...) {
         failures[i] = std::current_exception();
@@ -229,7 +229,7 @@ std::vector<Candidate> first_round(const Trace& trace, std::vector<std::string>&
   };
   for (const InitialSegment& s : trace.initial_segments) {  // requests too when replayed from empty
     for (const InitialBlock& b : s.blocks) {
-      if (!b.is_free()) request(trace.tensors[b.tensor].size.value);
+      if (!b.is_free()) request(trace.tensor(b.tensor).size.value);
     }
   }
   for (const TraceEvent& e : trace.events) {
@@ -386,7 +386,7 @@ Advice evaluate(const SimConfig& base_in, const Trace& trace, const Options& o) 
   // budget never fails, which an address-aware allocator does not guarantee).
   const bool defaults_fit = a.defaults()->fits();
   sweep::MinBudgetOptions search;
-  search.validate = o.validate;
+  search.audit = o.audit;
   if (!defaults_fit) search.fails_at = a.usable;
   const sweep::MinBudgetResult found = sweep::find_min_budget(config_of(base, Candidate{}, a.usable), trace, search);
   if (found.found) a.defaults_min_usable = defaults_fit ? std::min(found.budget, a.usable) : found.budget;

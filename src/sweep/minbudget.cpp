@@ -30,7 +30,7 @@ MinBudgetResult find_min_budget(const CheckedConfig& cfg, const Trace& trace, co
     CheckedConfig c = cfg;
     c.set_budget(Bytes{k * unit});
     RunOptions options;
-    options.validate = o.validate;
+    options.audit = o.audit;
     last = run_simulation(c, trace, options);
     ++res.runs;
     res.searched_up_to = std::max(res.searched_up_to, Bytes{k * unit});
@@ -80,7 +80,7 @@ std::string minbudget_csv_header() {
          "searched_up_to_bytes,runs";
 }
 
-std::string minbudget_csv_row(const SweepConfig& cfg, const PlannedSearch& s, const MinBudgetResult& r) {
+std::string minbudget_csv_row(const SweepConfig& cfg, const GridSearch& s, const MinBudgetResult& r) {
   const double ratio =
       r.peak.value == 0 ? 0.0 : static_cast<double>(r.budget.value) / static_cast<double>(r.peak.value);
   return fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}", s.index, cfg.traces.at(s.trace), s.allocator,
@@ -104,7 +104,7 @@ int command_minbudget(const MinBudgetArgs& args, std::ostream& out) {
   cfg.doc["budget"] = "1GiB";  // any valid size for check_config; the search sets the budget of each run
   const CheckedConfig checked = check_config(cfg);
   sweep::MinBudgetOptions opt;
-  opt.validate = args.validate_every_run;
+  opt.audit = args.audit_every_run;
   if (args.max_overhead) {
     if (!(*args.max_overhead >= 1.0)) {
       throw ConfigError("--max-overhead",

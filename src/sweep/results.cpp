@@ -127,12 +127,12 @@ Manifest read_manifest(const fs::path& dir) {
 
 std::string results_csv_header() { return "run,variant,budget_ratio," + csv_header(); }
 
-std::string results_csv_row(const SweepConfig& cfg, const PlannedRun& run, const Report& r) {
+std::string results_csv_row(const SweepConfig& cfg, const GridRun& run, const Report& r) {
   return fmt::format("{},{},{},{}", run.index, cfg.variants.at(run.variant).name,
                      run.ratio ? fmt::format("{}", *run.ratio) : std::string(), csv_row(r));
 }
 
-nlohmann::ordered_json results_json_entry(const SweepConfig& cfg, const PlannedRun& run, const Report& r) {
+nlohmann::ordered_json results_json_entry(const SweepConfig& cfg, const GridRun& run, const Report& r) {
   OJ e;
   e["run"] = run.index;
   e["variant"] = cfg.variants.at(run.variant).name;

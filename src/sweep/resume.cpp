@@ -1,5 +1,5 @@
 // check_earlier (resume.hpp): the manifest of an output directory against this sweep's, then each
-// kept row and entry against the plan's run or search of its index, field by field.
+// kept row and entry against the grid's run or search of its index, field by field.
 #include "resume.hpp"
 
 #include <fmt/format.h>
@@ -16,7 +16,7 @@ namespace {
 namespace fs = std::filesystem;
 using OJ = nlohmann::ordered_json;
 
-// One field of a run's identity: its name in messages, the text found, the text the plan expects.
+// One field of a run's identity: its name in messages, the text found, the text the grid expects.
 struct Field {
   const char* name;
   std::string found, expected;
@@ -42,14 +42,14 @@ std::string text_at(const OJ& e, std::initializer_list<const char*> path) {
   return v->is_string() ? v->get<std::string>() : v->dump();
 }
 
-std::string ratio_text(const PlannedRun& r) { return r.ratio ? fmt::format("{}", *r.ratio) : std::string(); }
+std::string ratio_text(const GridRun& r) { return r.ratio ? fmt::format("{}", *r.ratio) : std::string(); }
 
 std::string hash_text(const Trace& t) { return fmt::format("{:016x}", t.content_hash); }
 
 }  // namespace
 
 void check_earlier(const fs::path& dir, const Manifest& old, const Manifest& now, const SweepConfig& cfg,
-                   const Plan& plan, const std::vector<Trace>& traces, const Finished& f) {
+                   const SweepGrid& grid, const std::vector<Trace>& traces, const Finished& f) {
   const std::string manifest = (dir / "sweep.json").string();
   if (old.coopsim_version != now.coopsim_version) {
     throw Error(manifest + ": written by coopsim " + old.coopsim_version + ", this is " + now.coopsim_version +
@@ -71,7 +71,7 @@ void check_earlier(const fs::path& dir, const Manifest& old, const Manifest& now
     if (!in_shard(i, b)) refuse(where, what, i, fmt::format("(it is not in shard {}/{})", b.index, b.count));
   };
   for (const auto& [i, row] : f.rows) {
-    const PlannedRun& r = plan.runs[i];
+    const GridRun& r = grid.runs[i];
     const auto x = split_csv_line(row);
     const std::string& where = f.row_at.at(i);
     check_shard(where, "run", i);
@@ -85,7 +85,7 @@ void check_earlier(const fs::path& dir, const Manifest& old, const Manifest& now
     if (diff) refuse(where, "run", i, *diff);
   }
   for (const auto& [i, e] : f.entries) {
-    const PlannedRun& r = plan.runs[i];
+    const GridRun& r = grid.runs[i];
     const std::string& where = f.entry_at.at(i);
     check_shard(where, "run", i);
     const std::string ratio = r.ratio ? OJ(*r.ratio).dump() : std::string("null");
@@ -100,7 +100,7 @@ void check_earlier(const fs::path& dir, const Manifest& old, const Manifest& now
     if (diff) refuse(where, "run", i, *diff);
   }
   for (const auto& [i, row] : f.search_rows) {
-    const PlannedSearch& s = plan.searches[i];
+    const GridSearch& s = grid.searches[i];
     const auto x = split_csv_line(row);
     const std::string& where = f.search_row_at.at(i);
     check_shard(where, "search", i);

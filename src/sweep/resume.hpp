@@ -1,6 +1,6 @@
 // `sweep --resume` (docs/sweep.md): what an output directory already holds must come from this
 // very sweep (and shard), and every kept result must be the run or search its index names in
-// this sweep's plan. Private to src/sweep.
+// this sweep's grid. Private to src/sweep.
 #pragma once
 
 #include <filesystem>
@@ -18,6 +18,6 @@ namespace coopsim::sweep {
 // first field that differs: "DIR/journal.jsonl:3: run 5 is not this sweep's run 5 (allocator:
 // 'pytorch' here, 'bestfit' in the sweep)".
 void check_earlier(const std::filesystem::path& dir, const Manifest& old, const Manifest& now, const SweepConfig& cfg,
-                   const Plan& plan, const std::vector<Trace>& traces, const Finished& f);
+                   const SweepGrid& grid, const std::vector<Trace>& traces, const Finished& f);
 
 }  // namespace coopsim::sweep

@@ -26,13 +26,13 @@ bool applies(const std::vector<std::string>& only, const std::string& name) {
 
 }  // namespace
 
-Plan make_plan(const SweepConfig& cfg, const std::vector<Trace>& traces) {
-  Plan plan;
+SweepGrid make_grid(const SweepConfig& cfg, const std::vector<Trace>& traces) {
+  SweepGrid grid;
   std::uint64_t h = 0xcbf29ce484222325ULL;
   fnv(h, COOPSIM_VERSION);
   fnv(h, cfg.canonical);
   for (const Trace& t : traces) fnv(h, fmt::format("{:016x}", t.content_hash));
-  plan.hash = h;
+  grid.hash = h;
 
   for (std::size_t ti = 0; ti < traces.size(); ++ti) {
     const Trace& trace = traces[ti];
@@ -78,8 +78,8 @@ Plan make_plan(const SweepConfig& cfg, const std::vector<Trace>& traces) {
           const Variant& v = cfg.variants[vi];
           if (!applies(v.allocators, a) || !applies(v.policies, p)) continue;
           for (std::size_t bi = 0; bi < budgets.size(); ++bi) {
-            PlannedRun r;
-            r.index = plan.runs.size();
+            GridRun r;
+            r.index = grid.runs.size();
             r.trace = ti;
             r.variant = vi;
             r.allocator = a;
@@ -87,14 +87,14 @@ Plan make_plan(const SweepConfig& cfg, const std::vector<Trace>& traces) {
             r.budget = budgets[bi];
             r.ratio = cfg.budgets[bi].ratio;
             r.sweep_largest_budget = largest;
-            plan.runs.push_back(std::move(r));
+            grid.runs.push_back(std::move(r));
           }
-          if (cfg.minbudget.enabled) plan.searches.push_back({plan.searches.size(), ti, vi, a, p});
+          if (cfg.minbudget.enabled) grid.searches.push_back({grid.searches.size(), ti, vi, a, p});
         }
       }
     }
   }
-  return plan;
+  return grid;
 }
 
 SimConfig run_config(const SweepConfig& cfg, std::size_t variant, const std::string& allocator,

@@ -15,7 +15,7 @@
 
 #include "coopsim/base/error.hpp"
 #include "coopsim/base/limits.hpp"
-#include "coopsim/model/memory_budget.hpp"
+#include "coopsim/model/memory_cap.hpp"
 #include "coopsim/base/output_file.hpp"
 #include "coopsim/engine/report_builder.hpp"
 #include "coopsim/sweep/sweep.hpp"
@@ -63,7 +63,7 @@ class Progress {
   Clock::time_point start_ = Clock::now();
 };
 
-std::string budget_text(const PlannedRun& r) {
+std::string budget_text(const GridRun& r) {
   return r.ratio ? fmt::format("{} ({})", *r.ratio, format_bytes(r.budget)) : format_bytes(r.budget);
 }
 
@@ -88,7 +88,7 @@ int command_sweep(const SweepArgs& args, std::ostream& out) {
     Limits limits = cfg.limits;
     if (held >= budget) {
       throw Error(fmt::format("{}: the sweep's traces before it hold {} bytes: {}", resolve_trace_path(cfg, i), held,
-                              MemoryBudget(budget).problem()));
+                              MemoryCap(budget).problem()));
     }
     limits.max_memory = budget - held;
     try {
@@ -102,8 +102,8 @@ int command_sweep(const SweepArgs& args, std::ostream& out) {
     held += std::min(memory_cost::trace(traces.back()), budget - held);
     traces.back().path = cfg.traces[i];  // reports name the trace as the config does, wherever it runs
   }
-  const Plan plan = make_plan(cfg, traces);
-  const Manifest manifest{COOPSIM_VERSION, plan.hash, plan.runs.size(), plan.searches.size(), shard};
+  const SweepGrid grid = make_grid(cfg, traces);
+  const Manifest manifest{COOPSIM_VERSION, grid.hash, grid.runs.size(), grid.searches.size(), shard};
 
   const fs::path dir(args.output);
   std::vector<NamedPath> outputs, inputs{{"the sweep config", args.config}};
@@ -123,16 +123,16 @@ int command_sweep(const SweepArgs& args, std::ostream& out) {
   if (earlier) {
     const Manifest old = read_manifest(dir);
     done = read_finished(dir, old);
-    check_earlier(dir, old, manifest, cfg, plan, traces, done);
+    check_earlier(dir, old, manifest, cfg, grid, traces, done);
     // A run counts as finished when both its CSV row and its JSON entry were written.
     std::erase_if(done.rows, [&](const auto& kv) { return !done.entries.contains(kv.first); });
     std::erase_if(done.entries, [&](const auto& kv) { return !done.rows.contains(kv.first); });
   }
   std::vector<Task> tasks;  // searches first: they are the long ones
-  for (const auto& s : plan.searches) {
+  for (const auto& s : grid.searches) {
     if (in_shard(s.index, slice) && !done.search_rows.contains(s.index)) tasks.push_back({true, s.index});
   }
-  for (const auto& r : plan.runs) {
+  for (const auto& r : grid.runs) {
     if (in_shard(r.index, slice) && !done.rows.contains(r.index)) tasks.push_back({false, r.index});
   }
   const std::size_t resumed_runs = done.rows.size(), resumed = resumed_runs + done.search_rows.size();
@@ -153,9 +153,9 @@ int command_sweep(const SweepArgs& args, std::ostream& out) {
   OutputFile csv_out = start_file("results.csv", csv);
   OutputFile journal_out = start_file(kJournal, journal);
   std::optional<OutputFile> mb_out;
-  if (!plan.searches.empty()) mb_out.emplace(start_file("minbudget.csv", mb));
+  if (!grid.searches.empty()) mb_out.emplace(start_file("minbudget.csv", mb));
 
-  Progress progress(shard_size(plan.runs.size(), slice) + shard_size(plan.searches.size(), slice), resumed);
+  Progress progress(shard_size(grid.runs.size(), slice) + shard_size(grid.searches.size(), slice), resumed);
   std::mutex mu;
   std::atomic<std::size_t> next{0};
   std::atomic<bool> halt{false};
@@ -171,10 +171,10 @@ int command_sweep(const SweepArgs& args, std::ostream& out) {
       try {
         const Task task = tasks[t];
         if (task.search) {
-          const PlannedSearch& s = plan.searches[task.index];
+          const GridSearch& s = grid.searches[task.index];
           MinBudgetOptions search;
           search.max_overhead = cfg.minbudget.max_overhead;
-          search.validate = args.validate_every_run;
+          search.audit = args.audit_every_run;
           const MinBudgetResult res = find_min_budget(
               check_config(run_config(cfg, s.variant, s.allocator, s.policy, std::nullopt)), traces[s.trace], search);
           const std::string row = minbudget_csv_row(cfg, s, res);
@@ -186,9 +186,9 @@ int command_sweep(const SweepArgs& args, std::ostream& out) {
                                         cfg.variants[s.variant].name, res.found ? format_bytes(res.budget) : "none"));
           count_recorded();
         } else {
-          const PlannedRun& r = plan.runs[task.index];
+          const GridRun& r = grid.runs[task.index];
           RunOptions options;
-          options.validate = args.validate_every_run;
+          options.audit = args.audit_every_run;
           Report rep = run_simulation(run_config(cfg, r.variant, r.allocator, r.policy, r.budget), traces[r.trace],
                                       builtin_components(), options);
           ReportBuilder::place_in_sweep(rep, r.sweep_largest_budget);
@@ -233,11 +233,11 @@ int command_sweep(const SweepArgs& args, std::ostream& out) {
   std::string counts;
   for (const auto& [s, n] : statuses) counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", s, n);
   out << fmt::format("sweep: {} runs ({} from earlier output){}{}: {}\n", done.rows.size(), resumed_runs,
-                     plan.searches.empty() ? "" : fmt::format(", {} minimum-budget searches", done.search_rows.size()),
+                     grid.searches.empty() ? "" : fmt::format(", {} minimum-budget searches", done.search_rows.size()),
                      shard ? fmt::format(" in shard {}/{}", slice.index, slice.count) : "",
                      counts.empty() ? "none" : counts);
   out << fmt::format("wrote {}: results.csv, results.json{}, sweep.json\n", args.output,
-                     plan.searches.empty() ? "" : ", minbudget.csv");
+                     grid.searches.empty() ? "" : ", minbudget.csv");
   return 0;
 }
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Bad-input catalogue of the command line for the importers, the input caps (issue 8 part 7) and
-the memory budget (issue 15), reported as TAP. Each case checks the exact one-line error, exit status 1, and that no output
+the memory cap (issue 15), reported as TAP. Each case checks the exact one-line error, exit status 1, and that no output
 file (nor its .tmp) was left behind. Trace v1 errors are in tests/catalogue/, config and run
 errors in cli_test.py, plan errors in tests/unit/plan_format_test.cpp and plan_cli_test.py.
 
@@ -138,9 +138,9 @@ cfg = write("limits.json", '{"limits": {"max_events": 0}}\n')
 bad("run: limits in a config file name the file", run("-c", cfg),
     f"{cfg}: limits.max_events: must be at least 1, got 0", [rep, csv])
 
-# --- the memory budget (limits.max_memory, docs/limits.md "Memory budget"): small inputs made here
+# --- the memory cap (limits.max_memory, docs/limits.md "Memory cap"): small inputs made here
 # that describe huge data; the budgets are lowered so that each case takes about a second, and
-# tests/unit/memory_budget_test.cpp works out where each refusal falls ------------------------
+# tests/unit/memory_cap_test.cpp works out where each refusal falls ------------------------
 budget = lambda size: ["--limit", f"max_memory={size}"]
 
 # A snapshot whose allocator_settings is a 100-level dict, each level's two keys referring to

@@ -78,6 +78,8 @@ usage("unknown option, a unique prefix", ["run", TRACE, "--out", "r.json"],
       "run: unknown option '--out'; did you mean --output?")
 usage("unknown option, nothing close", ["run", TRACE, "--frobnicate"], "run: unknown option '--frobnicate'")
 usage("unknown short option", ["run", TRACE, "-Z"], "run: unknown option '-Z'")
+usage("a renamed option names its new name", ["run", TRACE, "--validate"],
+      "run: unknown option '--validate': renamed --audit (the independent check of the run's event log)")
 usage("an unknown option is reported before a missing argument", ["run", "--bogus"], "run: unknown option '--bogus'")
 usage("unknown option before the command", ["--verison"], "unknown option '--verison'; did you mean --version?")
 usage("unknown command, close to one", ["swep", "s.json"], "unknown command 'swep'; did you mean 'sweep'?")
@@ -114,6 +116,8 @@ for args in (["--help"], ["run", "--help"], ["--version"]):
     case(f"{' '.join(args)} exits 0 on stdout", code == 0 and out != "" and err == "", f"status {code}, stderr {err!r}")
 
 # --- budgets: exit 1, one line naming --budget ----------------------------------------------------
+config("a renamed config key names its new name", ["run", TRACE, "-b", "2000", "--set", "engine.plan_checks=true"],
+       "engine.plan_checks: unknown parameter: renamed engine.residency_checks")
 config("-b 0.5 is not one byte", ["run", TRACE, "-b", "0.5"],
        f"--budget: '0.5' has no unit; did you mean 50%? {UNITLESS})")
 config("-b 12 has no unit", ["run", TRACE, "-b", "12"],

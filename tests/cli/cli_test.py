@@ -248,7 +248,7 @@ for policy in ["dtr", "dte", "coop", "pooch", "capuchin", "autoswap", "vdnn"]:
         f"coopsim: error: policy: {seeded}: policy {policy} needs the trace's dataflow, but it has no ops and no "
         "event accesses one (an allocator-only snapshot, or a profiler trace imported without --et): evictions "
         "would cost nothing. Use -p keep, or force it with --set engine.allow_no_dataflow=true", outs)
-    code, out, err = run("run", seeded, "-p", policy, "-a", "pytorch", "-b", "2MiB", "--validate", "--json",
+    code, out, err = run("run", seeded, "-p", policy, "-a", "pytorch", "-b", "2MiB", "--audit", "--json",
                          "--set", "engine.allow_no_dataflow=true")
     rep = json.loads(out) if code == 0 else {}
     case(f"{policy} forced on a seeded trace frees the recorded block (no crash)",

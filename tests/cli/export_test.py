@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """End-to-end checks of the single-run exports of `coopsim run` (--timeline, --memory-map,
---torch-snapshot) and of --validate, reported as TAP.
+--torch-snapshot) and of --audit, reported as TAP.
 
 Usage: export_test.py PATH/TO/coopsim   (run from the project root)
 Each export is written on the bundled default trace under a swapping and a recomputing policy
@@ -90,9 +90,9 @@ def check_timeline(name, p, want_transfers, want_recomputes):
 # --- each export on the bundled trace, under a swapping and a recomputing policy --------------
 for policy in ("autoswap", "coop"):
     tl, mm, sn, rep = (path(f"{policy}.{x}") for x in ("json", "svg", "pickle", "report.json"))
-    code, out, err = run("run", TRACE, "-p", policy, "-a", "pytorch", "-b", "60%", "--validate", "--timeline", tl,
+    code, out, err = run("run", TRACE, "-p", policy, "-a", "pytorch", "-b", "60%", "--audit", "--timeline", tl,
                          "--memory-map", mm, "--torch-snapshot", sn, "-o", rep, "-q")
-    case(f"{policy}: run with every export and --validate succeeds quietly", code == 0 and err == "", err)
+    case(f"{policy}: run with every export and --audit succeeds quietly", code == 0 and err == "", err)
     report = json.load(open(rep)) if os.path.exists(rep) else {}
     moved = report.get("time", {}).get("swap_outs" if policy == "autoswap" else "recomputes", 0)
     case(f"{policy}: the run really {'swaps' if policy == 'autoswap' else 'recomputes'}", moved > 0, report.get("time"))
@@ -159,7 +159,7 @@ with open(tiny, "w") as f:
         {"kind": "alloc", "tensor": 3}, {"kind": "compute", "op": 11}, {"kind": "free", "tensor": 2},
         {"kind": "free", "tensor": 3}]) + "\n")
 tiny_svg = path("tiny.svg")
-code, _, err = run("run", tiny, "-a", "bestfit", "-b", "8KiB", "--memory-map", tiny_svg, "--validate", "-q")
+code, _, err = run("run", tiny, "-a", "bestfit", "-b", "8KiB", "--memory-map", tiny_svg, "--audit", "-q")
 rects = svg_rects(tiny_svg, "block") if code == 0 else []
 # w at [0, 1 KiB) for the whole run (150 ns), x at [1, 3) KiB until it is freed at 150 ns, g at
 # [3, 4) KiB from 100 ns; the address axis spans the 4 KiB used, 600 px high from y = 70.
@@ -178,12 +178,12 @@ code, _, err = run("run", tiny, "-a", "bestfit", "-b", "8KiB", "--memory-map", c
 fills = sorted(r.get("fill") for r in svg_rects(cost_svg, "block")) if code == 0 else []
 case("--memory-map-colour cost colours by producer op time", fills == ["#440154", "#d0d0d0", "#fde725"], (err, fills))
 
-# --- --validate on every kind of policy ---------------------------------------------------------
+# --- --audit on every kind of policy ---------------------------------------------------------
 for policy, allocator in (("keep", "pytorch"), ("keep", "fungible"), ("coop", "bestfit"), ("dtr", "fungible"),
                           ("dtr", "pytorch"), ("autoswap", "cnmem")):
     code, out, err = run("run", TRACE, "-p", policy, "-a", allocator, "-b", "60%" if policy != "keep" else "16GiB",
-                         "--validate", "-q")
-    case(f"--validate passes a correct {policy} run on {allocator} silently", code == 0 and out == "" and err == "", err)
+                         "--audit", "-q")
+    case(f"--audit passes a correct {policy} run on {allocator} silently", code == 0 and out == "" and err == "", err)
 
 # --- bad uses -----------------------------------------------------------------------------------
 def bad(name, args, expected, outputs, status=1):
@@ -200,8 +200,8 @@ bad("--timeline with two budgets", ["run", TRACE, "-b", "1GiB,2GiB", "--timeline
 bad("--torch-snapshot with two allocators", ["run", TRACE, "-a", "pytorch,bestfit", "--torch-snapshot", multi],
     "coopsim: error: --torch-snapshot: needs exactly one run (one allocator, one policy, one budget); this command makes 2",
     (multi,))
-bad("--validate with every policy", ["run", TRACE, "-p", "all", "--validate"],
-    "coopsim: error: --validate: needs exactly one run (one allocator, one policy, one budget); this command makes 8", ())
+bad("--audit with every policy", ["run", TRACE, "-p", "all", "--audit"],
+    "coopsim: error: --audit: needs exactly one run (one allocator, one policy, one budget); this command makes 8", ())
 for flag, name in (("--timeline", "t.json"), ("--memory-map", "m.svg"), ("--torch-snapshot", "s.pickle")):
     target = path(os.path.join("no-such-dir", name))
     bad(f"{flag} into a missing directory", ["run", TRACE, "-q", flag, target],

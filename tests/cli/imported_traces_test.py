@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Regression suite on real third-party data (issue 14 item 3): every file of ../shared/traces
 that an importer reads is imported, then run under every policy x every allocator at 60 % and
-100 % of its peak, with the independent validator on (--validate). TAP, one line per run.
+100 % of its peak, with the independent auditor on (--audit). TAP, one line per run.
 
 A run passes when coopsim either gives a result (exit 0; the report's status is one of
 completed / oom / thrash, or infeasible for a snapshot whose recorded state exceeds the budget,
-and the validator found nothing) or refuses with exactly one line
-`coopsim: error: ...` and exit 1. A signal, an internal error (exit 70), a validator violation
+and the auditor found nothing) or refuses with exactly one line
+`coopsim: error: ...` and exit 1. A signal, an internal error (exit 70), an auditor violation
 (exit 5) or a multi-line error fails. The refusals are also pinned to their reason:
   * allocators other than pytorch cannot start from a snapshot's recorded state;
   * policies other than keep refuse a trace with no dataflow (no op reads a tensor), naming it;
@@ -34,7 +34,7 @@ BUDGETS = ["60%", "100%"]
 
 
 def run(args):
-    env = dict(os.environ, COOPSIM_VALIDATE="1")
+    env = dict(os.environ, COOPSIM_AUDIT="1")
     p = subprocess.run([COOPSIM, *args], capture_output=True, text=True, timeout=600, env=env)
     return p.returncode, p.stdout, p.stderr
 
@@ -90,7 +90,7 @@ def sources(tmp):
 
 def check_run(label, trace, policy, allocator, budget, snapshot, forced, empty):
     """Returns (name, ok, detail) for one run."""
-    args = ["run", trace, "-p", policy, "-a", allocator, "-b", budget, "--json", "--validate"]
+    args = ["run", trace, "-p", policy, "-a", allocator, "-b", budget, "--json", "--audit"]
     if forced:
         args += ["--set", "engine.allow_no_dataflow=true"]
     if empty:

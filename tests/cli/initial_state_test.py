@@ -25,7 +25,7 @@ SNAPSHOT = os.path.join("..", "shared", "traces", "pytorch_snapshots", "medium_1
 
 def run(*args):
     p = subprocess.run([COOPSIM, *args], capture_output=True, text=True, timeout=600,
-                       env=dict(os.environ, COOPSIM_VALIDATE="1"))
+                       env=dict(os.environ, COOPSIM_AUDIT="1"))
     return p.returncode, p.stdout, p.stderr
 
 

@@ -3,8 +3,8 @@
 // build: on the two smallest bundled traces, under every allocator, at 50 % and 100 % of the
 // trace's no-eviction peak, and on two generated training steps at 30 %, 50 % and 100 % (the
 // shapes that once crashed the hybrid policies), with the allocator invariants checked after
-// every event (engine.paranoid) and the run's event log checked by the independent validator
-// (engine.plan_checks):
+// every event (engine.paranoid) and the run's event log checked by the independent auditor
+// (engine.residency_checks):
 //  * a run never throws, never reserves more than its budget, and ends completed (every compute
 //    executed) or with an OOM or thrash point;
 //  * the same inputs give the same report (JSON) twice;
@@ -25,7 +25,7 @@
 #include "coopsim/generate/generator.hpp"
 #include "coopsim/output/report_writers.hpp"
 #include "coopsim/sim/simulation.hpp"
-#include "validated_run.hpp"
+#include "audited_run.hpp"
 
 using namespace coopsim;
 
@@ -45,7 +45,7 @@ SimConfig config(const std::string& allocator, const std::string& policy, std::u
   cfg.doc = {{"allocator", allocator},
              {"policy", policy},
              {"budget", std::to_string(budget)},
-             {"engine", {{"paranoid", true}, {"plan_checks", true}}}};
+             {"engine", {{"paranoid", true}, {"residency_checks", true}}}};
   return cfg;
 }
 
@@ -63,8 +63,8 @@ std::uint64_t check_contract(const Trace& trace, const std::string& name, const 
         const std::uint64_t budget = percent == 100 ? summary.peak_live.value : summary.peak_live.value / 100 * percent;
         INFO(name << " " << policy.name << " on " << alloc.name << " at " << percent << "%");
         Report first, second;
-        REQUIRE_NOTHROW(first = test::validated_run(config(alloc.name, policy.name, budget), trace));
-        REQUIRE_NOTHROW(second = test::validated_run(config(alloc.name, policy.name, budget), trace));
+        REQUIRE_NOTHROW(first = test::audited_run(config(alloc.name, policy.name, budget), trace));
+        REQUIRE_NOTHROW(second = test::audited_run(config(alloc.name, policy.name, budget), trace));
         ++runs;
         CHECK(to_json(first).dump() == to_json(second).dump());
         CHECK(first.memory.peak_reserved.value <= budget);

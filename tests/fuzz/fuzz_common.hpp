@@ -34,7 +34,7 @@ inline void require(bool ok, std::string_view what, std::string_view detail = {}
   if (!ok) die(what, detail);
 }
 
-// The caps every harness reads with: a memory budget far below libFuzzer's -rss_limit_mb=2048
+// The caps every harness reads with: a memory cap far below libFuzzer's -rss_limit_mb=2048
 // (scripts/fuzz.sh), so that a small input describing huge data (a gzip bomb, a pickle whose
 // memo references expand, 10^8 events) ends in the one-line limits.max_memory error, never in
 // an out-of-memory report. ASan's redzones and quarantine come on top of what the budget counts.

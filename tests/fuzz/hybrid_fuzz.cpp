@@ -5,8 +5,8 @@
 //   allocators=A,A...      allocators (default: every registered one);
 //   budgets=N,N...         budgets in percent of the trace's no-eviction peak (default 30,50,100);
 //   anything else          a config override, as `coopsim run --set` takes it (pooch.inplace=...).
-// Every run has the allocator invariants checked after each event, the engine's plan checks
-// and the independent validator on (engine.paranoid, engine.plan_checks). Oracle: bad options
+// Every run has the allocator invariants checked after each event, the engine's residency checks
+// and the independent auditor on (engine.paranoid, engine.residency_checks). Oracle: bad options
 // end in one-line errors; a run never throws but for a limit it names (limits.*), never breaks
 // an invariant, stays within its budget, and ends completed (every compute executed) or at an
 // OOM or thrash point. Inputs that would make slow runs (more than kMaxEvents events, more than
@@ -59,7 +59,7 @@ void run_one(const SimConfig& base, const Trace& trace, const TraceSummary& summ
   const Bytes budget = percent_of_peak(percent, summary.peak_live, "budgets");
   cfg.doc["budget"] = std::to_string(budget.value);
   cfg.doc["engine"]["paranoid"] = true;
-  cfg.doc["engine"]["plan_checks"] = true;
+  cfg.doc["engine"]["residency_checks"] = true;
   Report r;
   const std::string what = policy + " on " + allocator + " at " + std::to_string(percent) + "%";
   try {

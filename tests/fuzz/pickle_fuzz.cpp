@@ -8,7 +8,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace coopsim;
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);
-  MemoryBudget memory(fuzz::fuzz_limits().max_memory);  // the values, then the import
+  MemoryCap memory(fuzz::fuzz_limits().max_memory);  // the values, then the import
   pickle::ValuePtr root;
   try {
     root = pickle::parse(bytes, "fuzz.pickle", memory);

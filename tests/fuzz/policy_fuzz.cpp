@@ -9,9 +9,9 @@
 // The first byte picks a configuration variant (kVariants: defaults, swap policies acting on
 // small tensors, DTR's simrd profile, the dealloc/inplace modes, fallbacks on and off), the
 // rest builds the trace. Each policy x allocator then runs at budgets around the trace's peak
-// with the allocator invariants, the engine's plan checks and the independent validator on.
+// with the allocator invariants, the engine's residency checks and the independent auditor on.
 // Oracle (issue 29): a run never throws but for a limit it names (limits.*); never breaks an
-// invariant or the validator; completed runs executed every compute and stayed within the
+// invariant or the auditor; completed runs executed every compute and stayed within the
 // budget; a stopped run names its OOM, thrash or limit point; the compute and recompute
 // overheads are >= 1; peak reserved >= peak allocated.
 #include <array>
@@ -235,7 +235,7 @@ void run_one(const SimConfig& base, const Trace& trace, const TraceSummary& summ
   }
   cfg.doc["budget"] = std::to_string(budget.value);
   cfg.doc["engine"]["paranoid"] = true;
-  cfg.doc["engine"]["plan_checks"] = true;
+  cfg.doc["engine"]["residency_checks"] = true;
   cfg.doc["engine"]["allow_no_dataflow"] = true;
   const std::string what = policy + " on " + allocator + " at " + std::to_string(percent) + "%";
   Report r;

@@ -5,7 +5,7 @@
 #include "coopsim/sim/simulation.hpp"
 #include "coopsim/formats/trace_file.hpp"
 #include "coopsim/output/report_writers.hpp"
-#include "validated_run.hpp"
+#include "audited_run.hpp"
 
 using namespace coopsim;
 
@@ -25,7 +25,7 @@ Report run(const std::string& allocator) {
   static const Trace trace = load_trace(kTrace);
   SimConfig cfg;
   cfg.doc = {{"allocator", allocator}, {"budget", "64MiB"}, {"engine", {{"paranoid", true}}}};
-  return test::validated_run(cfg, trace);
+  return test::audited_run(cfg, trace);
 }
 
 void common_checks(const Report& r) {
@@ -102,7 +102,7 @@ TEST_CASE("golden: a budget below the peak stops keep at the exact point", "[gol
   // event index 7 — after alloc w, iteration, alloc a, matmul, alloc b, relu, mark — the alloc of
   // tensor 4 for relu_backward) cannot be reserved.
   cfg.doc = {{"allocator", "pytorch"}, {"budget", "23MiB"}};
-  const Report r = test::validated_run(cfg, trace);
+  const Report r = test::audited_run(cfg, trace);
   REQUIRE(r.status == RunStatus::OutOfMemory);
   REQUIRE(r.oom);
   CHECK(r.oom->event_index == 7);

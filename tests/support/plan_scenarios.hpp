@@ -36,10 +36,10 @@ inline LogRecord log_record(LogKind kind, std::int64_t start, std::int64_t end =
 inline LogRecord log_op(LogKind kind, std::uint32_t op, std::int64_t start, std::int64_t end, std::uint16_t reads,
                         std::uint16_t writes, std::uint32_t origin = kNoRecord) {
   LogRecord r = log_record(kind, start, end);
-  r.op = op;
+  r.op = OpId{op};
   r.reads = reads;
   r.writes = writes;
-  r.origin = origin;
+  r.origin = RecordId{origin};
   return r;
 }
 
@@ -129,7 +129,7 @@ inline LogScenario remat_scenario(bool drop_recompute = false) {
   const Bytes k2{2048}, k1{1024};
   s.log.add(log_alloc(0, true), {{x, 0, 0, k2}});
   s.log.add(log_alloc(0, true), {{y, 0, 2048, k1}});
-  const std::uint32_t compute = s.log.add(log_op(LogKind::Compute, 0, 0, 400, 1, 1), {{x, 0, 0, k2}, {y, 1, 2048, k1}});
+  const std::uint32_t compute = index_of(s.log.add(log_op(LogKind::Compute, 0, 0, 400, 1, 1), {{x, 0, 0, k2}, {y, 1, 2048, k1}}));
   LogRecord evict = log_record(LogKind::Evict, 400);
   evict.forced = true;
   s.log.add(evict, {{y, 1, 2048, k1}});

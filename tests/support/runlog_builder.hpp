@@ -1,4 +1,4 @@
-// Builds event logs (include/coopsim/model/runlog.hpp) by hand for the validator and export tests,
+// Builds event logs (include/coopsim/model/runlog.hpp) by hand for the auditor and export tests,
 // record by record, the way the engine appends them.
 #pragma once
 
@@ -86,8 +86,8 @@ class LogBuilder {
                         std::int64_t t1, std::vector<LogRef> reads, std::vector<LogRef> writes) {
     add(k, ev, t0, t1, {});
     LogRecord& r = log_.records.back();
-    r.op = op;
-    r.origin = origin;
+    r.op = OpId{op};
+    r.origin = RecordId{origin};
     r.reads = static_cast<std::uint16_t>(reads.size());
     r.writes = static_cast<std::uint16_t>(writes.size());
     log_.refs.insert(log_.refs.end(), reads.begin(), reads.end());

@@ -27,7 +27,7 @@ class TraceBuilder {
   }
   std::uint32_t view(std::uint32_t base) {
     const std::uint32_t v = tensor(0);
-    trace_.tensors[v].view_of = trace_.storage_of(base);
+    trace_.tensors[v].view_of = TensorId{trace_.storage_of(base)};
     return v;
   }
   std::uint32_t op(std::string name, std::int64_t duration_ns, std::vector<std::uint32_t> in,

@@ -15,7 +15,7 @@
 #include "coopsim/formats/trace_file.hpp"
 #include "test_paths.hpp"
 #include "trace_builder.hpp"
-#include "validated_run.hpp"
+#include "audited_run.hpp"
 
 namespace fs = std::filesystem;
 using namespace coopsim;
@@ -33,7 +33,7 @@ std::string write(const fs::path& dir, const std::string& name, const std::strin
 Report run(const Trace& t, const std::string& allocator, const std::string& policy, std::uint64_t budget) {
   SimConfig cfg;
   cfg.doc = {{"allocator", allocator}, {"policy", policy}, {"budget", std::to_string(budget)}};
-  return test::validated_run(cfg, t);
+  return test::audited_run(cfg, t);
 }
 
 }  // namespace
@@ -141,9 +141,9 @@ TEST_CASE("adversarial: a 10^5-op recompute chain read from a file", "[adversari
     cfg.doc = {
         {"allocator", "fungible"}, {"policy", "dtr"}, {"budget", "300"}, {"limits", {{"max_recompute_depth", cap}}}};
     if (cap == n) {
-      CHECK(test::validated_run(cfg, t).time.recomputes == n);
+      CHECK(test::audited_run(cfg, t).time.recomputes == n);
     } else {
-      CHECK_THROWS_WITH(test::validated_run(cfg, t),
+      CHECK_THROWS_WITH(test::audited_run(cfg, t),
                         t.path + ": event " + std::to_string(1 + 2 + 3 * (n - 1) + 3) + ": rematerializing tensor " +
                             std::to_string(n) +
                             " needs more than 99999 nested recomputations (limits.max_recompute_depth)");

@@ -164,7 +164,7 @@ TEST_CASE("advise: expandable segments fit where fragmentation makes every other
   const Trace trace = fragmenting();
   Options o;
   o.capacity = Bytes{110 * kMiB};
-  o.validate = true;
+  o.audit = true;
   o.jobs = 1;
   const Advice a = evaluate(SimConfig{}, trace, o);
   REQUIRE(a.answer() != nullptr);
@@ -275,7 +275,7 @@ TEST_CASE("advise: ms per step is the simulated time over the trace's iterations
   for (std::uint32_t i = 0; i < 2; ++i) b.iteration(i).alloc(t).compute(op).free(t);
   Options o;
   o.capacity = Bytes{64 * kMiB};
-  o.validate = true;
+  o.audit = true;
   const Advice a = evaluate(SimConfig{}, b.trace(), o);
   CHECK(a.iterations == 2);
   REQUIRE(a.answer() != nullptr);
@@ -319,11 +319,11 @@ TEST_CASE("advise: a recorded initial state is replayed from an empty allocator,
   Trace trace = b.free(t).alloc(u).trace();
   InitialSegment s;
   s.addr = 1ULL << 40;
-  s.blocks = {{Bytes{40 * kMiB}, t}, {Bytes{20 * kMiB}, kNoIndex}};
+  s.blocks = {{Bytes{40 * kMiB}, TensorId{t}}, {Bytes{20 * kMiB}, kNoTensor}};
   trace.initial_segments.push_back(s);
   Options o;
   o.capacity = Bytes{100 * kMiB};
-  o.validate = true;
+  o.audit = true;
   const Advice a = evaluate(SimConfig{}, trace, o);
   CHECK(a.initial_state == "empty");
   CHECK(a.recorded_reserved == Bytes{60 * kMiB});

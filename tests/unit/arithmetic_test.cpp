@@ -16,7 +16,7 @@
 #include "coopsim/model/link.hpp"
 #include "coopsim/sim/simulation.hpp"
 #include "trace_builder.hpp"
-#include "validated_run.hpp"
+#include "audited_run.hpp"
 
 using namespace coopsim;
 using coopsim::test::TraceBuilder;
@@ -29,7 +29,7 @@ const std::string kPasses = "simulated time passes 2^63 - 1 ns (about 292 years)
 Report simulate(const Trace& t, const nlohmann::json& doc) {
   SimConfig cfg;
   cfg.doc = doc;
-  return test::validated_run(cfg, t);
+  return test::audited_run(cfg, t);
 }
 
 // Op 0 (`long_ns`) writes x (1 MiB); three times a 1 MiB temporary is made (evicting x at a

@@ -8,7 +8,7 @@
 #include "coopsim/sim/simulation.hpp"
 #include "test_paths.hpp"
 #include "trace_builder.hpp"
-#include "validated_run.hpp"
+#include "audited_run.hpp"
 
 using namespace coopsim;
 
@@ -73,7 +73,7 @@ TEST_CASE("the report carries the resolved config with every default", "[config]
   const auto t = b.tensor(1000);
   b.alloc(t).free(t);
   SimConfig c = from({{"allocator", "cnmem"}, {"budget", "1MiB"}});
-  const Report r = test::validated_run(c, b.trace());
+  const Report r = test::audited_run(c, b.trace());
   CHECK(r.allocator == "cnmem");
   CHECK(r.policy == "keep");
   CHECK(r.budget.value == 1 << 20);

@@ -21,7 +21,7 @@
 #include "coopsim/engine/simrd.hpp"
 #include "coopsim/sim/simulation.hpp"
 #include "coopsim/model/trace.hpp"
-#include "validated_run.hpp"
+#include "audited_run.hpp"
 
 using namespace coopsim;
 
@@ -307,7 +307,7 @@ TEST_CASE("simrd profile: dtr.compat=simrd through run_simulation", "[dtr][simrd
              {"policy", "dtr"},
              {"budget", 200},
              {"params", {{"dtr", {{"compat", "simrd"}, {"heuristic", "lru"}}}}}};
-  const Report r = test::validated_run(cfg, t);
+  const Report r = test::audited_run(cfg, t);
   CHECK(r.status == RunStatus::Completed);
   CHECK(r.time.simulated == SimTime{205});
   CHECK(r.time.trace_compute == SimTime{104});
@@ -316,7 +316,7 @@ TEST_CASE("simrd profile: dtr.compat=simrd through run_simulation", "[dtr][simrd
   CHECK(r.memory.peak_requested == Bytes{200});
 
   cfg.doc["params"]["dtr"]["heuristic"] = "random";
-  CHECK_THROWS_WITH(test::validated_run(cfg, t), Catch::Contains("compat=simrd supports"));
+  CHECK_THROWS_WITH(test::audited_run(cfg, t), Catch::Contains("compat=simrd supports"));
 }
 
 // A stopped run of the profile is measured against the op time it executed (the whole trace's
@@ -329,7 +329,7 @@ TEST_CASE("simrd profile: an OOM run reports overheads >= 1 and reserved = alloc
              {"policy", "dtr"},
              {"budget", 100},
              {"params", {{"dtr", {{"compat", "simrd"}, {"heuristic", "lru"}}}}}};
-  const Report r = test::validated_run(cfg, t);
+  const Report r = test::audited_run(cfg, t);
   REQUIRE(r.status == RunStatus::OutOfMemory);
   CHECK(r.time.compute_overhead >= 1.0);
   CHECK(r.time.trace_compute == r.time.op_time);

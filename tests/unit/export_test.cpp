@@ -9,7 +9,7 @@
 #include <string>
 
 #include "coopsim/output/export.hpp"
-#include "coopsim/validate/validate.hpp"
+#include "coopsim/audit/audit.hpp"
 #include "runlog_builder.hpp"
 
 using namespace coopsim;
@@ -63,7 +63,7 @@ std::size_t count(const std::string& text, const std::string& what) {
 }  // namespace
 
 TEST_CASE("the example log is a valid run", "[export]") {
-  CHECK(validate_runlog(chain_trace(), example_log()).violations == std::vector<std::string>{});
+  CHECK(audit_runlog(chain_trace(), example_log()).violations == std::vector<std::string>{});
 }
 
 TEST_CASE("perfetto: Chrome trace JSON with compute, transfer, eviction and counter tracks", "[export]") {

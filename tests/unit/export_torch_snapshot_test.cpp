@@ -52,7 +52,7 @@ Trace round_trip(const RunLog& log, const Report& report = {}) {
   return torch_snapshot::import_value(*pickle::parse(bytes, "out.pickle"), "out.pickle", TorchSnapshotOptions{});
 }
 
-// a, b, c as in the validator's swap example: b swapped out (freed) and back at 0x200.
+// a, b, c as in the auditor's swap example: b swapped out (freed) and back at 0x200.
 LogBuilder swap_example() {
   LogBuilder l;
   l.alloc(0, ref(0, 0, 0x0), true, 0).compute(1, 0, 0, 10, {}, {ref(0, 1, 0x0)});

@@ -47,7 +47,7 @@ TEST_CASE("fuzz regression: a snapshot freeing more bytes than its end-state blo
   const Trace t = import_torch_snapshot(p, {});
   REQUIRE(t.initial_segments.size() == 1);
   CHECK(t.initial_segments[0].blocks.at(0).size.value == 1024);
-  CHECK(t.tensors.at(t.initial_segments[0].blocks[0].tensor).size.value == 1024);
+  CHECK(t.tensors.at(index_of(t.initial_segments[0].blocks[0].tensor)).size.value == 1024);
   CHECK(t.header.source.at("initial_state") == "approximate");
   CHECK(t.header.source.at("notes").back() ==
         "the pre-existing block at 0x7f0000000000 has 1024 bytes, fewer than the 4194304 requested of it");

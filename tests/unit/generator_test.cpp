@@ -57,7 +57,7 @@ Check check_trace(const Trace& tr) {
   for (std::size_t t = 0; t < tr.tensors.size(); ++t) {
     const auto& ti = tr.tensors[t];
     if (index_of(ti.id) != t) fail(0, "tensor id is not its index");
-    if (ti.is_view() && (ti.view_of >= tr.tensors.size() || tr.tensors[ti.view_of].is_view())) {
+    if (ti.is_view() && (index_of(ti.view_of) >= tr.tensors.size() || tr.tensor(ti.view_of).is_view())) {
       fail(0, "bad view base of " + ti.name);
     }
     if (ti.is_view() && ti.size.value != 0) fail(0, "view with own bytes " + ti.name);
@@ -338,7 +338,7 @@ TEST_CASE("default cnn trace: roles, views, in-place and multi-output ops", "[ge
     if (op.name == "batch_norm_backward") CHECK(op.outputs.size() == 3);
     if (op.name == "view" || op.name == "flatten") {
       REQUIRE(op.outputs.size() == 1);
-      CHECK(tr.tensors[index_of(op.outputs[0])].view_of == index_of(op.inputs[0]));
+      CHECK(tr.tensors[index_of(op.outputs[0])].view_of == op.inputs[0]);
       REQUIRE(op.views.size() == 1);
       CHECK(op.views[0] == std::make_pair(op.outputs[0], op.inputs[0]));
       CHECK(op.duration.count() == 0);

@@ -4,7 +4,7 @@
 // evictable; on a failed allocation the first swappable of a list is swapped out, as their
 // Belady fallback would), then the generated shapes they were found on, under the real policies.
 // Every run checks the allocator after each event, the engine's plan and the event log
-// (validate_runlog); timings use a unit link (1 ns per byte, no latency).
+// (audit_runlog); timings use a unit link (1 ns per byte, no latency).
 #include <catch2/catch.hpp>
 
 #include <map>
@@ -16,10 +16,10 @@
 #include "coopsim/generate/generator.hpp"
 #include "coopsim/model/runlog.hpp"
 #include "coopsim/model/remat_graph.hpp"
-#include "coopsim/validate/validate.hpp"
+#include "coopsim/audit/audit.hpp"
 #include "trace_builder.hpp"
 #include "unit_link.hpp"
-#include "validated_run.hpp"
+#include "audited_run.hpp"
 
 using namespace coopsim;
 using coopsim::test::TraceBuilder;
@@ -72,11 +72,11 @@ class RoomPolicy final : public Policy {
 Report run(const Trace& trace, RoomPolicy& policy, std::uint64_t budget, RunLog& log) {
   BestFitAllocator alloc(Bytes{budget});
   EngineOptions o = test::unit_link_options(budget);
-  o.plan_checks = true;
+  o.residency_checks = true;
   o.log = &log;
   Report r;
   run_engine(trace, alloc, policy, o, r);
-  const ValidationResult v = validate_runlog(trace, log);
+  const AuditResult v = audit_runlog(trace, log);
   INFO((v.ok() ? std::string() : v.violations.front()));
   CHECK(v.ok());
   return r;
@@ -202,10 +202,10 @@ TEST_CASE("pooch and capuchin end in a run status on the generated shapes they c
     cfg.doc = {{"allocator", c.allocator},
                {"policy", c.policy},
                {"budget", std::to_string(budget.value)},
-               {"engine", {{"paranoid", true}, {"plan_checks", true}}}};
+               {"engine", {{"paranoid", true}, {"residency_checks", true}}}};
     INFO(o.model << " " << c.policy << " on " << c.allocator << " at " << c.percent << "%");
     Report r;
-    REQUIRE_NOTHROW(r = test::validated_run(cfg, trace));
+    REQUIRE_NOTHROW(r = test::audited_run(cfg, trace));
     CHECK(r.memory.peak_reserved <= budget);
     if (!c.cnn) {
       CHECK(r.status == RunStatus::OutOfMemory);
@@ -238,10 +238,10 @@ TEST_CASE("hybrid engine: a recomputation's input whose swap-out completes meanw
   cfg.doc = {{"allocator", "pytorch"},
              {"policy", "pooch"},
              {"budget", std::to_string(budget.value)},
-             {"engine", {{"paranoid", true}, {"plan_checks", true}}},
+             {"engine", {{"paranoid", true}, {"residency_checks", true}}},
              {"params", {{"pooch", {{"smallest_block", 0}}}}}};
   Report r;
-  REQUIRE_NOTHROW(r = test::validated_run(cfg, trace));
+  REQUIRE_NOTHROW(r = test::audited_run(cfg, trace));
   CHECK(r.status == RunStatus::Completed);
   CHECK(r.memory.peak_reserved <= budget);
   CHECK(r.counters.computes == summarize(trace).computes);

@@ -23,7 +23,7 @@ constexpr std::uint64_t kMiB = 1U << 20;
 
 EngineOptions unit_link(std::uint64_t budget) {
   EngineOptions o = test::unit_link_options(budget);
-  o.plan_checks = true;
+  o.residency_checks = true;
   return o;
 }
 
@@ -102,7 +102,7 @@ TEST_CASE("hybrid engine: an op reading a value still being swapped out waits fo
   CHECK(stalls[1]->end == SimTime{2010});
   const LogRecord& last_compute = *std::find_if(log.records.rbegin(), log.records.rend(),
                                                 [](const LogRecord& rec) { return rec.kind == LogKind::Compute; });
-  CHECK(last_compute.op == h);
+  CHECK(last_compute.op == OpId{h});
   REQUIRE(last_compute.reads == 1);
   CHECK(log.ref(last_compute).storage == x);
   CHECK(log.ref(last_compute).version == 1);
@@ -153,10 +153,10 @@ TEST_CASE("hybrid engine: recomputing a value whose input is on the host swaps t
   CHECK(count(log, LogKind::Recompute) == 1);
   const LogRecord& rc = *std::find_if(log.records.begin(), log.records.end(),
                                       [](const LogRecord& rec) { return rec.kind == LogKind::Recompute; });
-  CHECK(rc.op == f2);
-  REQUIRE(rc.origin != kNoRecord);
-  CHECK(log.records[rc.origin].kind == LogKind::Compute);
-  CHECK(log.records[rc.origin].op == f2);
+  CHECK(rc.op == OpId{f2});
+  REQUIRE(rc.origin != kNoRecordId);
+  CHECK(log.record(rc.origin).kind == LogKind::Compute);
+  CHECK(log.record(rc.origin).op == OpId{f2});
   CHECK(log.ref(rc, 0).storage == x1);  // reads x1 version 1, writes x2 version 1
   CHECK(log.ref(rc, 0).version == 1);
   CHECK(log.ref(rc, 1).storage == x2);
@@ -237,7 +237,7 @@ TEST_CASE("pooch and capuchin: swap the gap that hides, recompute the one that c
   }
 }
 
-TEST_CASE("pooch and capuchin run on an address-aware allocator with plan checks", "[hybrid]") {
+TEST_CASE("pooch and capuchin run on an address-aware allocator with residency checks", "[hybrid]") {
   const auto b = two_gaps();
   for (const bool capuchin : {false, true}) {
     const auto policy = make_hybrid(capuchin);

@@ -18,7 +18,7 @@
 #include "coopsim/model/trace.hpp"
 #include "coopsim/formats/trace_file.hpp"
 #include "test_paths.hpp"
-#include "validated_run.hpp"
+#include "audited_run.hpp"
 
 namespace fs = std::filesystem;
 using namespace coopsim;
@@ -62,7 +62,7 @@ std::vector<std::string> tensors(const Trace& t) {
   std::vector<std::string> out;
   for (const auto& x : t.tensors) {
     std::string s = x.name + " " + std::to_string(x.size.value) + " " + std::string(to_string(x.role));
-    if (x.is_view()) s += " view of " + tensor_name(t, x.view_of);
+    if (x.is_view()) s += " view of " + tensor_name(t, index_of(x.view_of));
     out.push_back(s);
   }
   return out;
@@ -105,7 +105,7 @@ Trace round_trip(const Trace& trace, const std::string& file) {
 Report replay(const Trace& trace) {
   SimConfig cfg;
   cfg.doc = {{"allocator", "fungible"}, {"policy", "keep"}, {"budget", "1GiB"}, {"engine", {{"paranoid", true}}}};
-  return test::validated_run(cfg, trace);
+  return test::audited_run(cfg, trace);
 }
 
 }  // namespace

@@ -33,7 +33,7 @@
 #include "import/et_detail.hpp"
 #include "test_paths.hpp"
 #include "trace_builder.hpp"
-#include "validated_run.hpp"
+#include "audited_run.hpp"
 
 namespace fs = std::filesystem;
 using namespace coopsim;
@@ -246,12 +246,12 @@ TEST_CASE("et: the linked trace is a valid trace v1 (written, loaded back, repla
   CHECK(back.events == t.events);
   SimConfig cfg;
   cfg.doc = {{"allocator", "fungible"}, {"policy", "keep"}, {"budget", "108"}};
-  CHECK(test::validated_run(cfg, back).status == RunStatus::Completed);
+  CHECK(test::audited_run(cfg, back).status == RunStatus::Completed);
   cfg.doc["budget"] = "107";  // op3 needs t0, t1 (constants), its input t2 and its output t3
-  CHECK(test::validated_run(cfg, back).status == RunStatus::OutOfMemory);
+  CHECK(test::audited_run(cfg, back).status == RunStatus::OutOfMemory);
   // dtr runs it too (its engine gives relu_'s in-place write of t2 a fresh 32 B version).
   cfg.doc = {{"allocator", "fungible"}, {"policy", "dtr"}, {"budget", "136"}};
-  CHECK(test::validated_run(cfg, back).status == RunStatus::Completed);
+  CHECK(test::audited_run(cfg, back).status == RunStatus::Completed);
 }
 
 TEST_CASE("et: in-place writes come from the schema's '!' annotations", "[kineto][et]") {
@@ -304,7 +304,7 @@ TEST_CASE("et: the public same-run pairs link; the resnet pair is refused", "[ki
     // tensors it may not evict (parameters, inputs, outputs of random ops) exceed the budget.
     SimConfig cfg;
     cfg.doc = {{"allocator", "pytorch"}, {"policy", "dtr"}, {"budget", std::to_string(p.peak * 60 / 100)}};
-    const Report r = test::validated_run(cfg, t);
+    const Report r = test::audited_run(cfg, t);
     const bool recomputed = r.time.recomputes > 0 && r.time.recompute_time.count() > 0;
     CHECK((recomputed || r.status == RunStatus::OutOfMemory));
   }
@@ -312,7 +312,7 @@ TEST_CASE("et: the public same-run pairs link; the resnet pair is refused", "[ki
   const Trace lin = linked((dir / "linear_kineto.json.gz").string(), (dir / "linear_et.json.gz").string());
   SimConfig cfg;
   cfg.doc = {{"allocator", "pytorch"}, {"policy", "dtr"}, {"budget", std::to_string(230862848ULL * 90 / 100)}};
-  const Report r = test::validated_run(cfg, lin);
+  const Report r = test::audited_run(cfg, lin);
   CHECK(r.time.recomputes > 0);
   CHECK(r.time.recompute_time.count() > 0);
 

@@ -19,7 +19,7 @@
 #include "test_paths.hpp"
 #include "torch_snapshot_test_support.hpp"
 #include "trace_builder.hpp"
-#include "validated_run.hpp"
+#include "audited_run.hpp"
 
 using namespace coopsim;
 using namespace snapshot_test;
@@ -46,7 +46,7 @@ std::string import_error(const ValuePtr& root, int device = 0) {
 
 std::vector<std::pair<std::uint64_t, std::uint32_t>> layout(const InitialSegment& s) {
   std::vector<std::pair<std::uint64_t, std::uint32_t>> out;
-  for (const auto& b : s.blocks) out.emplace_back(b.size.value, b.tensor);
+  for (const auto& b : s.blocks) out.emplace_back(b.size.value, index_of(b.tensor));
   return out;
 }
 
@@ -238,7 +238,7 @@ TEST_CASE("torch snapshot: an unsplit remainder of a pre-existing block is found
 
   // Without the remainder the free block would start at A + 10 MiB - 512 and the model would put
   // the 2 MiB there: the remainder is what makes the replay exact.
-  t.initial_segments[0].blocks = {{Bytes{10 * MiB - 512}, 0}, {Bytes{10 * MiB + 512}, kNoIndex}};
+  t.initial_segments[0].blocks = {{Bytes{10 * MiB - 512}, TensorId{0}}, {Bytes{10 * MiB + 512}, kNoTensor}};
   const Replay wrong = replay(t);
   CHECK(wrong.report.addresses.mismatches == 1);
   CHECK(wrong.report.addresses.first_got == A + 10 * MiB - 512);
@@ -447,26 +447,26 @@ TEST_CASE("torch snapshot: models without seeding refuse a recorded initial stat
   const Trace t = import(worked_example());
   SimConfig cfg;
   cfg.doc = {{"allocator", "bestfit"}, {"budget", "1GiB"}};
-  CHECK_THROWS_WITH(test::validated_run(cfg, t),
+  CHECK_THROWS_WITH(test::audited_run(cfg, t),
                     Catch::Matchers::StartsWith("allocator: allocator bestfit cannot start from a recorded state"));
   cfg.doc = {{"allocator", "pytorch"}, {"budget", "1GiB"}};
-  CHECK(test::validated_run(cfg, t).addresses.mismatches == 0);
+  CHECK(test::audited_run(cfg, t).addresses.mismatches == 0);
   // The initial segments (22 MiB) do not fit a 16 MiB budget: an infeasible run, not an error;
   // a model without seeding is still refused first.
   cfg.doc = {{"allocator", "pytorch"}, {"budget", "16MiB"}};
-  const Report r = test::validated_run(cfg, t);
+  const Report r = test::audited_run(cfg, t);
   CHECK(r.status == RunStatus::Infeasible);
   REQUIRE(r.infeasible);
   CHECK(r.infeasible->recorded_reserved == Bytes{22 * MiB});
   CHECK(r.infeasible->segments == t.initial_segments.size());
   CHECK(r.counters.events == 0);
   cfg.doc = {{"allocator", "bestfit"}, {"budget", "16MiB"}};
-  CHECK_THROWS_WITH(test::validated_run(cfg, t),
+  CHECK_THROWS_WITH(test::audited_run(cfg, t),
                     Catch::Matchers::StartsWith("allocator: allocator bestfit cannot start from a recorded state"));
   // From an empty allocator every model takes it (2 GiB: the recording's failed 1 GiB request
   // is replayed too).
   cfg.doc = {{"allocator", "bestfit"}, {"budget", "2GiB"}, {"initial_state", "empty"}};
-  const Report e = test::validated_run(cfg, t);
+  const Report e = test::audited_run(cfg, t);
   CHECK(e.status == RunStatus::Completed);
   CHECK(e.addresses.checked == 0);
   CHECK(e.config["initial_state"] == "empty");
@@ -482,7 +482,7 @@ TEST_CASE("torch snapshot: replay_from_empty turns the recorded state into reque
   std::vector<std::uint32_t> seeded;
   for (const InitialSegment& s : t.initial_segments) {
     for (const InitialBlock& b : s.blocks) {
-      if (!b.is_free()) seeded.push_back(b.tensor);
+      if (!b.is_free()) seeded.push_back(index_of(b.tensor));
     }
   }
   REQUIRE_FALSE(seeded.empty());

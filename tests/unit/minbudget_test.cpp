@@ -6,7 +6,7 @@
 #include "coopsim/generate/generator.hpp"
 #include "coopsim/sweep/sweep.hpp"
 #include "trace_builder.hpp"
-#include "validated_run.hpp"
+#include "audited_run.hpp"
 
 using namespace coopsim;
 using namespace coopsim::sweep;
@@ -14,7 +14,7 @@ using namespace coopsim::sweep;
 namespace {
 
 constexpr std::uint64_t kMiB = 1ULL << 20;
-// Every probe validated, as the CLI does under COOPSIM_VALIDATE=1.
+// Every probe validated, as the CLI does under COOPSIM_AUDIT=1.
 const MinBudgetOptions validated{std::nullopt, 1.25, true, Bytes{}};
 
 Trace small_cnn() {
@@ -40,7 +40,7 @@ std::uint64_t brute_force(const SimConfig& cfg, const Trace& trace, std::optiona
   for (std::uint64_t k = 1; k < 4096; ++k) {
     SimConfig c = cfg;
     c.doc["budget"] = std::to_string(k * kMiB);
-    const Report r = test::validated_run(c, trace);
+    const Report r = test::audited_run(c, trace);
     if (r.status == RunStatus::Completed && (!max_overhead || r.time.compute_overhead <= *max_overhead))
       return k * kMiB;
   }

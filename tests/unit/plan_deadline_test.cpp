@@ -82,7 +82,7 @@ Cuts stop_everywhere(const Problem& p, const PlanOptions& o) {
 
 TEST_CASE("plan deadline: a run stopped at any read of the clock returns a valid placement", "[plan][deadline]") {
   PlanOptions o;
-  o.time_limit_s = 0.05;  // the work budgets: small, so that the uncut run ends soon
+  o.time_limit_s = 0.05;  // the work limits: small, so that the uncut run ends soon
   SECTION("small problem: sweep, construction and exact search") {
     const Cuts cuts = stop_everywhere(generated(300, 300, 5), o);
     CHECK(cuts.sweep);

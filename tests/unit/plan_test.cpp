@@ -1,4 +1,4 @@
-// Offline planner (coopsim plan): greedy rules on hand-worked instances, the validator, CSV
+// Offline planner (coopsim plan): greedy rules on hand-worked instances, the auditor, CSV
 // errors, and the MiniMalloc challenging set when ../shared is present.
 #include <catch2/catch.hpp>
 
@@ -85,7 +85,7 @@ TEST_CASE("plan: planner reaches the lower bound on a small instance and honours
   CHECK_THROWS_AS(parse_method("best"), coopsim::ConfigError);
 }
 
-TEST_CASE("plan: validator catches each violation", "[plan]") {
+TEST_CASE("plan: auditor catches each violation", "[plan]") {
   auto p = problem_of("id,lower,upper,size\na,0,4,4\nb,2,6,4\nc,4,8,4\n");
   const std::string header = "id,lower,upper,size,offset\n";
   auto check = [&](const std::string& name, const std::string& rows, std::optional<std::int64_t> cap = {}) {

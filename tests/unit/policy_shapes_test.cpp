@@ -2,9 +2,9 @@
 // of the `policy` fuzz target (tests/fuzz/policy_fuzz.cpp) to a few records: an op written
 // twice, an output that is also an input, duplicate outputs, state updated in place by an op
 // with outputs of its own, a storage overwritten after its value was evicted. Each runs with the
-// allocator invariants, the engine's plan checks and the independent validator on, and must end
+// allocator invariants, the engine's residency checks and the independent auditor on, and must end
 // completed or at an OOM point with a consistent report: the first four failed before (exit 70
-// "two resident values at one address", or a validator finding: a recompute that writes state
+// "two resident values at one address", or an auditor finding: a recompute that writes state
 // or reads a state version that has changed since).
 #include <catch2/catch.hpp>
 
@@ -19,7 +19,7 @@
 #include "coopsim/output/report_writers.hpp"
 #include "coopsim/sim/simulation.hpp"
 #include "test_paths.hpp"
-#include "validated_run.hpp"
+#include "audited_run.hpp"
 
 using namespace coopsim;
 
@@ -43,9 +43,9 @@ Report run_checked(const Trace& t, const std::string& policy, const std::string&
   cfg.doc["allocator"] = allocator;
   cfg.doc["budget"] = percent_of_peak(percent, summarize(t).peak_live, "budget").value;
   cfg.doc["engine"]["paranoid"] = true;
-  cfg.doc["engine"]["plan_checks"] = true;
+  cfg.doc["engine"]["residency_checks"] = true;
   cfg.doc["engine"]["allow_no_dataflow"] = true;  // reduced traces: some ops read nothing
-  const Report r = test::validated_run(cfg, t);
+  const Report r = test::audited_run(cfg, t);
   INFO(policy << " on " << allocator << " at " << percent << "%");
   CHECK(r.memory.peak_reserved >= r.memory.peak_allocated);
   CHECK(r.time.compute_overhead >= 1.0);
@@ -135,7 +135,7 @@ TEST_CASE("policy shapes: values computed from state are settled before it chang
 
 // Tensor 2 is state from op13 (an in-place update by an op with an output) until it is freed;
 // in the next iteration it is a fresh activation again, which a recompute may rewrite. The
-// validator used to keep it state for good and report the engine's recompute of op0.
+// auditor used to keep it state for good and report the engine's recompute of op0.
 TEST_CASE("policy shapes: state from an in-place update ends with the tensor's lifetime", "[remat][shapes]") {
   const Trace t = load_text(
       "state_lifetime",
@@ -262,7 +262,7 @@ TEST_CASE("policy shapes: the simrd profile refuses traces outside simrd's gramm
                                             R"({"kind":"iteration","index":2})"});
   SimConfig cfg;
   cfg.doc = {{"allocator", "fungible"}, {"policy", "dtr"}, {"budget", 4096}, {"params", {{"dtr", {{"compat", "simrd"}}}}}};
-  CHECK_THROWS_WITH(test::validated_run(cfg, t),
+  CHECK_THROWS_WITH(test::audited_run(cfg, t),
                     Catch::Contains("dtr.compat=simrd refuses this trace: op 0 writes tensor 1 a second time"));
 }
 
@@ -292,12 +292,12 @@ TEST_CASE("policy shapes: a run past limits.max_search_steps stops with status l
     SimConfig cfg;
     cfg.doc = {{"allocator", "bestfit"}, {"policy", p}, {"budget", "50%"}};
     cfg.doc["budget"] = percent_of_peak(50.0, summarize(t).peak_live, "budget").value;
-    const Report free_run = test::validated_run(cfg, t);
+    const Report free_run = test::audited_run(cfg, t);
     INFO(p);
     REQUIRE(free_run.status == RunStatus::Completed);
     REQUIRE(free_run.counters.search_scanned > 10);
     cfg.doc["limits"] = {{"max_search_steps", 10}};
-    const Report r = test::validated_run(cfg, t);
+    const Report r = test::audited_run(cfg, t);
     CHECK(r.status == RunStatus::Limited);
     REQUIRE(r.limit.has_value());
     CHECK(r.limit->search_steps == 10);

@@ -600,7 +600,7 @@ TEST_CASE("pytorch: seeded expandable ranges and recorded reservations", "[pytor
   PT a(Bytes{1 * GiB}, expandable());
   const std::vector<SegmentAddress> plan{{X, Bytes{60 * MiB}, 0, SegmentPool::Large, true},
                                          {Y, Bytes{2 * MiB}, 0, SegmentPool::Small, true}};
-  a.plan_segment_addresses(plan);
+  a.assign_segment_addresses(plan);
   std::vector<SeedSegment> seeds(2);
   seeds[0] = {X + 40 * MiB, 0, SegmentPool::Large, true, {{Bytes{20 * MiB}, Bytes{20 * MiB}, true}}};
   seeds[1] = {X,
@@ -626,7 +626,7 @@ TEST_CASE("pytorch: seeded expandable ranges and recorded reservations", "[pytor
 
   // Refusals: a range off the page grid of its reservation; expandable ranges without the option.
   PT c(Bytes{1 * GiB}, expandable());
-  c.plan_segment_addresses(plan);
+  c.assign_segment_addresses(plan);
   const std::vector<SeedSegment> off{{X + 2 * MiB, 0, SegmentPool::Large, true, {{Bytes{20 * MiB}, Bytes{0}, false}}}};
   CHECK_THROWS_WITH(c.seed(off), Catch::Contains("is not whole 20971520-byte pages of the reservation"));
   PT plain(Bytes{1 * GiB});

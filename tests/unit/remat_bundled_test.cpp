@@ -1,5 +1,5 @@
-// The plan checks on every bundled trace: every recompute policy on every allocator at budgets
-// of 30 % to 100 % of the trace's no-eviction peak, with engine.plan_checks on (resident tensors
+// The residency checks on every bundled trace: every recompute policy on every allocator at budgets
+// of 30 % to 100 % of the trace's no-eviction peak, with engine.residency_checks on (resident tensors
 // in disjoint blocks, the allocator holding their bytes, never more reserved than the budget;
 // an op reading an absent tensor is always an error). Runs end completed, out of memory or
 // thrashing; a completed run executed every op of the trace.
@@ -9,11 +9,11 @@
 #include "coopsim/sim/simulation.hpp"
 #include "coopsim/formats/trace_file.hpp"
 #include "bundled_traces.hpp"
-#include "validated_run.hpp"
+#include "audited_run.hpp"
 
 using namespace coopsim;
 
-TEST_CASE("recompute policies pass the plan checks on every bundled trace", "[remat][bundled]") {
+TEST_CASE("recompute policies pass the residency checks on every bundled trace", "[remat][bundled]") {
   const auto traces = coopsim::test::bundled_traces();
   REQUIRE(traces.size() >= 10);
   const auto& c = builtin_components();
@@ -37,10 +37,10 @@ TEST_CASE("recompute policies pass the plan checks on every bundled trace", "[re
           cfg.doc = {{"allocator", alloc.name},
                      {"policy", policy},
                      {"budget", std::to_string(budget)},
-                     {"engine", {{"plan_checks", true}}}};
+                     {"engine", {{"residency_checks", true}}}};
           INFO(path.string() << " " << policy << " on " << alloc.name << " at " << percent << "%");
           Report r;
-          REQUIRE_NOTHROW(r = test::validated_run(cfg, trace));
+          REQUIRE_NOTHROW(r = test::audited_run(cfg, trace));
           ++runs;
           CHECK(r.memory.peak_reserved.value <= budget);
           if (r.status == RunStatus::Completed) {
@@ -60,7 +60,7 @@ TEST_CASE("recompute policies pass the plan checks on every bundled trace", "[re
 }
 
 // The eviction searches walk only the candidates (and, for coop and dte on bestfit and cnmem,
-// the free ranges) with cached eq-class costs; engine.plan_checks cross-checks every search
+// the free ranges) with cached eq-class costs; engine.residency_checks cross-checks every search
 // against the plain one over every resident value or range and recomputes every cached cost it
 // hands out (throwing on a difference). Every heuristic, on an address-blind allocator and the
 // three that give free ranges by address. Under COOPSIM_SANITIZE=1 every fourth trace.
@@ -90,11 +90,11 @@ TEST_CASE("fast eviction searches agree with the plain ones on every bundled tra
         cfg.doc = {{"allocator", alloc},
                    {"policy", is_policy ? heuristic : "dtr"},
                    {"budget", std::to_string(budget)},
-                   {"engine", {{"plan_checks", true}}}};
+                   {"engine", {{"residency_checks", true}}}};
         if (!is_policy) cfg.doc["params"]["dtr"] = {{"heuristic", heuristic}, {"seed", 7}};
         INFO(path.string() << " " << heuristic << " on " << alloc);
         Report r;
-        REQUIRE_NOTHROW(r = test::validated_run(cfg, trace));
+        REQUIRE_NOTHROW(r = test::audited_run(cfg, trace));
         ++runs;
         if (r.counters.forced_evictions > 0) ++evicting;
       }
@@ -105,7 +105,7 @@ TEST_CASE("fast eviction searches agree with the plain ones on every bundled tra
 }
 
 // autoswap's and vdnn's fallback (the resident storage used furthest in the future) keeps its
-// candidates in a heap fed by the trace's events; engine.plan_checks runs the plain pass over
+// candidates in a heap fed by the trace's events; engine.residency_checks runs the plain pass over
 // every tensor beside it at every failed allocation and throws when they choose differently. The
 // first version lost a storage whose swap-in allocation was the one that failed (bundled traces
 // at 40-60 %); these budgets make the fallback run on every trace.
@@ -136,10 +136,10 @@ TEST_CASE("the swap policies' fallback agrees with the plain search on every bun
           cfg.doc = {{"allocator", alloc},
                      {"policy", policy},
                      {"budget", std::to_string(budget)},
-                     {"engine", {{"plan_checks", true}}}};
+                     {"engine", {{"residency_checks", true}}}};
           INFO(all[i].string() << " " << policy << " on " << alloc << " at " << percent << "%");
           Report r;
-          REQUIRE_NOTHROW(r = test::validated_run(cfg, trace));
+          REQUIRE_NOTHROW(r = test::audited_run(cfg, trace));
           ++runs;
           if (r.counters.search_scanned > 0) ++swapping;
         }

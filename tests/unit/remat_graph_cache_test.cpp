@@ -16,7 +16,7 @@ void check_candidates(const RematGraph& g) {
   std::vector<std::pair<std::uint64_t, ValueId>> want;
   for (std::uint32_t i = 0; i < g.value_count(); ++i) {
     const RematValue& x = g.value(ValueId{i});
-    if (x.state == ValueState::Resident && !x.unevictable && x.producer != kNoIndex)
+    if (x.state == ValueState::Resident && !x.unevictable && x.producer != kNoExecution)
       want.emplace_back(x.block.addr, ValueId{i});
   }
   std::sort(want.begin(), want.end());

@@ -74,7 +74,7 @@ TEST_CASE("every DTR heuristic runs the chain to completion, deterministically",
       FungibleAllocator a(Bytes{800});
       EngineOptions o;
       o.budget = Bytes{800};
-      o.plan_checks = true;
+      o.residency_checks = true;
       Report r;
       run_engine(b.trace(), a, *p, o, r);
       return r;

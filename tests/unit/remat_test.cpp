@@ -23,7 +23,7 @@ EngineOptions options(std::uint64_t budget) {
   o.budget = Bytes{budget};
   o.link.name = "test";
   o.paranoid = true;
-  o.plan_checks = true;
+  o.residency_checks = true;
   return o;
 }
 
@@ -123,7 +123,7 @@ TEST_CASE("rematerialization is iterative: a chain of 100000 evicted ops", "[rem
   b.compute(b.op("use", 1, {x[n]}, {}));
   auto p = dtr({});
   EngineOptions o = options(300);
-  o.paranoid = false;  // keep the test fast; plan checks stay on
+  o.paranoid = false;  // keep the test fast; residency checks stay on
   FungibleAllocator a(Bytes{300});
   Report r;
   run_engine(b.trace(), a, *p, o, r);

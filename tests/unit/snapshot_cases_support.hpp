@@ -74,7 +74,7 @@ inline std::string end_difference(const Trace& t, const Replay& r) {
 using Layout = std::vector<std::pair<std::uint64_t, std::uint32_t>>;
 inline Layout layout(const InitialSegment& s) {
   Layout out;
-  for (const auto& b : s.blocks) out.emplace_back(b.size.value, b.tensor);
+  for (const auto& b : s.blocks) out.emplace_back(b.size.value, index_of(b.tensor));
   return out;
 }
 

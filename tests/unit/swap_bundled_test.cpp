@@ -1,8 +1,8 @@
-// The plan checks on every bundled trace for keep and the policies that swap: autoswap, vdnn
+// The residency checks on every bundled trace for keep and the policies that swap: autoswap, vdnn
 // (all and conv), and the pooch and capuchin hybrids (the recompute policies are in
 // remat_bundled_test.cpp), on every allocator at 30, 50, 70, 90 and 100 % of
-// the trace's no-eviction peak, with engine.plan_checks on (the engine's own checks plus the
-// independent validator over the run's event log: every read finds its tensor resident with
+// the trace's no-eviction peak, with engine.residency_checks on (the engine's own checks plus the
+// independent auditor over the run's event log: every read finds its tensor resident with
 // the right content version, swap-ins follow swap-outs, live blocks never overlap, the budget
 // holds). Runs end completed, out of memory or thrashing; a completed run executed every op.
 #include <catch2/catch.hpp>
@@ -11,11 +11,11 @@
 #include "coopsim/sim/simulation.hpp"
 #include "coopsim/formats/trace_file.hpp"
 #include "bundled_traces.hpp"
-#include "validated_run.hpp"
+#include "audited_run.hpp"
 
 using namespace coopsim;
 
-TEST_CASE("keep, swap and hybrid policies pass the plan checks on every bundled trace", "[swap][bundled]") {
+TEST_CASE("keep, swap and hybrid policies pass the residency checks on every bundled trace", "[swap][bundled]") {
   const auto traces = coopsim::test::bundled_traces();
   REQUIRE(traces.size() >= 10);
   const auto& c = builtin_components();
@@ -47,12 +47,12 @@ TEST_CASE("keep, swap and hybrid policies pass the plan checks on every bundled 
           cfg.doc = {{"allocator", alloc.name},
                      {"policy", policy},
                      {"budget", std::to_string(budget)},
-                     {"engine", {{"plan_checks", true}}},
+                     {"engine", {{"residency_checks", true}}},
                      {"params", {{policy, params}}}};
           INFO(path.string() << " " << policy << " " << params.dump() << " on " << alloc.name << " at " << percent
                              << "%");
           Report r;
-          REQUIRE_NOTHROW(r = test::validated_run(cfg, trace));
+          REQUIRE_NOTHROW(r = test::audited_run(cfg, trace));
           ++runs;
           CHECK(r.memory.peak_reserved.value <= budget);
           if (policy != "keep") {

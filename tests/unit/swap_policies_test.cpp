@@ -83,7 +83,7 @@ TEST_CASE("autoswap plans the gap across the peak and prefetches it back", "[swa
   // at 1,000,010), which is also the floor (the peak).
   const auto plan = policy.plan();
   REQUIRE(plan.size() == 1);
-  CHECK(plan[0].tensor == 0);
+  CHECK(plan[0].tensor == TensorId{0});
   CHECK(plan[0].out_at == 2);
   CHECK(plan[0].in_at == 4);
   CHECK(plan[0].use_at == 8);
@@ -153,7 +153,7 @@ TEST_CASE("autoswap priority scores choose different blocks", "[swap][autoswap]"
     CHECK(r.status == RunStatus::Completed);
     const auto plan = policy.plan();
     REQUIRE(plan.size() == 1);
-    return plan[0].tensor;
+    return index_of(plan[0].tensor);
   };
   // Starts: gD 1,000,020, gA 1,000,030; ends: fA 10, fD 20.
   // DOA_origin: A idle 1,000,030 - 10 = 1,000,020 ns > D idle 1,000,020 - 20 = 1,000,000.
@@ -202,11 +202,11 @@ TEST_CASE("vdnn-all offloads every forward layer input used in backward", "[swap
   // prefetch right after the mark (5). Z is no layer's forward input.
   const auto plan = policy.plan();
   REQUIRE(plan.size() == 2);
-  CHECK(plan[0].tensor == 0);
+  CHECK(plan[0].tensor == TensorId{0});
   CHECK(plan[0].out_at == 2);
   CHECK(plan[0].in_at == 6);
   CHECK(plan[0].use_at == 8);
-  CHECK(plan[1].tensor == 1);
+  CHECK(plan[1].tensor == TensorId{1});
   CHECK(plan[1].out_at == 4);
   CHECK(plan[1].in_at == 5);
   CHECK(plan[1].use_at == 7);
@@ -233,7 +233,7 @@ TEST_CASE("vdnn-conv offloads only convolution inputs", "[swap][vdnn]") {
   Report r;
   run_engine(b.trace(), alloc, policy, unit_link_options(10000), r);
   REQUIRE(policy.plan().size() == 1);
-  CHECK(policy.plan()[0].tensor == 0);
+  CHECK(policy.plan()[0].tensor == TensorId{0});
   // X out 2000..3000, in after event 6 (t = 4000) 4000..5000, done before conv_bwd at 6000.
   REQUIRE(r.status == RunStatus::Completed);
   CHECK(r.time.swap_outs == 1);

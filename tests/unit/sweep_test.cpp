@@ -151,12 +151,12 @@ TEST_CASE("sweep configs: lists, ranges, ratio ranges, variants", "[sweep]") {
   const SweepConfig v = parse(R"({"traces": ["/abs/t.jsonl"], "allocators": "all", "policies": ["keep", "coop"],
     "budgets": ["1GiB"], "base": {"link": {"preset": "pcie3-x16"}},
     "variants": {"z-first": {}, "noinplace": {"set": {"coop.ablation": "no recomputable in-place",
-      "engine.plan_checks": true}, "policies": ["coop"]}},
+      "engine.residency_checks": true}, "policies": ["coop"]}},
     "minbudget": {"max_overhead": 1.5}})");
   REQUIRE(v.variants.size() == 2);
   CHECK(v.variants[0].name == "z-first");  // file order, not sorted
   CHECK(v.variants[1].sets ==
-        std::vector<std::string>{"coop.ablation=no recomputable in-place", "engine.plan_checks=true"});
+        std::vector<std::string>{"coop.ablation=no recomputable in-place", "engine.residency_checks=true"});
   CHECK(v.variants[1].config.doc["params"]["coop"]["ablation"] == "no recomputable in-place");
   CHECK(v.variants[1].config.doc["link"]["preset"] == "pcie3-x16");
   CHECK(v.allocators.size() == builtin_components().allocators.entries().size());
@@ -165,25 +165,25 @@ TEST_CASE("sweep configs: lists, ranges, ratio ranges, variants", "[sweep]") {
   CHECK(*v.minbudget.max_overhead == 1.5);
 }
 
-TEST_CASE("the plan: order, ratio budgets, variant restrictions, sweep-max ratio", "[sweep]") {
+TEST_CASE("the grid: order, ratio budgets, variant restrictions, sweep-max ratio", "[sweep]") {
   const SweepConfig cfg = parse(R"({"traces": ["a", "b"], "allocators": ["bestfit", "fungible"],
     "policies": ["keep", "dtr"], "budgets": {"ratios": [0.5, 2]},
     "variants": {"base": {}, "lru": {"set": {"dtr.heuristic": "lru"}, "policies": ["dtr"]}}, "minbudget": true})");
   const std::vector<Trace> traces{peak_1000("a"), peak_1000("b")};
-  const Plan plan = make_plan(cfg, traces);
+  const SweepGrid grid = make_grid(cfg, traces);
   // per trace: 2 allocators x (keep: base; dtr: base, lru) x 2 budgets = 12
-  REQUIRE(plan.runs.size() == 24);
-  REQUIRE(plan.searches.size() == 12);
-  const PlannedRun& r0 = plan.runs[0];
+  REQUIRE(grid.runs.size() == 24);
+  REQUIRE(grid.searches.size() == 12);
+  const GridRun& r0 = grid.runs[0];
   CHECK((r0.trace == 0 && r0.allocator == "bestfit" && r0.policy == "keep" && r0.variant == 0));
   CHECK(r0.budget == Bytes{500});
   CHECK(r0.sweep_largest_budget == Bytes{2000});
-  CHECK(plan.runs[1].budget == Bytes{2000});
-  CHECK(plan.runs[1].sweep_largest_budget == Bytes{2000});
-  CHECK((plan.runs[4].policy == "dtr" && plan.runs[4].variant == 1));
-  CHECK((plan.runs[12].trace == 1 && plan.runs[12].allocator == "bestfit"));
-  for (std::size_t i = 0; i < plan.runs.size(); ++i) CHECK(plan.runs[i].index == i);
-  CHECK((plan.searches[2].policy == "dtr" && plan.searches[2].variant == 1));
+  CHECK(grid.runs[1].budget == Bytes{2000});
+  CHECK(grid.runs[1].sweep_largest_budget == Bytes{2000});
+  CHECK((grid.runs[4].policy == "dtr" && grid.runs[4].variant == 1));
+  CHECK((grid.runs[12].trace == 1 && grid.runs[12].allocator == "bestfit"));
+  for (std::size_t i = 0; i < grid.runs.size(); ++i) CHECK(grid.runs[i].index == i);
+  CHECK((grid.searches[2].policy == "dtr" && grid.searches[2].variant == 1));
 
   const SimConfig c = run_config(cfg, 1, "bestfit", "dtr", Bytes{500});
   CHECK(c.doc["params"]["dtr"]["heuristic"] == "lru");
@@ -193,11 +193,11 @@ TEST_CASE("the plan: order, ratio budgets, variant restrictions, sweep-max ratio
   // The hash covers the trace contents.
   std::vector<Trace> other = traces;
   other[1].content_hash = 7;
-  CHECK(make_plan(cfg, other).hash != plan.hash);
-  CHECK(make_plan(cfg, traces).hash == plan.hash);
+  CHECK(make_grid(cfg, other).hash != grid.hash);
+  CHECK(make_grid(cfg, traces).hash == grid.hash);
 
   const SweepConfig tiny = parse(with("budgets", "{\"ratios\": [0.0001]}"));
-  CHECK_THROWS_WITH(make_plan(tiny, {peak_1000("t")}),
+  CHECK_THROWS_WITH(make_grid(tiny, {peak_1000("t")}),
                     "dir/s.json: budgets: ratio 0.0001 of 't.jsonl' (peak live 1000 bytes) is a budget of 0 bytes");
   // A ratio whose budget passes 2^64 - 1 bytes is refused (it was cast from a double out of
   // range); the rule is run's "N%" rule (scale_bytes).
@@ -205,12 +205,12 @@ TEST_CASE("the plan: order, ratio budgets, variant restrictions, sweep-max ratio
   const auto big = huge.tensor(std::uint64_t{1} << 62);
   huge.alloc(big).compute(huge.op("fill", 10, {}, {big})).free(big);
   const SweepConfig large = parse(with("budgets", "{\"ratios\": [1000]}"));
-  CHECK_THROWS_WITH(make_plan(large, {huge.trace()}),
+  CHECK_THROWS_WITH(make_grid(large, {huge.trace()}),
                     "dir/s.json: budgets: ratio 1000 of 't.jsonl' (peak live 4611686018427387904 bytes) is a budget of "
                     "more than 2^64 - 1 bytes");
   // Below that, the sweep's budget is run's: floor(ratio x peak).
   const SweepConfig third = parse(with("budgets", "{\"ratios\": [0.333]}"));
-  CHECK(make_plan(third, {peak_1000("t")}).runs.at(0).budget == scale_bytes(0.333, Bytes{1000}).value());
+  CHECK(make_grid(third, {peak_1000("t")}).runs.at(0).budget == scale_bytes(0.333, Bytes{1000}).value());
 }
 
 TEST_CASE("shards are disjoint slices that cover the run list", "[sweep]") {

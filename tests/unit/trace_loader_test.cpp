@@ -94,7 +94,7 @@ TEST_CASE("trace v1: a valid multi-iteration trace loads with dense ids, views a
     // 21 is a view of 20: no storage of its own, storage root 20.
     const TensorInfo& view = t.tensors[3];
     CHECK(view.is_view());
-    CHECK(view.view_of == tensor_index(t, 20));
+    CHECK(view.view_of == TensorId{tensor_index(t, 20)});
     CHECK(view.size == 0_B);
     CHECK(t.storage_of(3) == 2);
     CHECK(t.storage_of(2) == 2);

@@ -9,7 +9,7 @@
 //  * check_invariants() verifies every internal structure and throws InvariantError; tests call
 //    it after every step, the CLI under --paranoid.
 //  * Replaying a recording (e.g. a PyTorch memory snapshot) may start from a recorded state:
-//    seed() installs it, plan_segment_addresses() hands over the device addresses the recording's
+//    seed() installs it, assign_segment_addresses() hands over the device addresses the recording's
 //    new segments received, snapshot() reads the state back in the same form. Models without
 //    segments or without seeding support keep the defaults.
 //  * observe_segments() lets the run log see the model's device segments come and go (the
@@ -127,7 +127,7 @@ class Allocator {
   // segment of the same size, stream and pool as the next unused entry places it there (a
   // recorded cudaMalloc result); any other segment goes where the model would put it. Ignored
   // by default.
-  virtual void plan_segment_addresses(std::span<const SegmentAddress> planned) { (void)planned; }
+  virtual void assign_segment_addresses(std::span<const SegmentAddress> planned) { (void)planned; }
   // The current segments and their blocks, in address order, in the form seed() takes; nullopt
   // for models that do not keep segments.
   [[nodiscard]] virtual std::optional<std::vector<SeedSegment>> snapshot() const { return std::nullopt; }

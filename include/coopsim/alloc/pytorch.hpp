@@ -114,13 +114,13 @@ class PyTorchCachingAllocator final : public Allocator {
 
   // Allocator interface for replays: seed() takes cudaMalloc segments through seed_segment and
   // expandable mapped ranges (one reservation per stream and pool, at the planned base; ConfigError
-  // without expandable_segments or off the page grid), plan_segment_addresses() places new
+  // without expandable_segments or off the page grid), assign_segment_addresses() places new
   // segments and reservations at the recorded addresses when they match (see
   // src/alloc/pytorch_impl.hpp), snapshot()
   // reports each cudaMalloc segment, and each contiguous mapped range of an expandable segment,
   // as a memory snapshot's `segments` list does.
   std::vector<Block> seed(std::span<const SeedSegment> segments) override;
-  void plan_segment_addresses(std::span<const SegmentAddress> planned) override;
+  void assign_segment_addresses(std::span<const SegmentAddress> planned) override;
   [[nodiscard]] std::optional<std::vector<SeedSegment>> snapshot() const override;
   // Reports every cudaMalloc / cudaFree of a segment (recorded addresses included) and every page
   // map / unmap of an expandable segment, as PyTorch's history records them.

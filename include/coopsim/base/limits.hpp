@@ -1,7 +1,7 @@
 // Caps on what one input may make coopsim read and hold (docs/limits.md): the bytes read from
 // one input file (counted after decompression), the number of tensors and of events a trace
 // may hold, the tensors one op may list, how deep one rematerialization may nest, and the memory
-// one input may make a reader hold (max_memory; coopsim/model/memory_budget.hpp). They turn hostile or
+// one input may make a reader hold (max_memory; coopsim/model/memory_cap.hpp). They turn hostile or
 // broken inputs (a gzip bomb, 10^9 tiny tensors, an op reading 10^7 tensors, a pickle whose shared
 // references expand exponentially) into one-line errors instead of exhausted memory; the count
 // defaults sit far above every real recording. Config section "limits", e.g.

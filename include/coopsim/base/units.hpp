@@ -100,5 +100,7 @@ enum class OpId : std::uint32_t {};
 
 constexpr std::uint32_t index_of(TensorId id) { return static_cast<std::uint32_t>(id); }
 constexpr std::uint32_t index_of(OpId id) { return static_cast<std::uint32_t>(id); }
+inline constexpr TensorId kNoTensor{0xffffffffU};  // "no tensor" (a free block, no view base)
+inline constexpr OpId kNoOp{0xffffffffU};
 
 }  // namespace coopsim

@@ -32,10 +32,10 @@ struct RunArgs {
   // timeline, memory-map, torch-snapshot, plan) -> output path; each needs exactly one run.
   std::map<std::string, std::string> exports;
   std::string memory_map_colour = "role";  // memory map colours: role | cost
-  bool validate = false;                   // run the independent plan validator on the event log
-  bool validate_every_run = false;         // COOPSIM_VALIDATE=1: RunOptions::validate for every run
+  bool audit = false;                   // run the independent auditor on the event log
+  bool audit_every_run = false;         // COOPSIM_AUDIT=1: RunOptions::audit for every run
   [[nodiscard]] bool wants_log() const {
-    return validate || std::any_of(exports.begin(), exports.end(), [](const auto& e) { return !e.second.empty(); });
+    return audit || std::any_of(exports.begin(), exports.end(), [](const auto& e) { return !e.second.empty(); });
   }
 };
 int command_run(const RunArgs& args, std::ostream& out);
@@ -57,7 +57,7 @@ struct AdviseArgs {
   std::vector<std::string> sets;
   unsigned jobs = 0;  // 0: every core
   bool json = false;
-  bool validate_every_run = false;  // COOPSIM_VALIDATE=1: RunOptions::validate for every replay
+  bool audit_every_run = false;  // COOPSIM_AUDIT=1: RunOptions::audit for every replay
 };
 int command_advise(const AdviseArgs& args, std::ostream& out);
 
@@ -86,7 +86,7 @@ struct BenchArgs {
   std::vector<std::string> policies;    // empty = the config default (top_level_docs())
   std::string budget;                   // empty = the config default; or N% of the trace's peak live bytes
   int repeat = 3;
-  bool validate_every_run = false;  // COOPSIM_VALIDATE=1: RunOptions::validate for every run
+  bool audit_every_run = false;  // COOPSIM_AUDIT=1: RunOptions::audit for every run
 };
 int command_bench(const BenchArgs& args, std::ostream& out);
 

@@ -23,7 +23,7 @@ struct EngineOptions {
   Bytes budget;
   LinkModel link;
   bool paranoid = false;                // allocator.check_invariants() after every event
-  bool plan_checks = false;             // recompute policies: resident blocks disjoint, in budget
+  bool residency_checks = false;             // recompute policies: resident blocks disjoint, in budget
   bool measure_search_latency = false;  // wall time in policy calls (breaks byte-identity)
   RunLog* log = nullptr;                // when set, every physical step is appended (runlog.hpp)
   // limits.max_recompute_depth: a rematerialization needing a longer chain of nested

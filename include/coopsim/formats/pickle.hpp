@@ -41,7 +41,7 @@
 //   (10000 levels of lists take under 512 KiB to destroy in an -O2 build).
 // * Memory is proportional to the input (length fields are checked against the bytes left
 //   before anything is allocated); parse_file() reads at most kMaxInputBytes.
-// * Memory (limits.max_memory, coopsim/model/memory_budget.hpp): the bytes read, every value made
+// * Memory (limits.max_memory, coopsim/model/memory_cap.hpp): the bytes read, every value made
 //   (sizeof(Value) + 32, plus text past 15 bytes), every stack slot, mark and memo entry the
 //   first time it is used, every list or tuple item (16) and dict entry (88) are counted as
 //   they are made, and parsing stops with "... (limits.max_memory)" before the budget is passed.
@@ -60,7 +60,7 @@
 #include <vector>
 
 #include "coopsim/base/error.hpp"
-#include "coopsim/model/memory_budget.hpp"
+#include "coopsim/model/memory_cap.hpp"
 
 namespace coopsim::pickle {
 
@@ -103,12 +103,12 @@ class PickleError : public Error {
 // Parse one pickle from memory. `name` prefixes errors. Throws coopsim::Error with
 // "<name>: byte <offset>: <problem>". The values are counted in `memory` (without it, in a
 // budget of the default limits.max_memory).
-ValuePtr parse(std::string_view bytes, const std::string& name, MemoryBudget& memory);
+ValuePtr parse(std::string_view bytes, const std::string& name, MemoryCap& memory);
 ValuePtr parse(std::string_view bytes, const std::string& name);
 // Read a file (gzip detected by magic bytes, via zlib) and parse it. Refuses more than
 // kMaxInputBytes or `max_bytes` (limits.max_input_bytes) decompressed bytes, whichever is less.
 // The bytes read count in `memory` too.
-ValuePtr parse_file(const std::string& path, std::uint64_t max_bytes, MemoryBudget& memory);
+ValuePtr parse_file(const std::string& path, std::uint64_t max_bytes, MemoryCap& memory);
 ValuePtr parse_file(const std::string& path, std::uint64_t max_bytes = kMaxInputBytes);
 
 }  // namespace coopsim::pickle

@@ -15,7 +15,7 @@
 #include "coopsim/alloc/allocator.hpp"
 #include "coopsim/import/importers.hpp"
 #include "coopsim/formats/pickle.hpp"
-#include "coopsim/model/memory_budget.hpp"
+#include "coopsim/model/memory_cap.hpp"
 #include "coopsim/model/report.hpp"
 #include "coopsim/model/trace.hpp"
 
@@ -27,7 +27,7 @@ namespace coopsim::torch_snapshot {
 // default), after what the pickle's values already hold.
 Trace import_value(const pickle::Value& root, const std::string& path, const TorchSnapshotOptions& options);
 Trace import_value(const pickle::Value& root, const std::string& path, const TorchSnapshotOptions& options,
-                   MemoryBudget& memory);
+                   MemoryCap& memory);
 
 // The `pytorch` model's options for a recorded `allocator_settings` dict (as the importer keeps
 // it in the header): max_split_size (-1 = off), max_non_split_rounding_size,

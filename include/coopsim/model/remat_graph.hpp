@@ -20,7 +20,7 @@
 //    cached and invalidated exactly when something it was computed from changes (the state or
 //    compute of a value in its producer's inputs and outputs, pushed through the executions;
 //    the cost or root of a class it read, through one-shot watch lists on the class root).
-//    verify_eq_cache(true) (engine.plan_checks, --paranoid) recomputes every cached cost it hands out and throws
+//    verify_eq_cache(true) (engine.residency_checks, --paranoid) recomputes every cached cost it hands out and throws
 //    on a difference.
 //  * Resident values are indexed by block address twice: all of them (resident_at) and the
 //    eviction candidates in address order (candidates(): flat sorted blocks, so a search is a
@@ -55,11 +55,15 @@ enum class ValueState : std::uint8_t {
 enum class ValueId : std::uint32_t {};
 constexpr std::uint32_t index_of(ValueId id) { return static_cast<std::uint32_t>(id); }
 inline constexpr ValueId kNoValue{kNoIndex};  // e.g. the current value of a storage not allocated
+// An execution of the graph (one run of a trace op, recomputations included).
+enum class ExecutionId : std::uint32_t {};
+constexpr std::uint32_t index_of(ExecutionId id) { return static_cast<std::uint32_t>(id); }
+inline constexpr ExecutionId kNoExecution{kNoIndex};
 
 struct RematValue {
   TensorId storage{kNoIndex};  // the storage root
   Bytes size;
-  std::uint32_t producer = kNoIndex;  // execution that computed it; kNoIndex: none yet / constant
+  ExecutionId producer = kNoExecution;  // execution that computed it; kNoExecution: none yet / constant
   ValueState state = ValueState::Resident;
   bool released = false;     // no external reference left (the trace freed or replaced it)
   bool unevictable = false;  // constants, random outputs, mutated state, accumulated gradients
@@ -80,16 +84,16 @@ class RematGraph {
  public:
   // ---- read side (policies) ----
   [[nodiscard]] const RematValue& value(ValueId v) const { return values_[index_of(v)]; }
-  [[nodiscard]] const RematExecution& execution(std::uint32_t e) const { return executions_[e]; }
+  [[nodiscard]] const RematExecution& execution(ExecutionId e) const { return executions_[index_of(e)]; }
   [[nodiscard]] std::size_t value_count() const { return values_.size(); }
   [[nodiscard]] SimTime clock() const { return clock_; }
   // Consumers: executions that read the value.
-  [[nodiscard]] const std::vector<std::uint32_t>& consumers(ValueId v) const { return consumers_[index_of(v)]; }
+  [[nodiscard]] const std::vector<ExecutionId>& consumers(ValueId v) const { return consumers_[index_of(v)]; }
 
   // Resident, unpinned, not unevictable, and with a producer to recompute it.
   [[nodiscard]] bool evictable(ValueId v) const {
     const RematValue& x = value(v);
-    return x.state == ValueState::Resident && x.pins == 0 && !x.unevictable && x.producer != kNoIndex;
+    return x.state == ValueState::Resident && x.pins == 0 && !x.unevictable && x.producer != kNoExecution;
   }
   [[nodiscard]] SimTime staleness(ValueId v) const {
     const SimTime s = clock_ - value(v).last_access;
@@ -136,15 +140,15 @@ class RematGraph {
 
   // ---- write side (engine) ----
   ValueId add_value(TensorId storage, Bytes size, bool unevictable);
-  // Returns the execution's index (executions are only named by RematValue::producer).
-  std::uint32_t add_execution(OpId op, SimTime cost, std::vector<ValueId> inputs, std::vector<ValueId> outputs);
+  // Executions are only named by RematValue::producer.
+  ExecutionId add_execution(OpId op, SimTime cost, std::vector<ValueId> inputs, std::vector<ValueId> outputs);
   void advance(SimTime cost) { clock_ += cost; }
   void touch(ValueId v) { at(v).last_access = clock_; }
   void pin(ValueId v) { ++at(v).pins; }
   void unpin(ValueId v) { --at(v).pins; }
   void set_unevictable(ValueId v);
   void set_released(ValueId v) { at(v).released = true; }
-  void set_producer(ValueId v, std::uint32_t execution);
+  void set_producer(ValueId v, ExecutionId execution);
   void place(ValueId v, const Block& b);          // -> Resident with block b
   void evict(ValueId v);                          // Resident -> Evicted (+ eq-class merge)
   void mark_evicted_without_memory(ValueId v);    // Resident -> Evicted; block handed on
@@ -176,8 +180,8 @@ class RematGraph {
 
   std::vector<RematValue> values_;
   std::vector<RematExecution> executions_;
-  std::vector<std::vector<std::uint32_t>> consumers_;   // per value: executions reading it
-  std::vector<std::vector<std::uint32_t>> writers_;     // per value: executions listing it as an output
+  std::vector<std::vector<ExecutionId>> consumers_;   // per value: executions reading it
+  std::vector<std::vector<ExecutionId>> writers_;     // per value: executions listing it as an output
   std::vector<std::vector<ValueId>> produced_;          // per execution: values it was made producer of
   std::unordered_map<std::uint64_t, ValueId> holders_;  // block address -> value holding it
   FlatOrderedMap<ValueId> candidates_;

@@ -1,7 +1,7 @@
 // The event log of one run: what the engine physically did, in the order it did it. It is
 // plain data, filled only when EngineOptions::log is set (the replay's hot path pays one
 // branch otherwise). Its readers know nothing of policies or allocators: the independent plan
-// validator (check/validate_runlog), the timeline exports (Perfetto JSON, memory map, PyTorch
+// auditor (check/audit_runlog), the timeline exports (Perfetto JSON, memory map, PyTorch
 // snapshot) and the plan export of the CUDA backend all work from it alone.
 //
 // Contents model: every block holds one "content" (storage, version). A storage's version
@@ -23,11 +23,15 @@
 namespace coopsim {
 
 inline constexpr std::uint32_t kNoRecord = 0xffffffffU;
+// A record of a run log: its index in RunLog::records.
+enum class RecordId : std::uint32_t {};
+constexpr std::uint32_t index_of(RecordId id) { return static_cast<std::uint32_t>(id); }
+inline constexpr RecordId kNoRecordId{kNoRecord};
 
 // One tensor content at one place: which storage (trace tensor index of the storage root),
 // which version, in which block.
 struct LogRef {
-  std::uint32_t storage = 0;
+  std::uint32_t storage = 0;  // index of the storage's TensorId (the auditor's tables are indexed by it)
   std::uint32_t version = 0;
   std::uint64_t addr = 0;
   Bytes size;  // the block's size (allocator rounding included)
@@ -59,9 +63,9 @@ struct LogRecord {
   bool forced = false;       // Evict: chosen by the policy
   std::uint16_t stream = 0;  // Alloc: the allocation stream of the trace
   SimTime start{0}, end{0};
-  std::uint32_t op = kNoRecord;      // Compute / Recompute: trace op index
+  OpId op = kNoOp;                   // Compute / Recompute: the trace op
   std::uint32_t event = kNoRecord;   // trace event index being processed when recorded
-  std::uint32_t origin = kNoRecord;  // Recompute: index of the Compute record it repeats
+  RecordId origin = kNoRecordId;     // Recompute: the Compute record it repeats
   std::uint32_t first = 0;           // index of the first ref
   std::uint32_t reads = 0, writes = 0;
   Bytes allocated, reserved;  // Memory: the allocator's allocated and reserved bytes
@@ -84,7 +88,7 @@ struct RunLog {
   std::vector<LogRecord> records;
   std::vector<LogRef> refs;
   // The allocator's device segments, when its model reports them (Allocator::observe_segments:
-  // the pytorch model). Kept apart from the records, which describe the plan: the validator and
+  // the pytorch model). Kept apart from the records, which describe the plan: the auditor and
   // the exports other than the PyTorch snapshot do not read them. Segments installed from a
   // recorded initial state are no change; `end_segments` is the model's snapshot() when the run
   // ended (or stopped).
@@ -93,11 +97,12 @@ struct RunLog {
   std::vector<SeedSegment> end_segments;
 
   [[nodiscard]] const LogRef& ref(const LogRecord& r, std::uint32_t i = 0) const { return refs[r.first + i]; }
-  std::uint32_t add(LogRecord r, std::initializer_list<LogRef> rs = {}) {
+  [[nodiscard]] const LogRecord& record(RecordId id) const { return records[index_of(id)]; }
+  RecordId add(LogRecord r, std::initializer_list<LogRef> rs = {}) {
     r.first = static_cast<std::uint32_t>(refs.size());
     refs.insert(refs.end(), rs.begin(), rs.end());
     records.push_back(r);
-    return static_cast<std::uint32_t>(records.size() - 1);
+    return RecordId{static_cast<std::uint32_t>(records.size() - 1)};
   }
 };
 

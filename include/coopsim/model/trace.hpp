@@ -41,8 +41,8 @@ struct TensorInfo {
   TensorRole role = TensorRole::Other;
   std::string name;  // optional
   // Views share their base's storage: no alloc/free of their own; accesses resolve to base.
-  std::uint32_t view_of = kNoIndex;  // TensorId index of the base, or kNoIndex
-  [[nodiscard]] bool is_view() const { return view_of != kNoIndex; }
+  TensorId view_of = kNoTensor;  // the base's storage root, or kNoTensor
+  [[nodiscard]] bool is_view() const { return view_of != kNoTensor; }
   friend bool operator==(const TensorInfo&, const TensorInfo&) = default;
 };
 
@@ -155,8 +155,8 @@ static_assert(std::is_trivially_copyable_v<TraceEvent>);
 // from the start with that block (requested bytes = the tensor's size), or is free.
 struct InitialBlock {
   Bytes size;                       // block size as the recording's allocator rounded it
-  std::uint32_t tensor = kNoIndex;  // TensorId index, or kNoIndex for a free block
-  [[nodiscard]] bool is_free() const { return tensor == kNoIndex; }
+  TensorId tensor = kNoTensor;  // kNoTensor for a free block
+  [[nodiscard]] bool is_free() const { return tensor == kNoTensor; }
   friend bool operator==(const InitialBlock&, const InitialBlock&) = default;
 };
 
@@ -204,7 +204,7 @@ struct Trace {
   // Storage owner of a tensor (itself unless it is a view).
   [[nodiscard]] std::uint32_t storage_of(std::uint32_t tensor_index) const {
     const auto& t = tensors[tensor_index];
-    return t.is_view() ? t.view_of : tensor_index;
+    return t.is_view() ? index_of(t.view_of) : tensor_index;
   }
   [[nodiscard]] TensorId storage_of(TensorId t) const { return TensorId{storage_of(index_of(t))}; }
 };

@@ -8,7 +8,7 @@
 //    decision search over canonical placements (src/planner/exact.hpp) asks for the
 //    max-live lower bound and bisects between the best proven bound and the incumbent; when
 //    that finds nothing better, a deterministic order-perturbation local search. Every phase
-//    runs on a work budget derived from the time limit (the wall clock is only a safety cut,
+//    runs on a work limit derived from the time limit (the wall clock is only a safety cut,
 //    read in every phase), so results do not depend on the machine. Problems with more
 //    overlapping pairs than max_conflicts get the construction only, without conflict lists.
 #pragma once
@@ -41,7 +41,7 @@ struct PlanOptions {
   Method method = Method::Planner;
   bool bf_quirk = true;                                            // smartpool-bf: reproduce SINGA's gap-below quirk
   std::optional<std::int64_t> capacity;                            // height must not exceed it
-  double time_limit_s = 10.0;                                      // planner: sets the work budget; also a safety cut
+  double time_limit_s = 10.0;                                      // planner: sets the work limit; also a safety cut
   std::uint64_t max_conflicts = PlanLimits::kDefaultMaxConflicts;  // conflict pairs stored at most
 };
 

@@ -54,7 +54,7 @@ class MemoryView {
   // Counts work done by a policy's eviction search (pieces or tensors examined): the
   // deterministic search-latency figure of the report.
   virtual void count_scanned(std::uint64_t n) const = 0;
-  // engine.plan_checks (on under --paranoid): policies cross-check their fast searches against
+  // engine.residency_checks (on under --paranoid): policies cross-check their fast searches against
   // the plain ones and throw InvariantError when they differ.
   [[nodiscard]] virtual bool cross_check() const { return false; }
 };
@@ -74,7 +74,8 @@ struct Action {
 // One planned swap of an offline swap policy (autoswap, vdnn): tensor, the event index after
 // which it is swapped out, the one at which the swap-in is issued, and its next use.
 struct SwapPlanEntry {
-  std::uint32_t tensor, out_at, in_at, use_at;
+  TensorId tensor;
+  std::uint32_t out_at, in_at, use_at;  // trace event indices
 };
 
 // How a recompute policy wants the engine to run the trace (DTR's runtime rules and

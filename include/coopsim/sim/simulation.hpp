@@ -68,10 +68,10 @@ Params top_level_params(const nlohmann::json& doc);
 struct RunOptions {
   // When set, the engine records the run's physical steps there (coopsim/model/runlog.hpp).
   RunLog* log = nullptr;
-  // Run the independent validator (coopsim/validate/validate.hpp) over the run's event log and
-  // throw InvariantError on a violation. The CLI sets it from COOPSIM_VALIDATE=1, which every
-  // test sets; engine.plan_checks (or --paranoid) implies it.
-  bool validate = false;
+  // Run the independent auditor (coopsim/audit/audit.hpp) over the run's event log and
+  // throw InvariantError on a violation. The CLI sets it from COOPSIM_AUDIT=1, which every
+  // test sets; engine.residency_checks (or --paranoid) implies it.
+  bool audit = false;
 };
 
 // Runs one simulation of a checked config.

@@ -109,8 +109,8 @@ inline constexpr Bytes kDefaultReserve{512ULL << 20};
 struct Options {
   Bytes capacity;         // the device's memory
   Bytes reserve;          // taken off the capacity before replaying; must be below it
-  unsigned jobs = 0;      // parallel replays; 0: every core. Results do not depend on it.
-  bool validate = false;  // RunOptions::validate for every replay
+  unsigned jobs = 0;      // parallel simulations; 0: every core. Results do not depend on it.
+  bool audit = false;  // RunOptions::audit for every replay
 };
 
 struct Advice {

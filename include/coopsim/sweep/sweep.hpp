@@ -65,9 +65,9 @@ SweepConfig parse_sweep_config(const std::string& text, const std::string& sourc
 // The trace's path as the loader needs it (relative paths are relative to the config's folder).
 std::string resolve_trace_path(const SweepConfig& cfg, std::size_t trace);
 
-// ---- plan -----------------------------------------------------------------------------------
+// ---- grid -----------------------------------------------------------------------------------
 
-struct PlannedRun {
+struct GridRun {
   std::size_t index = 0;  // position in the full run list (the "run" column)
   std::size_t trace = 0, variant = 0;
   std::string allocator, policy;
@@ -76,22 +76,22 @@ struct PlannedRun {
   Bytes sweep_largest_budget;   // the largest budget of its trace (ReportBuilder::place_in_sweep)
 };
 
-struct PlannedSearch {  // one minimum-budget search (the "search" column)
+struct GridSearch {  // one minimum-budget search (the "search" column)
   std::size_t index = 0;
   std::size_t trace = 0, variant = 0;
   std::string allocator, policy;
 };
 
-struct Plan {
-  std::vector<PlannedRun> runs;         // trace, allocator, policy, variant, budget order
-  std::vector<PlannedSearch> searches;  // trace, allocator, policy, variant order
+struct SweepGrid {
+  std::vector<GridRun> runs;         // trace, allocator, policy, variant, budget order
+  std::vector<GridSearch> searches;  // trace, allocator, policy, variant order
   std::uint64_t hash = 0;               // FNV-1a 64 of the document, trace hashes and version
 };
 
 // `traces` are the loaded files, in cfg.traces order. Resolves ratio budgets against each
 // trace's peak live bytes; ConfigError when one resolves to 0 bytes or a trace starts from a
 // recorded allocator state that a listed allocator cannot install.
-Plan make_plan(const SweepConfig& cfg, const std::vector<Trace>& traces);
+SweepGrid make_grid(const SweepConfig& cfg, const std::vector<Trace>& traces);
 
 // The run config of one combination; no budget set when `budget` is empty (minimum search).
 SimConfig run_config(const SweepConfig& cfg, std::size_t variant, const std::string& allocator,
@@ -123,9 +123,9 @@ Manifest read_manifest(const std::filesystem::path& dir);  // Error naming DIR/s
 
 // results.csv: "run,variant,budget_ratio" followed by the report's CSV columns.
 std::string results_csv_header();
-std::string results_csv_row(const SweepConfig& cfg, const PlannedRun& run, const Report& r);
+std::string results_csv_row(const SweepConfig& cfg, const GridRun& run, const Report& r);
 // One entry of results.json's "runs": {"run", "variant", "budget_ratio", "report"}.
-nlohmann::ordered_json results_json_entry(const SweepConfig& cfg, const PlannedRun& run, const Report& r);
+nlohmann::ordered_json results_json_entry(const SweepConfig& cfg, const GridRun& run, const Report& r);
 
 // Finished work of a directory, keyed by run / search index. Rows are kept as written.
 struct Finished {
@@ -183,7 +183,7 @@ std::vector<std::string> split_csv_line(const std::string& line);
 struct MinBudgetOptions {
   std::optional<double> max_overhead;  // compute overhead limit (>= 1)
   double margin = 1.25;                // first upper bound = peak live bytes x margin
-  bool validate = false;               // RunOptions::validate for every probe
+  bool audit = false;               // RunOptions::audit for every probe
   Bytes fails_at;                      // a budget seen to fail (0: none): the search looks above it
 };
 
@@ -206,7 +206,7 @@ struct MinBudgetResult {
 MinBudgetResult find_min_budget(const CheckedConfig& cfg, const Trace& trace, const MinBudgetOptions& o);
 
 std::string minbudget_csv_header();
-std::string minbudget_csv_row(const SweepConfig& cfg, const PlannedSearch& s, const MinBudgetResult& r);
+std::string minbudget_csv_row(const SweepConfig& cfg, const GridSearch& s, const MinBudgetResult& r);
 
 }  // namespace coopsim::sweep
 
@@ -221,7 +221,7 @@ struct SweepArgs {
   bool resume = false;         // skip the runs DIR already holds
   std::string shard;           // "K/N": only runs with index mod N == K-1
   std::size_t stop_after = 0;  // test hook: stop after this many results, as a kill would
-  bool validate_every_run = false;  // COOPSIM_VALIDATE=1: RunOptions::validate for every run
+  bool audit_every_run = false;  // COOPSIM_AUDIT=1: RunOptions::audit for every run
 };
 int command_sweep(const SweepArgs& args, std::ostream& out);
 
@@ -240,7 +240,7 @@ struct MinBudgetArgs {
   std::optional<double> max_overhead;  // also require compute overhead <= this
   std::vector<std::string> sets;
   bool json = false;
-  bool validate_every_run = false;  // COOPSIM_VALIDATE=1: RunOptions::validate for every probe
+  bool audit_every_run = false;  // COOPSIM_AUDIT=1: RunOptions::audit for every probe
 };
 int command_minbudget(const MinBudgetArgs& args, std::ostream& out);
 

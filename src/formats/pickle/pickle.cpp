@@ -28,7 +28,7 @@ constexpr std::uint64_t kCompareBudgetBase = 1'000'000;
 
 class Reader {
  public:
-  Reader(std::string_view bytes, const std::string& name, MemoryBudget& memory)
+  Reader(std::string_view bytes, const std::string& name, MemoryCap& memory)
       : in_(bytes), name_(name), build_(kCompareBudgetBase + kCompareBudgetPerByte * bytes.size(), memory) {}
 
   ValuePtr run() {
@@ -330,12 +330,12 @@ ValuePtr Reader::stop() {
 
 }  // namespace
 
-ValuePtr parse(std::string_view bytes, const std::string& name, MemoryBudget& memory) {
+ValuePtr parse(std::string_view bytes, const std::string& name, MemoryCap& memory) {
   return Reader(bytes, name, memory).run();
 }
 
 ValuePtr parse(std::string_view bytes, const std::string& name) {
-  MemoryBudget memory(Limits::default_max_memory());
+  MemoryCap memory(Limits::default_max_memory());
   return parse(bytes, name, memory);
 }
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "coopsim/formats/pickle.hpp"
-#include "coopsim/model/memory_budget.hpp"
+#include "coopsim/model/memory_cap.hpp"
 
 namespace coopsim::pickle::detail {
 
@@ -27,7 +27,7 @@ class Builder {
   // that crafted, equal-hashing tuple keys can cause). `memory`: limits.max_memory, charged
   // for every value, stack slot, memo entry, item and entry as it is made (values dropped
   // later are not given back: the count only grows).
-  Builder(std::uint64_t compare_budget, MemoryBudget& memory) : compare_budget_(compare_budget), memory_(memory) {}
+  Builder(std::uint64_t compare_budget, MemoryCap& memory) : compare_budget_(compare_budget), memory_(memory) {}
 
   void push_scalar(std::shared_ptr<Value> v);    // None, bool, int, float, str, bytes
   void push_constant(std::shared_ptr<Value> v);  // a shared None, True or False: no new value
@@ -106,7 +106,7 @@ class Builder {
   std::map<std::uint64_t, Slot> memo_sparse_;  // indices past memo_.size() (crafted pickles)
   std::vector<Container> containers_;
   std::uint64_t compare_budget_;
-  MemoryBudget& memory_;
+  MemoryCap& memory_;
   std::size_t stack_peak_ = 0, marks_peak_ = 0;  // slots counted so far (vectors keep capacity)
 };
 

@@ -143,7 +143,7 @@ namespace {
 
 }  // namespace
 
-ValuePtr parse_file(const std::string& path, std::uint64_t max_bytes, MemoryBudget& memory) {
+ValuePtr parse_file(const std::string& path, std::uint64_t max_bytes, MemoryCap& memory) {
   CappedInput in(path, max_bytes, "");
   if (!in.is_open()) file_error(path, in.problem());
   constexpr std::size_t kChunk = std::size_t{1} << 20;
@@ -169,7 +169,7 @@ ValuePtr parse_file(const std::string& path, std::uint64_t max_bytes, MemoryBudg
 }
 
 ValuePtr parse_file(const std::string& path, std::uint64_t max_bytes) {
-  MemoryBudget memory(Limits::default_max_memory());
+  MemoryCap memory(Limits::default_max_memory());
   return parse_file(path, max_bytes, memory);
 }
 

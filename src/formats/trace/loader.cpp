@@ -72,7 +72,7 @@ Trace Loader::run() {
   // pages), which took 40 % of a 1 M-event parse (docs/performance.md). An event line has at
   // least ~26 bytes; pages reserved beyond the events read are never touched.
   // The reservation is address space only until events fill it; it is still kept within the
-  // memory budget, and the events are counted as they arrive.
+  // memory cap, and the events are counted as they arrive.
   const std::uint64_t size = text_ ? text_->size() : LineReader::size_hint(path_);
   const std::uint64_t hint = std::min(size, limits_.max_input_bytes) / kEventBytesHint;
   try {

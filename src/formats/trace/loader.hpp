@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "coopsim/base/error.hpp"
-#include "coopsim/model/memory_budget.hpp"
+#include "coopsim/model/memory_cap.hpp"
 #include "coopsim/model/trace.hpp"
 #include "json_line.hpp"
 #include "coopsim/base/line_reader.hpp"
@@ -65,7 +65,7 @@ class IdMap {
 
 class Loader final : public LineSink {
  public:
-  Loader(const std::string& path, const Limits& limits) : path_(path), limits_(limits), budget_(limits.max_memory) {
+  Loader(const std::string& path, const Limits& limits) : path_(path), limits_(limits), memory_(limits.max_memory) {
     trace_.path = path;
   }
   // Trace text held in memory; `name` stands for a path in errors and in Trace::path.
@@ -110,14 +110,14 @@ class Loader final : public LineSink {
   std::uint32_t tensor_ref(std::uint64_t id, std::string_view what) const;
   void push_event(const TraceEvent& e);  // limits.max_events
 
-  // limits.max_memory (coopsim/model/memory_budget.hpp): counts `bytes` more as held, or fails.
+  // limits.max_memory (coopsim/model/memory_cap.hpp): counts `bytes` more as held, or fails.
   void hold(std::uint64_t bytes) {
-    if (!budget_.add(bytes)) fail(budget_.problem());
+    if (!memory_.add(bytes)) fail(memory_.problem());
   }
   // Fails unless appending to `v` fits (a full vector copies itself while it grows).
   template <class T>
   void room_to_append(const std::vector<T>& v) const {
-    if (!budget_.fits_append(v)) fail(budget_.problem());
+    if (!memory_.fits_append(v)) fail(memory_.problem());
   }
   static constexpr std::uint64_t kIdBytes = memory_cost::kLoaderOp;
   static constexpr std::uint64_t kTensorState = memory_cost::kLoaderTensor;
@@ -152,7 +152,7 @@ class Loader final : public LineSink {
   std::string path_;
   std::optional<std::string_view> text_;
   Limits limits_;
-  MemoryBudget budget_;
+  MemoryCap memory_;
   std::uint64_t longest_line_ = 0;  // its parse buffers are kept (and counted)
   Trace trace_;
   JsonLine json_;

@@ -177,11 +177,11 @@ void Loader::add_view(OpInfo& op, std::uint64_t op_id, std::uint32_t out, std::u
   if (life_[out].state != State::Never) {
     pair_fail(fmt::format("tensor {} was already allocated (line {})", out_id, life_[out].alloc_line));
   }
-  if (t.is_view() && t.view_of != root) {
-    pair_fail(fmt::format("tensor {} is already a view of tensor {}", out_id, trace_.tensors[t.view_of].file_id));
+  if (t.is_view() && t.view_of != TensorId{root}) {
+    pair_fail(fmt::format("tensor {} is already a view of tensor {}", out_id, trace_.tensor(t.view_of).file_id));
   }
   if (is_base_[out] != 0) pair_fail(fmt::format("tensor {} is the base of other views", out_id));
-  t.view_of = root;
+  t.view_of = TensorId{root};
   t.size = Bytes{0};
   is_base_[root] = 1;
   op.views.emplace_back(TensorId{out}, TensorId{in});

@@ -15,7 +15,7 @@ void Loader::on_alloc() {
   const TensorInfo& t = trace_.tensors[idx];
   if (t.is_view()) {
     fail(fmt::format("alloc of view tensor {} (views share the storage of tensor {})", id,
-                     trace_.tensors[t.view_of].file_id));
+                     trace_.tensor(t.view_of).file_id));
   }
   if (t.size.value == 0) fail(fmt::format("alloc of tensor {} with 0 bytes (only views may have 0 bytes)", id));
   Life& life = life_[idx];
@@ -35,7 +35,7 @@ void Loader::on_free() {
   const TensorInfo& t = trace_.tensors[idx];
   if (t.is_view()) {
     fail(fmt::format("free of view tensor {} (views share the storage of tensor {})", id,
-                     trace_.tensors[t.view_of].file_id));
+                     trace_.tensor(t.view_of).file_id));
   }
   Life& life = life_[idx];
   if (life.state == State::Never) fail(fmt::format("free of tensor {}, which was never allocated", id));

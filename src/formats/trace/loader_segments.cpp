@@ -101,7 +101,7 @@ InitialBlock Loader::read_block(std::uint32_t index, std::string_view prefix) {
   const TensorInfo& t = trace_.tensors[idx];
   if (t.is_view()) {
     fail(fmt::format("{}: tensor {} is a view (views share the storage of tensor {})", where, id,
-                     trace_.tensors[t.view_of].file_id));
+                     trace_.tensor(t.view_of).file_id));
   }
   if (t.size.value == 0) fail(fmt::format("{}: tensor {} has 0 bytes (only views may have 0 bytes)", where, id));
   if (life_[idx].state == State::Live) {
@@ -110,7 +110,7 @@ InitialBlock Loader::read_block(std::uint32_t index, std::string_view prefix) {
   if (b.size < t.size) {
     fail(fmt::format("{} of {} bytes is smaller than tensor {} ({} bytes)", where, b.size.value, id, t.size.value));
   }
-  b.tensor = idx;
+  b.tensor = TensorId{idx};
   // Live from here: a second block naming it (in this record or a later one) is an error. A
   // failing record aborts the load, so marking early leaves nothing inconsistent behind.
   life_[idx].state = State::Live;

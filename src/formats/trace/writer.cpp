@@ -75,7 +75,7 @@ class Writer {
     for (const auto& t : trace_.tensors) {
       if (!is_utf8(t.name)) fail(fmt::format("tensor {}: name is not valid UTF-8", t.file_id));
       if (t.size.value > trace_detail::kMaxTensorBytes) fail(fmt::format("tensor {}: size above 2^53", t.file_id));
-      if (t.is_view() && t.view_of >= nt) fail(fmt::format("tensor {}: view_of out of range", t.file_id));
+      if (t.is_view() && index_of(t.view_of) >= nt) fail(fmt::format("tensor {}: view_of out of range", t.file_id));
     }
     for (const auto& op : trace_.ops) {
       if (!is_utf8(op.name)) fail(fmt::format("op {}: name is not valid UTF-8", op.file_id));
@@ -95,7 +95,7 @@ class Writer {
       if (seg.blocks.empty()) fail(fmt::format("initial segment {}: no blocks", seg.addr));
       for (const auto& b : seg.blocks) {
         if (b.size.value == 0) fail(fmt::format("initial segment {}: empty block", seg.addr));
-        if (!b.is_free() && b.tensor >= nt)
+        if (!b.is_free() && index_of(b.tensor) >= nt)
           fail(fmt::format("initial segment {}: tensor index out of range", seg.addr));
       }
     }
@@ -242,7 +242,7 @@ class Writer {
         fmt::format_to(std::back_inserter(buf_), R"({{"size":{},"free":true}})", b.size.value);
       } else {
         fmt::format_to(std::back_inserter(buf_), R"({{"size":{},"tensor":{}}})", b.size.value,
-                       trace_.tensors[b.tensor].file_id);
+                       trace_.tensor(b.tensor).file_id);
       }
     }
     buf_.push_back(']');

@@ -1,15 +1,15 @@
-// The plan validator's op steps (see validator.hpp): the compute stream's order and timing,
+// The auditor's op steps (see auditor.hpp): the compute stream's order and timing,
 // trace compute events, recomputes and accesses.
 #include <fmt/format.h>
 
 #include <algorithm>
 
-#include "validator.hpp"
+#include "auditor.hpp"
 
 namespace coopsim::check_detail {
 
 // --- the compute stream --------------------------------------------------------------------
-void Validator::on_compute_stream(const LogRecord& rec, const std::string& what) {
+void Auditor::on_compute_stream(const LogRecord& rec, const std::string& what) {
   if (rec.end < rec.start) {
     fail(kNoIndex,
          fmt::format("{} ends at {} ns, before it starts at {} ns", what, rec.end.count(), rec.start.count()));
@@ -21,10 +21,10 @@ void Validator::on_compute_stream(const LogRecord& rec, const std::string& what)
   stream_end_ = std::max(stream_end_, rec.end);
 }
 // Trace compute events run once each, in trace order.
-void Validator::follow_trace(const LogRecord& rec, const OpInfo& op) {
+void Auditor::follow_trace(const LogRecord& rec, const OpInfo& op) {
   const std::uint32_t e = rec.event;
   if (e >= trace_.events.size() || trace_.events[e].kind != EventKind::Compute ||
-      index_of(trace_.events[e].compute_op()) != rec.op) {
+      trace_.events[e].compute_op() != rec.op) {
     fail(kNoIndex, fmt::format("compute of op '{}' does not match the trace event", op.name));
     return;
   }
@@ -39,12 +39,12 @@ void Validator::follow_trace(const LogRecord& rec, const OpInfo& op) {
     fail(kNoIndex, fmt::format("compute of op '{}' runs trace event {} a second time", op.name, e));
   }
 }
-std::vector<std::uint32_t> Validator::storages(const LogRecord& rec, std::uint32_t from, std::uint32_t n) const {
+std::vector<std::uint32_t> Auditor::storages(const LogRecord& rec, std::uint32_t from, std::uint32_t n) const {
   std::vector<std::uint32_t> out;
   for (std::uint32_t k = 0; k < n; ++k) out.push_back(log_.refs[rec.first + from + k].storage);
   return sorted_unique(std::move(out));
 }
-bool Validator::refs_known(const LogRecord& rec) {
+bool Auditor::refs_known(const LogRecord& rec) {
   for (std::uint32_t k = 0; k < std::uint32_t{rec.reads} + rec.writes; ++k) {
     if (log_.refs[rec.first + k].storage >= trace_.tensors.size()) {
       fail(kNoIndex,
@@ -55,13 +55,13 @@ bool Validator::refs_known(const LogRecord& rec) {
   return true;
 }
 
-void Validator::compute(const LogRecord& rec) {
-  if (rec.op >= trace_.ops.size()) {
-    fail(kNoIndex, fmt::format("compute of op index {}, which the trace does not define", rec.op));
+void Auditor::compute(const LogRecord& rec) {
+  if (index_of(rec.op) >= trace_.ops.size()) {
+    fail(kNoIndex, fmt::format("compute of op index {}, which the trace does not define", index_of(rec.op)));
     return;
   }
   if (!refs_known(rec)) return;
-  const OpInfo& op = trace_.ops[rec.op];
+  const OpInfo& op = trace_.op(rec.op);
   const std::string what = fmt::format("compute of op '{}'", op.name);
   follow_trace(rec, op);
   on_compute_stream(rec, what);
@@ -105,7 +105,7 @@ void Validator::compute(const LogRecord& rec) {
   for (const std::uint32_t s : state_from(op)) state_[s] = true;
 }
 
-std::vector<bool> Validator::find_state(const Trace& trace) {
+std::vector<bool> Auditor::find_state(const Trace& trace) {
   std::vector<bool> state(trace.tensors.size(), false);
   auto role = [&](TensorId x) { return trace.tensors[trace.storage_of(index_of(x))].role; };
   for (std::uint32_t s = 0; s < trace.tensors.size(); ++s) {
@@ -126,7 +126,7 @@ std::vector<bool> Validator::find_state(const Trace& trace) {
 // Inputs an op with outputs of its own updates in place (e.g. BN statistics) are state from that
 // op on: before it they are ordinary values, which a recompute of their producer may restore (the
 // engine makes them unevictable when the op runs).
-std::vector<std::uint32_t> Validator::state_from(const OpInfo& op) const {
+std::vector<std::uint32_t> Auditor::state_from(const OpInfo& op) const {
   std::vector<std::uint32_t> out;
   const bool has_outputs = std::any_of(op.outputs.begin(), op.outputs.end(),
                                        [&](TensorId x) { return !trace_.tensors[index_of(x)].is_view(); });
@@ -139,10 +139,11 @@ std::vector<std::uint32_t> Validator::state_from(const OpInfo& op) const {
   return out;
 }
 
-void Validator::recompute(const LogRecord& rec) {
-  const std::string name = rec.op < trace_.ops.size() ? trace_.ops[rec.op].name : fmt::format("#{}", rec.op);
+void Auditor::recompute(const LogRecord& rec) {
+  const std::string name =
+      index_of(rec.op) < trace_.ops.size() ? trace_.op(rec.op).name : fmt::format("#{}", index_of(rec.op));
   const std::string what = fmt::format("recompute of op '{}'", name);
-  const std::uint32_t o = rec.origin;
+  const std::uint32_t o = index_of(rec.origin);
   if (o >= current_ || log_.records[o].kind != LogKind::Compute || log_.records[o].op != rec.op) {
     fail(kNoIndex, fmt::format("{} names origin record {}, which is not an earlier compute of the op", what,
                                o == kNoRecord ? std::string("-") : std::to_string(o)));
@@ -220,7 +221,7 @@ void Validator::recompute(const LogRecord& rec) {
   }
 }
 
-void Validator::access(const LogRecord& rec) {
+void Auditor::access(const LogRecord& rec) {
   const LogRef& r = log_.ref(rec);
   const std::uint32_t s = r.storage;
   const std::uint32_t e = rec.event;

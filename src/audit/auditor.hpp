@@ -1,6 +1,6 @@
-// Private to src/validate: the plan validator's state and steps (validate_runlog.cpp: the record
-// loop, the device model, allocation, transfers; validate_ops.cpp: the compute stream, ops,
-// recomputes and accesses). The rules are listed in include/coopsim/validate/validate.hpp.
+// Private to src/audit: the auditor's state and steps (audit_runlog.cpp: the record
+// loop, the device model, allocation, transfers; audit_ops.cpp: the compute stream, ops,
+// recomputes and accesses). The rules are listed in include/coopsim/audit/audit.hpp.
 #pragma once
 
 #include <map>
@@ -9,11 +9,11 @@
 #include <utility>
 #include <vector>
 
-#include "coopsim/validate/validate.hpp"
+#include "coopsim/audit/audit.hpp"
 
 namespace coopsim::check_detail {
 
-// One content: a version of a storage in one of its lifetimes (the validator counts the
+// One content: a version of a storage in one of its lifetimes (the auditor counts the
 // trace's allocations of each storage, so contents of different lifetimes never compare equal).
 struct Content {
   std::uint32_t storage = kNoIndex;
@@ -32,9 +32,9 @@ struct LiveBlock {
 
 std::vector<std::uint32_t> sorted_unique(std::vector<std::uint32_t> v);
 
-class Validator {
+class Auditor {
  public:
-  Validator(const Trace& trace, const RunLog& log)
+  Auditor(const Trace& trace, const RunLog& log)
       : trace_(trace),
         log_(log),
         life_(trace.tensors.size(), 0),
@@ -48,7 +48,7 @@ class Validator {
     }
   }
 
-  ValidationResult run();
+  AuditResult run();
 
  private:
   void fail(std::uint32_t storage, const std::string& problem);
@@ -66,7 +66,7 @@ class Validator {
   [[nodiscard]] std::vector<std::uint32_t> storages(const LogRecord& rec, std::uint32_t from, std::uint32_t n) const;
   bool refs_known(const LogRecord& rec);
   void compute(const LogRecord& rec);
-  // Per storage: state from the start, which keeps no history (see validate.hpp).
+  // Per storage: state from the start, which keeps no history (see audit.hpp).
   static std::vector<bool> find_state(const Trace& trace);
   // Storages that become state once `op` has run.
   [[nodiscard]] std::vector<std::uint32_t> state_from(const OpInfo& op) const;
@@ -79,7 +79,7 @@ class Validator {
 
   const Trace& trace_;
   const RunLog& log_;
-  ValidationResult result_;
+  AuditResult result_;
   std::uint32_t current_ = 0;
   std::map<std::uint64_t, LiveBlock> live_;                 // by address
   std::unordered_map<std::uint64_t, std::uint32_t> freed_;  // address -> Free record (lookups only)

@@ -1,12 +1,12 @@
-// The independent plan validator (include/coopsim/validate/validate.hpp): the record loop, the device
+// The independent auditor (include/coopsim/audit/audit.hpp): the record loop, the device
 // model (live blocks and their contents), allocation, frees, transfers and evictions. Ops are in
-// validate_ops.cpp. It uses nothing but the trace and the log; the rules are the contract of
+// audit_ops.cpp. It uses nothing but the trace and the log; the rules are the contract of
 // include/coopsim/model/runlog.hpp.
 #include <fmt/format.h>
 
 #include <algorithm>
 
-#include "validator.hpp"
+#include "auditor.hpp"
 
 namespace coopsim {
 namespace check_detail {
@@ -17,7 +17,7 @@ std::vector<std::uint32_t> sorted_unique(std::vector<std::uint32_t> v) {
   return v;
 }
 
-ValidationResult Validator::run() {
+AuditResult Auditor::run() {
   for (std::uint32_t i = 0; i < log_.records.size(); ++i) {
     const LogRecord& rec = log_.records[i];
     ++result_.records;
@@ -52,7 +52,7 @@ ValidationResult Validator::run() {
 }
 
 // --- messages ------------------------------------------------------------------------------
-void Validator::fail(std::uint32_t storage, const std::string& problem) {
+void Auditor::fail(std::uint32_t storage, const std::string& problem) {
   ++result_.violation_count;
   if (result_.violations.size() >= kMaxViolationMessages) return;
   const LogRecord& rec = log_.records[current_];
@@ -64,11 +64,11 @@ void Validator::fail(std::uint32_t storage, const std::string& problem) {
         fmt::format("record {}, event {}, tensor {}: {}", current_, event, label(storage), problem));
   }
 }
-std::string Validator::label(std::uint32_t storage) const {
+std::string Auditor::label(std::uint32_t storage) const {
   return storage < trace_.tensors.size() ? std::to_string(trace_.tensors[storage].file_id)
                                          : fmt::format("#{} (not in the trace)", storage);
 }
-std::string Validator::tensor_list(const std::vector<std::uint32_t>& storages) const {
+std::string Auditor::tensor_list(const std::vector<std::uint32_t>& storages) const {
   std::string s;
   for (const std::uint32_t x : storages) s += (s.empty() ? "" : ", ") + label(x);
   return "[" + s + "]";
@@ -76,7 +76,7 @@ std::string Validator::tensor_list(const std::vector<std::uint32_t>& storages) c
 
 // --- the device ----------------------------------------------------------------------------
 // The live block `r` names, or nullptr with the reason in `problem`.
-LiveBlock* Validator::block_of(const LogRef& r, std::string& problem) {
+LiveBlock* Auditor::block_of(const LogRef& r, std::string& problem) {
   const auto it = live_.find(r.addr);
   if (it == live_.end()) {
     const auto f = freed_.find(r.addr);
@@ -91,7 +91,7 @@ LiveBlock* Validator::block_of(const LogRef& r, std::string& problem) {
   return &it->second;
 }
 // Why `b` does not hold `want` ("" when it does). `any_life`: only storage and version count.
-std::string Validator::content_problem(const LiveBlock& b, const Content& want, bool any_life) const {
+std::string Auditor::content_problem(const LiveBlock& b, const Content& want, bool any_life) const {
   if (!b.content.defined()) {
     return b.evicted_by != kNoRecord ? fmt::format("the block was evicted by record {}", b.evicted_by)
                                      : fmt::format("the block (placed by record {}) holds nothing yet", b.placed_by);
@@ -104,7 +104,7 @@ std::string Validator::content_problem(const LiveBlock& b, const Content& want, 
   return {};
 }
 // Checks that the block of `r` holds `want`; `what` names the step for the message.
-void Validator::check_read(const LogRef& r, const Content& want, const std::string& what) {
+void Auditor::check_read(const LogRef& r, const Content& want, const std::string& what) {
   ++result_.reads;
   std::string problem;
   if (const LiveBlock* b = block_of(r, problem); b != nullptr) problem = content_problem(*b, want);
@@ -112,7 +112,7 @@ void Validator::check_read(const LogRef& r, const Content& want, const std::stri
     fail(r.storage, fmt::format("{} reads version {} at {:#x}: {}", what, r.version, r.addr, problem));
 }
 // Gives the block of `r` the content `c`.
-void Validator::write(const LogRef& r, const Content& c, const std::string& what) {
+void Auditor::write(const LogRef& r, const Content& c, const std::string& what) {
   std::string problem;
   LiveBlock* b = block_of(r, problem);
   if (b == nullptr) {
@@ -127,7 +127,7 @@ void Validator::write(const LogRef& r, const Content& c, const std::string& what
   b->evicted_by = kNoRecord;
 }
 
-void Validator::alloc(const LogRecord& rec) {
+void Auditor::alloc(const LogRecord& rec) {
   const LogRef& r = log_.ref(rec);
   const std::uint32_t s = r.storage;
   if (r.size.value < trace_.tensors[s].size.value) {
@@ -167,14 +167,14 @@ void Validator::alloc(const LogRecord& rec) {
   }
   over_budget_ = live_bytes_ > log_.budget.value;
 }
-void Validator::overlap(const LogRef& r, const std::pair<const std::uint64_t, LiveBlock>& other) {
+void Auditor::overlap(const LogRef& r, const std::pair<const std::uint64_t, LiveBlock>& other) {
   const std::uint32_t owner = log_.ref(log_.records[other.second.placed_by]).storage;
   fail(r.storage, fmt::format("block [{:#x}, {:#x}) overlaps the live block [{:#x}, {:#x}) of tensor {} (record {})",
                               r.addr, r.addr + r.size.value, other.first, other.first + other.second.size, label(owner),
                               other.second.placed_by));
 }
 
-void Validator::free(const LogRecord& rec) {
+void Auditor::free(const LogRecord& rec) {
   const LogRef& r = log_.ref(rec);
   const auto it = live_.find(r.addr);
   if (it == live_.end()) {
@@ -195,7 +195,7 @@ void Validator::free(const LogRecord& rec) {
 }
 
 // --- transfers and eviction ----------------------------------------------------------------
-void Validator::swap_out(const LogRecord& rec) {
+void Auditor::swap_out(const LogRecord& rec) {
   const LogRef& r = log_.ref(rec);
   ++result_.reads;
   if (rec.end < rec.start)
@@ -213,7 +213,7 @@ void Validator::swap_out(const LogRecord& rec) {
   copies.push_back(b->content);
 }
 
-void Validator::swap_in(const LogRecord& rec) {
+void Auditor::swap_in(const LogRecord& rec) {
   const LogRef& r = log_.ref(rec);
   const std::uint32_t s = r.storage;
   if (rec.end < rec.start)
@@ -249,7 +249,7 @@ void Validator::swap_in(const LogRecord& rec) {
   b->evicted_by = kNoRecord;
 }
 
-void Validator::evict(const LogRecord& rec) {
+void Auditor::evict(const LogRecord& rec) {
   const LogRef& r = log_.ref(rec);
   std::string problem;
   LiveBlock* b = block_of(r, problem);
@@ -262,7 +262,7 @@ void Validator::evict(const LogRecord& rec) {
   b->evicted_by = current_;
 }
 
-void Validator::memory(const LogRecord& rec) {
+void Auditor::memory(const LogRecord& rec) {
   if (rec.allocated > rec.reserved) {
     fail(kNoIndex, fmt::format("allocated {} bytes exceed reserved {}", rec.allocated.value, rec.reserved.value));
   }
@@ -272,8 +272,8 @@ void Validator::memory(const LogRecord& rec) {
 
 }  // namespace check_detail
 
-ValidationResult validate_runlog(const Trace& trace, const RunLog& log) {
-  return check_detail::Validator(trace, log).run();
+AuditResult audit_runlog(const Trace& trace, const RunLog& log) {
+  return check_detail::Auditor(trace, log).run();
 }
 
 }  // namespace coopsim

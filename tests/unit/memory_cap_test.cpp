@@ -1,4 +1,4 @@
-// limits.max_memory (coopsim/model/memory_budget.hpp, docs/limits.md "Memory budget"): its default
+// limits.max_memory (coopsim/model/memory_cap.hpp, docs/limits.md "Memory cap"): its default
 // and syntax, and small inputs describing huge data, generated here, that every reader refuses
 // with the one-line budget error before allocating it: a pickle dict shared 2^100 times through
 // the memo, 2^28 Nones in a 256 KB gzip pickle, 3*10^8 mark events in a gzip trace, 10^6 tensors,
@@ -19,7 +19,7 @@
 #include "coopsim/import/importers.hpp"
 #include "coopsim/formats/pickle.hpp"
 #include "coopsim/base/limits.hpp"
-#include "coopsim/model/memory_budget.hpp"
+#include "coopsim/model/memory_cap.hpp"
 #include "coopsim/formats/trace_file.hpp"
 #include "test_paths.hpp"
 
@@ -136,7 +136,7 @@ TEST_CASE("memory: a 100-level dict shared through the pickle memo is refused at
   const std::string bytes = shared_settings_snapshot(100);
   CHECK(bytes.size() == 5 + 100 * 15 + 56);  // 1561 bytes describing 2^102 - 3 values
   // The reader shares memo references: both keys of a level hold the same object.
-  MemoryBudget memory(64 * kMiB);
+  MemoryCap memory(64 * kMiB);
   const pickle::ValuePtr root = pickle::parse(bytes, "s.pickle", memory);
   const pickle::Value* top = root->get("allocator_settings");
   REQUIRE(top != nullptr);

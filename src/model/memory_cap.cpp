@@ -1,6 +1,6 @@
-// The memory budget of a reader (include/coopsim/model/memory_budget.hpp); the memory this process
+// The memory cap of a reader (include/coopsim/model/memory_cap.hpp); the memory this process
 // may use, which sets its default, is machine_memory() (src/base/machine_memory.cpp).
-#include "coopsim/model/memory_budget.hpp"
+#include "coopsim/model/memory_cap.hpp"
 
 
 #include <fmt/format.h>
@@ -13,7 +13,7 @@
 
 namespace coopsim {
 
-std::string MemoryBudget::problem() const { return limit_problem(limit_, "bytes of memory", "max_memory"); }
+std::string MemoryCap::problem() const { return limit_problem(limit_, "bytes of memory", "max_memory"); }
 
 Error out_of_memory(const std::string& file, std::uint64_t limit) {
   return Error(

@@ -1,4 +1,4 @@
-// The independent plan validator on hand-built event logs (a correct swap-out/swap-in run
+// The independent auditor on hand-built event logs (a correct swap-out/swap-in run
 // passes, and each kind of broken log is caught with its exact message) and on the engine's own
 // logs (every policy passes; damaged logs are caught).
 #include <catch2/catch.hpp>
@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "coopsim/sim/simulation.hpp"
-#include "coopsim/validate/validate.hpp"
+#include "coopsim/audit/audit.hpp"
 #include "coopsim/formats/trace_file.hpp"
 #include "runlog_builder.hpp"
-#include "validated_run.hpp"
+#include "audited_run.hpp"
 
 using namespace coopsim;
 using coopsim::test::TraceBuilder;
@@ -49,59 +49,59 @@ Log swapped_chain(std::vector<int> drop = {}) {
 
 }  // namespace
 
-TEST_CASE("validator: a correct swap-out / swap-in run passes", "[validate]") {
+TEST_CASE("auditor: a correct swap-out / swap-in run passes", "[audit]") {
   const Trace t = chain_trace();
-  const ValidationResult r = validate_runlog(t, swapped_chain().log());
+  const AuditResult r = audit_runlog(t, swapped_chain().log());
   CHECK(r.violations == Lines{});
   CHECK(r.ok());
   CHECK(r.records == 15);
   CHECK(r.reads == 3);  // g reads a, the swap-out reads b, h reads b
 }
 
-TEST_CASE("validator: reading after a swap-out without the swap-in", "[validate]") {
+TEST_CASE("auditor: reading after a swap-out without the swap-in", "[audit]") {
   const Trace t = chain_trace();
   SECTION("the block was freed and nothing was placed again") {
-    const auto r = validate_runlog(t, swapped_chain({9, 10}).log());
+    const auto r = audit_runlog(t, swapped_chain({9, 10}).log());
     CHECK(r.violations ==
           Lines{"record 10, event 6, tensor 1: compute of op 'h' reads version 1 at 0x200: the block was "
                 "freed by record 6",
                 "record 11, event 7, tensor 1: frees the block at 0x200 twice (first freed by record 6)"});
   }
   SECTION("a block was placed but the swap-in never came") {
-    const auto r = validate_runlog(t, swapped_chain({10}).log());
+    const auto r = audit_runlog(t, swapped_chain({10}).log());
     CHECK(r.violations == Lines{"record 11, event 6, tensor 1: compute of op 'h' reads version 1 at 0x200: the block "
                                 "(placed by record 9) holds nothing yet"});
     CHECK(r.violation_count == 1);
   }
 }
 
-TEST_CASE("validator: a swap-in without a swap-out", "[validate]") {
-  const auto r = validate_runlog(chain_trace(), swapped_chain({5}).log());
+TEST_CASE("auditor: a swap-in without a swap-out", "[audit]") {
+  const auto r = audit_runlog(chain_trace(), swapped_chain({5}).log());
   CHECK(r.violations ==
         Lines{"record 9, event 6, tensor 1: swap-in of version 1: no swap-out of the tensor came before it",
               "record 11, event 6, tensor 1: compute of op 'h' reads version 1 at 0x200: the block "
               "(placed by record 8) holds nothing yet"});
 }
 
-TEST_CASE("validator: reading a stale version", "[validate]") {
+TEST_CASE("auditor: reading a stale version", "[audit]") {
   const Trace t = chain_trace();
   SECTION("the record names an old version") {
     Log l;
     l.alloc(0, ref(0, 0, 0x0)).compute(1, 0, 0, 10, {}, {ref(0, 1, 0x0)}).alloc(2, ref(1, 0, 0x200));
     l.compute(3, 1, 10, 30, {ref(0, 0, 0x0)}, {ref(1, 1, 0x200)});
-    CHECK(validate_runlog(t, l.log()).violations ==
+    CHECK(audit_runlog(t, l.log()).violations ==
           Lines{"record 3, event 3, tensor 0: compute of op 'g' reads version 0, but the current version is 1"});
   }
   SECTION("the block holds an old version: f's write went elsewhere") {
     Log l(4096);
     l.alloc(0, ref(0, 0, 0x0)).alloc(0, ref(0, 0, 0x400), false).compute(1, 0, 0, 10, {}, {ref(0, 1, 0x400)});
     l.alloc(2, ref(1, 0, 0x200)).compute(3, 1, 10, 30, {ref(0, 1, 0x0)}, {ref(1, 1, 0x200)});
-    CHECK(validate_runlog(t, l.log()).violations ==
+    CHECK(audit_runlog(t, l.log()).violations ==
           Lines{"record 4, event 3, tensor 0: compute of op 'g' reads version 1 at 0x0: the block holds version 0"});
   }
 }
 
-TEST_CASE("validator: recomputes repeat their origin", "[validate]") {
+TEST_CASE("auditor: recomputes repeat their origin", "[audit]") {
   const Trace t = chain_trace();
   // a is evicted after g and recomputed (by f) into a new block, then read by an access.
   auto base = [&](std::uint32_t recompute_version, std::uint32_t read_version) {
@@ -114,11 +114,11 @@ TEST_CASE("validator: recomputes repeat their origin", "[validate]") {
     l.recompute(3, 1, 3, 40, 60, {ref(0, read_version, 0x0)}, {ref(1, 1, 0x200)});             // 8
     return l;
   };
-  CHECK(validate_runlog(t, base(1, 1).log()).ok());
-  CHECK(validate_runlog(t, base(1, 2).log()).violations ==
+  CHECK(audit_runlog(t, base(1, 1).log()).ok());
+  CHECK(audit_runlog(t, base(1, 2).log()).violations ==
         Lines{"record 8, event 3, tensor 0: recompute of op 'g' reads version 2, but its origin (record 3) read "
               "version 1"});
-  CHECK(validate_runlog(t, base(2, 1).log()).violations ==
+  CHECK(audit_runlog(t, base(2, 1).log()).violations ==
         Lines{"record 7, event 3, tensor 0: recompute of op 'f' writes version 2, but its origin (record 1) wrote "
               "version 1"});
   SECTION("reading the evicted value before its recompute") {
@@ -126,62 +126,62 @@ TEST_CASE("validator: recomputes repeat their origin", "[validate]") {
     l.alloc(0, ref(0, 0, 0x0)).compute(1, 0, 0, 10, {}, {ref(0, 1, 0x0)});
     l.alloc(2, ref(1, 0, 0x200)).evict(2, ref(0, 1, 0x0));
     l.compute(3, 1, 10, 30, {ref(0, 1, 0x0)}, {ref(1, 1, 0x200)});
-    CHECK(validate_runlog(t, l.log()).violations == Lines{"record 4, event 3, tensor 0: compute of op 'g' reads "
+    CHECK(audit_runlog(t, l.log()).violations == Lines{"record 4, event 3, tensor 0: compute of op 'g' reads "
                                                           "version 1 at 0x0: the block was evicted by record 3"});
   }
   SECTION("an origin that is not a compute of the op") {
     Log l = base(1, 1);
     l.recompute(3, 2, 3, 60, 70, {}, {});
     CHECK(
-        validate_runlog(t, l.log()).violations ==
+        audit_runlog(t, l.log()).violations ==
         Lines{
             "record 9, event 3: recompute of op 'h' names origin record 3, which is not an earlier compute of the op"});
   }
 }
 
-TEST_CASE("validator: overlapping blocks", "[validate]") {
+TEST_CASE("auditor: overlapping blocks", "[audit]") {
   const Trace t = chain_trace();
   Log l;
   l.alloc(0, ref(0, 0, 0x0)).compute(1, 0, 0, 10, {}, {ref(0, 1, 0x0)}).alloc(2, ref(1, 0, 0x100));
-  CHECK(validate_runlog(t, l.log()).violations == Lines{"record 2, event 2, tensor 1: block [0x100, 0x300) overlaps "
+  CHECK(audit_runlog(t, l.log()).violations == Lines{"record 2, event 2, tensor 1: block [0x100, 0x300) overlaps "
                                                         "the live block [0x0, 0x200) of tensor 0 (record 0)"});
   SECTION("addresses of an address-blind allocator are not a layout") {
     Log blind(1024, /*address_aware=*/false);
     blind.alloc(0, ref(0, 0, 0x0)).compute(1, 0, 0, 10, {}, {ref(0, 1, 0x0)}).alloc(2, ref(1, 0, 0x100));
-    CHECK(validate_runlog(t, blind.log()).ok());
+    CHECK(audit_runlog(t, blind.log()).ok());
   }
 }
 
-TEST_CASE("validator: the budget", "[validate]") {
+TEST_CASE("auditor: the budget", "[audit]") {
   Log l(800);
   l.alloc(0, ref(0, 0, 0x0)).memory(0, 512, 800).alloc(2, ref(1, 0, 0x200)).memory(2, 1024, 2048);
   l.alloc(5, ref(2, 0, 0x400)).free(4, ref(0, 0, 0x0)).free(5, ref(2, 0, 0x400)).alloc(5, ref(2, 0, 0x0));
   CHECK(
-      validate_runlog(chain_trace(), l.log()).violations ==
+      audit_runlog(chain_trace(), l.log()).violations ==
       Lines{"record 2, event 2, tensor 1: live blocks hold 1024 bytes after this allocation, over the budget of 800",
             "record 3, event 2: reserved 2048 bytes exceed the budget of 800",
             "record 7, event 5, tensor 2: live blocks hold 1024 bytes after this allocation, over the budget of 800"});
   Log m(4096);
   m.memory(0, 1024, 512);
-  CHECK(validate_runlog(chain_trace(), m.log()).violations ==
+  CHECK(audit_runlog(chain_trace(), m.log()).violations ==
         Lines{"record 0, event 0: allocated 1024 bytes exceed reserved 512"});
 }
 
-TEST_CASE("validator: frees match allocations", "[validate]") {
+TEST_CASE("auditor: frees match allocations", "[audit]") {
   Log l;
   l.alloc(0, ref(0, 0, 0x0)).free(4, ref(0, 0, 0x0)).free(4, ref(0, 0, 0x0)).free(4, ref(1, 0, 0x200));
-  CHECK(validate_runlog(chain_trace(), l.log()).violations ==
+  CHECK(audit_runlog(chain_trace(), l.log()).violations ==
         Lines{"record 2, event 4, tensor 0: frees the block at 0x0 twice (first freed by record 1)",
               "record 3, event 4, tensor 1: frees 0x200, where no block is live"});
 }
 
-TEST_CASE("validator: ops read and write exactly their tensors, in trace order", "[validate]") {
+TEST_CASE("auditor: ops read and write exactly their tensors, in trace order", "[audit]") {
   const Trace t = chain_trace();
   Log l;
   l.alloc(0, ref(0, 0, 0x0)).alloc(2, ref(1, 0, 0x200));
   l.compute(3, 1, 0, 20, {}, {ref(1, 1, 0x200)});  // g without its input; f skipped
   l.compute(3, 1, 10, 40, {ref(0, 0, 0x0)}, {});   // g again, overlapping, writing nothing
-  CHECK(validate_runlog(t, l.log()).violations ==
+  CHECK(audit_runlog(t, l.log()).violations ==
         Lines{"record 2, event 3: trace event 1 (compute of op 'f') never ran",
               "record 2, event 3: compute of op 'g' reads tensors [], but its inputs are [0]",
               "record 3, event 3: compute of op 'g' runs trace event 3 a second time",
@@ -190,7 +190,7 @@ TEST_CASE("validator: ops read and write exactly their tensors, in trace order",
               "record 3, event 3: compute of op 'g' writes tensors [], but it writes [1]"});
 }
 
-TEST_CASE("validator: in-place updates and re-allocations make new contents", "[validate]") {
+TEST_CASE("auditor: in-place updates and re-allocations make new contents", "[audit]") {
   // p (0) is updated in place by `step` twice; x (1) is allocated twice, read by `use` each time.
   TraceBuilder b;
   const auto p = b.tensor(256, TensorRole::Parameter, "p");
@@ -209,7 +209,7 @@ TEST_CASE("validator: in-place updates and re-allocations make new contents", "[
     l.compute(6, mk, 10, 15, {}, {ref(1, 1, 0x200, 256)});
     l.compute(7, step, 15, 20, {ref(0, second_p_version, 0x0, 256), ref(1, 1, second_x_addr, 256)},
               {ref(0, second_p_version + 1, 0x0, 256)});
-    return validate_runlog(t, l.log());
+    return audit_runlog(t, l.log());
   };
   CHECK(run(0x200, 1).ok());
   CHECK(run(0x100, 1).violations == Lines{"record 6, event 7, tensor 1: compute of op 'step' reads version 1 at 0x100: "
@@ -220,7 +220,7 @@ TEST_CASE("validator: in-place updates and re-allocations make new contents", "[
               "record 6, event 7, tensor 0: compute of op 'step' writes version 1, expected version 2"});
 }
 
-TEST_CASE("validator: an input updated in place by an op with outputs is state from that op on", "[validate]") {
+TEST_CASE("auditor: an input updated in place by an op with outputs is state from that op on", "[audit]") {
   // g (0) is made by mk, then updated in place by upd, which has an output y (1) of its own (as
   // a gradient accumulated by a backward op). Before upd, g is an ordinary value that a
   // recompute of mk may restore; from upd on it keeps no history (engine: unevictable).
@@ -238,16 +238,16 @@ TEST_CASE("validator: an input updated in place by an op with outputs is state f
   l.alloc(2, ref(1, 0, 0x100, 256));                                                               // 4
   l.alloc(3, ref(0, 0, 0x0, 256), false).recompute(3, mk, 1, 10, 20, {}, {ref(0, 1, 0x0, 256)});   // 5, 6
   l.compute(3, upd, 20, 25, {ref(0, 1, 0x0, 256)}, {ref(0, 2, 0x0, 256), ref(1, 1, 0x100, 256)});  // 7
-  CHECK(validate_runlog(t, l.log()).ok());
+  CHECK(audit_runlog(t, l.log()).ok());
   // The same recompute after upd would restore version 1 over the update: refused.
   l.evict(4, ref(0, 2, 0x0, 256)).free(4, ref(0, 0, 0x0, 256));                                   // 8, 9
   l.alloc(4, ref(0, 0, 0x0, 256), false).recompute(4, mk, 1, 25, 35, {}, {ref(0, 1, 0x0, 256)});  // 10, 11
-  const auto v = validate_runlog(t, l.log()).violations;
+  const auto v = audit_runlog(t, l.log()).violations;
   REQUIRE(!v.empty());
   CHECK(v.front().rfind("record 11, event 4, tensor 0: recompute of op 'mk' writes state", 0) == 0);
 }
 
-TEST_CASE("validator: accesses and the message cap", "[validate]") {
+TEST_CASE("auditor: accesses and the message cap", "[audit]") {
   TraceBuilder b;
   const auto a = b.tensor(100);
   b.alloc(a);
@@ -255,7 +255,7 @@ TEST_CASE("validator: accesses and the message cap", "[validate]") {
   Log l;
   l.alloc(0, ref(0, 0, 0x0));
   for (std::uint32_t i = 0; i < 150; ++i) l.access(i + 1, 0, ref(0, 0, i == 0 ? 0x0 : 0x1000));
-  const auto r = validate_runlog(b.trace(), l.log());
+  const auto r = audit_runlog(b.trace(), l.log());
   CHECK(r.violation_count == 149);
   REQUIRE(r.violations.size() == kMaxViolationMessages);
   CHECK(r.violations[0] == "record 2, event 2, tensor 0: access reads version 0 at 0x1000: no block is live there");
@@ -276,20 +276,20 @@ EngineRun engine_run(const Trace& t, const std::string& policy, const std::strin
   cfg.doc["budget"] =
       std::to_string(static_cast<std::uint64_t>(budget_ratio * static_cast<double>(summarize(t).peak_live.value)));
   EngineRun r;
-  r.report = test::validated_run(cfg, t, &r.log);
+  r.report = test::audited_run(cfg, t, &r.log);
   return r;
 }
 
 }  // namespace
 
-TEST_CASE("validator: engine runs of every policy on the default trace pass", "[validate][engine]") {
+TEST_CASE("auditor: engine runs of every policy on the default trace pass", "[audit][engine]") {
   const Trace t = load_trace("traces/default.jsonl.gz");
   for (const auto& e : builtin_components().policies.entries()) {
     for (const char* allocator : {"pytorch", "bestfit", "fungible"}) {
       INFO(e.name << " on " << allocator);
       const EngineRun r = engine_run(t, e.name, allocator, e.name == "keep" ? 1.5 : 0.6);
       CHECK(r.report.status == RunStatus::Completed);
-      const ValidationResult v = validate_runlog(t, r.log);
+      const AuditResult v = audit_runlog(t, r.log);
       CHECK(v.violations == Lines{});
       CHECK(v.records == r.log.records.size());
       CHECK(v.reads > 0);
@@ -297,7 +297,7 @@ TEST_CASE("validator: engine runs of every policy on the default trace pass", "[
   }
 }
 
-TEST_CASE("validator: damaged engine logs are caught", "[validate][engine]") {
+TEST_CASE("auditor: damaged engine logs are caught", "[audit][engine]") {
   const Trace t = load_trace("traces/default.jsonl.gz");
   SECTION("a swap-in left out") {
     EngineRun r = engine_run(t, "autoswap", "pytorch", 0.6);
@@ -308,7 +308,7 @@ TEST_CASE("validator: damaged engine logs are caught", "[validate][engine]") {
     auto placed = static_cast<std::uint32_t>(it - r.log.records.begin());
     while (r.log.records[placed].kind != LogKind::Alloc || r.log.ref(r.log.records[placed]).addr != addr) --placed;
     r.log.records.erase(it);  // no content arrives
-    const ValidationResult v = validate_runlog(t, r.log);
+    const AuditResult v = audit_runlog(t, r.log);
     REQUIRE(!v.ok());
     CHECK(v.violations[0].find(fmt::format("at {:#x}: the block (placed by record {}) holds nothing yet", addr,
                                            placed)) != std::string::npos);
@@ -321,7 +321,7 @@ TEST_CASE("validator: damaged engine logs are caught", "[validate][engine]") {
     REQUIRE(it != r.log.records.end());
     LogRef& read = r.log.refs[it->first];
     ++read.version;
-    const ValidationResult v = validate_runlog(t, r.log);
+    const AuditResult v = audit_runlog(t, r.log);
     REQUIRE(!v.ok());
     CHECK(v.violations[0].find(fmt::format("record {}, ", it - r.log.records.begin())) == 0);
     CHECK(v.violations[0].find(fmt::format("reads version {}", read.version)) != std::string::npos);

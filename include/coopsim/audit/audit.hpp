@@ -1,4 +1,4 @@
-// The independent plan validator: checks a run's event log (include/coopsim/model/runlog.hpp) against
+// The independent auditor: checks a run's event log (include/coopsim/model/runlog.hpp) against
 // the trace alone. It knows nothing of policies or allocators; it keeps its own picture of the
 // device (live blocks and the content each holds), of host copies and of every storage's
 // current version (computed from the trace: each Compute of an op bumps the versions of the
@@ -38,7 +38,7 @@ namespace coopsim {
 
 inline constexpr std::size_t kMaxViolationMessages = 100;
 
-struct ValidationResult {
+struct AuditResult {
   // One line per violation, "record R, event E, tensor T: problem" (tensor = its file id; the
   // event is "-" for records made outside a trace event), the first kMaxViolationMessages.
   std::vector<std::string> violations;
@@ -48,6 +48,6 @@ struct ValidationResult {
   [[nodiscard]] bool ok() const { return violation_count == 0; }
 };
 
-ValidationResult validate_runlog(const Trace& trace, const RunLog& log);
+AuditResult audit_runlog(const Trace& trace, const RunLog& log);
 
 }  // namespace coopsim

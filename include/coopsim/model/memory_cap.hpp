@@ -1,10 +1,10 @@
 // The memory one input may make a reader hold: limits.max_memory (docs/limits.md, "Memory
-// budget"). The count caps (max_tensors, max_events, ...) bound an input's size, but at their
+// cap"). The count caps (max_tensors, max_events, ...) bound an input's size, but at their
 // defaults they allow more memory than a machine has (500 M events alone are 16 GB), and small
 // inputs can describe large data (a gzip bomb, a pickle whose memo references expand). So every
 // reader counts the bytes it keeps as they grow, with the per-unit costs of memory_cost below,
 // and refuses the input with one line ("more than N bytes of memory (limits.max_memory)")
-// before an allocation would take it past the budget. The counts are estimates of the
+// before an allocation would take it past the cap. The counts are estimates of the
 // allocations (element sizes plus heap text), deterministic, so the refusal point does not
 // depend on the allocator; docs/limits.md lists them.
 #pragma once
@@ -19,9 +19,9 @@
 
 namespace coopsim {
 
-class MemoryBudget {
+class MemoryCap {
  public:
-  explicit MemoryBudget(std::uint64_t limit) noexcept : limit_(limit) {}
+  explicit MemoryCap(std::uint64_t limit) noexcept : limit_(limit) {}
 
   // Counts `bytes` more as held. False, counting nothing, when the total would pass the limit.
   [[nodiscard]] bool add(std::uint64_t bytes) noexcept {
@@ -48,7 +48,7 @@ class MemoryBudget {
   }
   [[nodiscard]] std::uint64_t used() const noexcept { return used_; }
   [[nodiscard]] std::uint64_t limit() const noexcept { return limit_; }
-  // "more than N bytes of memory (limits.max_memory)": the problem text of an exceeded budget.
+  // "more than N bytes of memory (limits.max_memory)": the problem text of an exceeded cap.
   [[nodiscard]] std::string problem() const;
 
  private:
@@ -56,7 +56,7 @@ class MemoryBudget {
   std::uint64_t used_ = 0;  // never above limit_
 };
 
-// What a reader throws when an allocation fails before its budget `limit` is reached (the
+// What a reader throws when an allocation fails before its cap `limit` is reached (the
 // machine has less free memory than limits.max_memory assumes), so that the user gets one line
 // naming the file and the key instead of an internal error.
 Error out_of_memory(const std::string& file, std::uint64_t limit);
