@@ -156,3 +156,33 @@ def test_one_version_everywhere(coopsim_exe):
     assert coopsim.__version__ == meson == citation == binary
     if native_module() is not None:
         assert native_module().__version__ == meson
+
+
+def test_recorded_traces_are_written_by_the_library(tmp_path, coopsim_exe):
+    """One trace writer (issue 30): the recorder's records go through coopsim's loader and writer,
+    in-process when the native module is there, else through `coopsim validate --write OUT -`;
+    both write the same bytes, and a bad record is one line naming its line, with no file left."""
+    from coopsim.recording.trace import TraceBuilder
+    from coopsim.sim import native_module, write_trace
+    b = TraceBuilder()
+    t = b.storage_tensor("x", 4096, "x")
+    b.alloc(t)
+    b.compute(b.op("relu", 0, [t], [t], [], [t], False, ()))
+    b.free(t)
+    header = {"format": "coopsim-trace", "version": 1, "model": "one-writer", "time_unit": "ns", "iterations": 1}
+    text = "".join(line + "\n" for line in b.lines(header))
+    spawned = tmp_path / "spawned.jsonl.gz"
+    write_trace(text, spawned, binary=coopsim_exe)
+    assert coopsim.validate(spawned, binary=coopsim_exe).startswith(f"{spawned}: valid coopsim trace v1 (one-writer)")
+    bad = text.replace('"kind":"free"', '"kind":"frees"')
+    with pytest.raises(coopsim.CoopsimError, match=r"^<stdin>:6: unknown record kind 'frees'"):
+        write_trace(bad, tmp_path / "bad.jsonl", binary=coopsim_exe)
+    assert not (tmp_path / "bad.jsonl").exists()
+    if native_module() is None:
+        return
+    in_process = tmp_path / "in_process.jsonl.gz"
+    b.write(str(in_process), header)  # the recorder's own call
+    assert in_process.read_bytes() == spawned.read_bytes()
+    with pytest.raises(coopsim.CoopsimError, match=r"^<recorded trace>:6: unknown record kind 'frees'"):
+        write_trace(bad, tmp_path / "bad.jsonl")
+    assert not (tmp_path / "bad.jsonl").exists()

@@ -14,6 +14,13 @@ namespace {
 constexpr std::string_view kNoOpGuided = "no op-guided allocation";
 constexpr std::string_view kNoRecomputableInPlace = "no recomputable in-place";
 constexpr std::string_view kNoLayoutAware = "no layout-aware eviction";
+
+// Strips a namespace ("aten::") and an overload (".Tensor").
+std::string_view bare_op_name(std::string_view name) {
+  if (const auto colon = name.rfind("::"); colon != std::string_view::npos) name.remove_prefix(colon + 2);
+  if (const auto dot = name.find('.'); dot != std::string_view::npos) name = name.substr(0, dot);
+  return name;
+}
 }  // namespace
 
 std::vector<ParamDoc> CoopPolicy::param_docs() {
@@ -40,6 +47,13 @@ std::vector<ParamDoc> CoopPolicy::param_docs() {
                "how tensors are classified cheap/expensive: op-name (OneFlow's is_high_op list) "
                "or cost-density (op time / bytes against density_threshold)",
                {"op-name", "cost-density"}},
+      ParamDoc{"compat",
+               ParamType::String,
+               "none",
+               "oneflow: OneFlow's rules where coopsim's defaults differ (only OneFlow's six expensive "
+               "ops at the low end, parameters and inputs at the high end, OOM when no window yields "
+               "an eviction); docs/models/coop.md",
+               {"none", "oneflow"}},
       ParamDoc{"density_threshold",
                ParamType::Float,
                "0",
@@ -58,6 +72,10 @@ std::unique_ptr<Policy> CoopPolicy::create(const Params& p) {
   o.op_guided_allocation = p.get_bool("op_guided_allocation");
   o.partition_by_density = p.get_string("partition") == "cost-density";
   o.density_threshold = p.get_float("density_threshold");
+  o.oneflow_compat = p.get_string("compat") == "oneflow";
+  if (o.oneflow_compat && o.partition_by_density) {
+    throw ConfigError(p.component() + ".partition", "compat=oneflow classifies tensors by OneFlow's op names (op-name)");
+  }
   if (!(o.density_threshold >= 0.0)) throw ConfigError(p.component() + ".density_threshold", "must be >= 0");
   const std::string ablation = p.get_string("ablation");
   if (ablation == kNoOpGuided) o.op_guided_allocation = false;
@@ -67,9 +85,7 @@ std::unique_ptr<Policy> CoopPolicy::create(const Params& p) {
 }
 
 bool CoopPolicy::expensive_op_name(std::string_view name) {
-  // Strip a namespace ("aten::") and an overload (".Tensor").
-  if (const auto colon = name.rfind("::"); colon != std::string_view::npos) name.remove_prefix(colon + 2);
-  if (const auto dot = name.find('.'); dot != std::string_view::npos) name = name.substr(0, dot);
+  name = bare_op_name(name);
   static constexpr std::array<std::string_view, 15> kExpensive{
       // OneFlow is_high_op (oneflow/core/vm/remat/allocator.cpp)
       "conv2d", "conv_data_grad", "conv_filter_grad", "add_n", "matmul", "batch_matmul",
@@ -79,9 +95,25 @@ bool CoopPolicy::expensive_op_name(std::string_view name) {
   return std::find(kExpensive.begin(), kExpensive.end(), name) != kExpensive.end();
 }
 
+bool CoopPolicy::oneflow_expensive_op_name(std::string_view name) {
+  name = bare_op_name(name);
+  // OneFlow's high_compute_cost_names (Oneflow-Inc/oneflow @25c8978c1c
+  // oneflow/core/vm/remat/allocator.cpp:423-424), and the ATen ops OneFlow runs as one of them:
+  // convolutions (conv2d; their backward = conv_data_grad + conv_filter_grad), mm (matmul), bmm
+  // (batch_matmul). Not addmm / baddbmm / linear: a Linear with bias is OneFlow's
+  // fused_matmul_bias, and a matmul over more than two dimensions its broadcast_matmul, both
+  // cheap there. ATen has no add_n (autograd sums gradients with add, cheap in OneFlow too).
+  static constexpr std::array<std::string_view, 12> kExpensive{
+      "conv2d", "conv_data_grad", "conv_filter_grad", "add_n", "matmul", "batch_matmul",
+      "convolution", "_convolution", "cudnn_convolution", "convolution_backward", "mm", "bmm"};
+  return std::find(kExpensive.begin(), kExpensive.end(), name) != kExpensive.end();
+}
+
 void CoopPolicy::prepare(const MemoryView& view) {
   const Trace& trace = view.trace();
-  cheap_.assign(trace.tensors.size(), 0);
+  // OneFlow places every tensor that is not an expensive op's output at the high end, parameters
+  // and inputs included; coopsim's default keeps those (unevictable) together at the low end.
+  cheap_.assign(trace.tensors.size(), opts_.oneflow_compat ? 1 : 0);
   std::vector<std::uint8_t> seen(trace.tensors.size(), 0);
   std::vector<std::pair<std::uint32_t, double>> density;  // storage, ns per byte
   for (const TraceEvent& e : trace.events) {
@@ -95,7 +127,8 @@ void CoopPolicy::prepare(const MemoryView& view) {
         density.emplace_back(s, static_cast<double>(op.duration.count()) /
                                     static_cast<double>(std::max<std::uint64_t>(1, trace.tensors[s].size.value)));
       } else {
-        cheap_[s] = expensive_op_name(op.name) ? 0 : 1;
+        const bool expensive = opts_.oneflow_compat ? oneflow_expensive_op_name(op.name) : expensive_op_name(op.name);
+        cheap_[s] = expensive ? 0 : 1;
       }
     };
     for (TensorId t : op.outputs) classify(t);
@@ -122,8 +155,13 @@ void CoopPolicy::pieces_from_ranges(const MemoryView& view) {
   const std::vector<Range> ranges = view.allocator().ranges();
   pieces_.clear();
   owner_.clear();
+  const std::uint64_t limit = view.allocator().reclaimable_end();
   for (std::size_t i = 0; i < ranges.size(); ++i) {
     const Range& r = ranges[i];
+    if (r.addr >= limit) {  // eviction never reclaims what lies above (the small-piece area)
+      add_barrier();
+      break;
+    }
     if (i > 0 && r.segment != ranges[i - 1].segment) add_barrier();  // windows never span two reservations
     if (r.free) {
       pieces_.push_back(WindowPiece{r.size, false, 0.0});
@@ -213,6 +251,8 @@ std::vector<Action> CoopPolicy::on_alloc_failure(const AllocRequest& request, co
   if (opts_.layout_aware_eviction) {
     auto window = window_eviction(request, view);
     if (!window.empty()) return window;
+    // OneFlow: no window that evicts something means out of memory (no per-tensor fallback).
+    if (opts_.oneflow_compat && view.allocator().address_aware()) return {};
   }
   if (auto v = find_victim(view, EvictionScore::Dte, draws_)) return {Action::evict(*v)};
   return {};

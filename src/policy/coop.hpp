@@ -17,6 +17,12 @@
 //    together at the low end;
 //  * recomputable in-place: the engine's InPlaceMode::Recomputable; off = copy-on-write.
 // `ablation` takes the paper's legend labels and turns one technique off.
+// `compat=oneflow` follows OneFlow's code where coopsim's defaults differ (docs/models/coop.md,
+// "compat=oneflow"): only the outputs of OneFlow's six expensive ops (allocator.cpp:423-424,
+// mapped to the ATen ops OneFlow would run as them) take the low end, everything else the high
+// end, parameters and inputs included (their ops, copies and initializers, are cheap there); and
+// when no window yields an eviction the allocation fails (EvictAndFindPieceOnce has no per-tensor
+// fallback: allocator.cpp:534-629, 671-673).
 #pragma once
 
 #include <memory>
@@ -37,6 +43,7 @@ struct CoopOptions {
   bool partition_by_density = false;  // false: by op name
   double density_threshold = 0.0;     // ns per byte; 0 = the trace's median density
   RematOptions remat{DeallocMode::Eager, InPlaceMode::Recomputable, 2.0};
+  bool oneflow_compat = false;
 };
 
 class CoopPolicy final : public Policy {
@@ -61,6 +68,8 @@ class CoopPolicy final : public Policy {
   // OneFlow's expensive ops (is_high_op) and their ATen counterparts; `name` as in traces
   // ("aten::convolution", "conv2d", ...).
   static bool expensive_op_name(std::string_view name);
+  // compat=oneflow: OneFlow's six names and only the ATen ops OneFlow runs as one of them.
+  static bool oneflow_expensive_op_name(std::string_view name);
   [[nodiscard]] const std::vector<std::uint8_t>& cheap() const { return cheap_; }
 
  private:

@@ -35,10 +35,13 @@ def sha(data):
 
 
 # Report keys added after dea8c1b by meant changes (issue 17: PyTorch's names for the peaks, the
-# allocator's OOM count, memory_viz's segsum view at an OOM). Each run's JSON object is hashed
+# allocator's OOM count, memory_viz's segsum view at an OOM; issue 31: bestfit's new parameters). Each run's JSON object is hashed
 # without them, so every figure that existed at dea8c1b is still compared with dea8c1b's; the
 # three whole-file hashes were regenerated (--update) when the keys were added.
-ADDITIONS = [("pytorch_memory_stats",), ("counters", "ooms"), ("oom", "segsum")]
+ADDITIONS = [("pytorch_memory_stats",), ("counters", "ooms"), ("oom", "segsum"),
+             # issue 31: bestfit's small-piece area and coop.compat (off by default), echoed in the config
+             ("config", "params", "bestfit", "small_area"), ("config", "params", "bestfit", "small_threshold"),
+             ("config", "params", "coop", "compat")]
 # Config keys renamed after dea8c1b so that each word has one meaning (issue 30; docs/architecture.md,
 # "Names"): each run's JSON object is hashed under the old name, so its figures are still compared
 # with dea8c1b's; the whole-file JSON hashes were regenerated (--update) with the rename.

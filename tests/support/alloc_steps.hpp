@@ -9,12 +9,14 @@
 
 namespace coopsim::test {
 
-inline Block must_alloc(Allocator& a, std::uint64_t size) {
-  auto b = a.allocate(AllocRequest{Bytes{size}});
+inline Block must_alloc(Allocator& a, const AllocRequest& request) {
+  auto b = a.allocate(request);
   REQUIRE(b.has_value());
   a.check_invariants();
   return *b;
 }
+
+inline Block must_alloc(Allocator& a, std::uint64_t size) { return must_alloc(a, AllocRequest{Bytes{size}}); }
 
 inline void must_free(Allocator& a, const Block& b) {
   a.deallocate(b);

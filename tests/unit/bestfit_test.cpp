@@ -228,10 +228,14 @@ TEST_CASE("bestfit: the arena is the capacity rounded down to the alignment", "[
 
 TEST_CASE("bestfit: parameters come from Params with documented defaults", "[bestfit]") {
   const auto docs = BestFitAllocator::param_docs();
-  REQUIRE(docs.size() == 1);
+  REQUIRE(docs.size() == 3);
   CHECK(docs[0].key == "alignment");
   CHECK(docs[0].default_value == "512");
-  CHECK_FALSE(docs[0].help.empty());
+  CHECK(docs[1].key == "small_area");
+  CHECK(docs[1].default_value == "0");  // off: OneFlow's small-piece area only when asked for
+  CHECK(docs[2].key == "small_threshold");
+  CHECK(docs[2].default_value == "10240");
+  for (const auto& d : docs) CHECK_FALSE(d.help.empty());
 
   SECTION("defaults") {
     auto a = BestFitAllocator::create(Params("bestfit", docs), 8_KiB);

@@ -9,6 +9,7 @@
 #include "coopsim/engine/engine.hpp"
 #include "policy/coop.hpp"
 #include "coopsim/policy/dtr.hpp"
+#include "remat_steps.hpp"
 #include "trace_builder.hpp"
 
 using namespace coopsim;
@@ -18,21 +19,9 @@ namespace {
 
 constexpr std::uint64_t kMiB = 1ULL << 20;
 
-EngineOptions options(std::uint64_t budget) {
-  EngineOptions o;
-  o.budget = Bytes{budget};
-  o.link.name = "test";
-  o.paranoid = true;
-  o.residency_checks = true;
-  return o;
-}
-
-std::unique_ptr<Policy> dtr(const nlohmann::json& params) {
-  return DtrPolicy::create(Params("dtr", params, DtrPolicy::param_docs()));
-}
-std::unique_ptr<Policy> coop(const nlohmann::json& params) {
-  return CoopPolicy::create(Params("coop", params, CoopPolicy::param_docs()));
-}
+EngineOptions options(std::uint64_t budget) { return test::checked_options(budget); }
+std::unique_ptr<Policy> dtr(const nlohmann::json& params) { return test::dtr_policy(params); }
+std::unique_ptr<Policy> coop(const nlohmann::json& params) { return test::coop_policy(params); }
 
 Report replay_fungible(const Trace& t, Policy& p, std::uint64_t budget) {
   FungibleAllocator a(Bytes{budget});

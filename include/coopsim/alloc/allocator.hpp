@@ -112,6 +112,11 @@ class Allocator {
   }
   virtual void segment_starts(std::vector<std::uint64_t>& out) const { out.clear(); }
   [[nodiscard]] virtual std::uint64_t ranges_end() const { return 0; }
+  // Where the addresses that eviction may reclaim end: blocks at or above it lie in an area no
+  // eviction serves (OneFlow's small-piece area: bestfit.small_area), which eviction searches
+  // neither walk nor evict from. The default: every address.
+  [[nodiscard]] virtual std::uint64_t reclaimable_end() const { return kEveryAddress; }
+  static constexpr std::uint64_t kEveryAddress = ~std::uint64_t{0};
   virtual void check_invariants() const = 0;
 
   // Installs recorded segments (taken from the device before the replay starts) with their

@@ -6,7 +6,8 @@
 // item when it does not start where the previous item ends, or starts a segment (ranges tile
 // each segment, so something else lies between, or a segment boundary does), and after the last
 // item when it does not end the last range. Allocators without free_ranges_by_address() get no
-// walk (the searches then read ranges()).
+// walk (the searches then read ranges()). The walk ends at the allocator's reclaimable_end():
+// what lies above it (OneFlow's small-piece area) is never evicted from.
 #pragma once
 
 #include <cstdint>
@@ -44,7 +45,9 @@ bool walk_layout(const Allocator& a, const RematGraph& g, LayoutScratch& scratch
   std::size_t next_start = 0;  // first segment start not below the current item
   bool have_prev = false;
   std::uint64_t prev_end = 0;
+  const std::uint64_t limit = a.reclaimable_end();
   auto emit = [&](const LayoutItem& item) {
+    if (item.addr >= limit) return;
     while (next_start < starts.size() && starts[next_start] < item.addr) ++next_start;
     const bool starts_segment = next_start < starts.size() && starts[next_start] == item.addr;
     LayoutItem out = item;

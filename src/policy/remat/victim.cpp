@@ -106,9 +106,11 @@ struct Search {
 // The plain searches, over every resident value or every range in address order.
 void search_all(const MemoryView& view, Search& s) {
   const RematGraph& g = s.g;
+  // Values above the allocator's reclaimable end (the small-piece area) are examined, not chosen.
+  const std::uint64_t limit = view.allocator().reclaimable_end();
   auto consider = [&](ValueId v, Bytes free_adjacent) {
     ++s.scanned;
-    if (g.evictable(v)) s.consider(v, free_adjacent);
+    if (g.evictable(v) && g.value(v).block.addr < limit) s.consider(v, free_adjacent);
   };
   if (s.score == EvictionScore::Dte && view.allocator().address_aware()) {
     // The allocator's ranges give each block's free neighbours in its own segment.
@@ -153,10 +155,12 @@ bool search_candidates(const MemoryView& view, Search& s) {
     return true;
   }
   s.scanned += g.holder_count();
+  const std::uint64_t limit = view.allocator().reclaimable_end();
   constexpr std::size_t kAhead = 8;  // candidates prefetched ahead of the scan
   for (const auto& block : g.candidates().blocks()) {
     for (std::size_t i = 0; i < block.size(); ++i) {
       if (i + kAhead < block.size()) g.prefetch(block[i + kAhead].value);
+      if (block[i].key >= limit) break;  // address order: the rest of the block lies above too
       const ValueId v = block[i].value;
       if (g.evictable(v) && !s.cannot_win(v, Bytes{0})) s.consider(v, Bytes{0});
     }
