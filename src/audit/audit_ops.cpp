@@ -22,7 +22,7 @@ void Auditor::on_compute_stream(const LogRecord& rec, const std::string& what) {
 }
 // Trace compute events run once each, in trace order.
 void Auditor::follow_trace(const LogRecord& rec, const OpInfo& op) {
-  const std::uint32_t e = rec.event;
+  const std::uint32_t e = index_of(rec.event);
   if (e >= trace_.events.size() || trace_.events[e].kind != EventKind::Compute ||
       trace_.events[e].compute_op() != rec.op) {
     fail(kNoIndex, fmt::format("compute of op '{}' does not match the trace event", op.name));
@@ -41,14 +41,14 @@ void Auditor::follow_trace(const LogRecord& rec, const OpInfo& op) {
 }
 std::vector<std::uint32_t> Auditor::storages(const LogRecord& rec, std::uint32_t from, std::uint32_t n) const {
   std::vector<std::uint32_t> out;
-  for (std::uint32_t k = 0; k < n; ++k) out.push_back(log_.refs[rec.first + from + k].storage);
+  for (std::uint32_t k = 0; k < n; ++k) out.push_back(index_of(log_.refs[rec.first + from + k].storage));
   return sorted_unique(std::move(out));
 }
 bool Auditor::refs_known(const LogRecord& rec) {
   for (std::uint32_t k = 0; k < std::uint32_t{rec.reads} + rec.writes; ++k) {
-    if (log_.refs[rec.first + k].storage >= trace_.tensors.size()) {
-      fail(kNoIndex,
-           fmt::format("names storage index {}, which the trace does not define", log_.refs[rec.first + k].storage));
+    if (index_of(log_.refs[rec.first + k].storage) >= trace_.tensors.size()) {
+      fail(kNoIndex, fmt::format("names storage index {}, which the trace does not define",
+                                 index_of(log_.refs[rec.first + k].storage)));
       return false;
     }
   }
@@ -83,7 +83,7 @@ void Auditor::compute(const LogRecord& rec) {
   }
   for (std::uint32_t k = 0; k < rec.reads; ++k) {
     const LogRef& r = log_.refs[rec.first + k];
-    const std::uint32_t s = r.storage;
+    const std::uint32_t s = index_of(r.storage);
     ref_life_[rec.first + k] = life_[s];
     if (r.version != version_[s]) {
       ++result_.reads;
@@ -94,7 +94,7 @@ void Auditor::compute(const LogRecord& rec) {
   }
   for (std::uint32_t k = rec.reads; k < std::uint32_t{rec.reads} + rec.writes; ++k) {
     const LogRef& r = log_.refs[rec.first + k];
-    const std::uint32_t s = r.storage;
+    const std::uint32_t s = index_of(r.storage);
     ref_life_[rec.first + k] = life_[s];
     const bool expected = std::binary_search(written.begin(), written.end(), s);
     const std::uint32_t next = expected ? version_[s] + 1 : r.version;
@@ -155,7 +155,7 @@ void Auditor::recompute(const LogRecord& rec) {
   // The content the origin read (k < reads) or wrote of storage s, by ref position.
   auto find = [&](std::uint32_t from, std::uint32_t n, std::uint32_t s) -> std::uint32_t {
     for (std::uint32_t k = 0; k < n; ++k) {
-      if (log_.refs[origin.first + from + k].storage == s) return origin.first + from + k;
+      if (index_of(log_.refs[origin.first + from + k].storage) == s) return origin.first + from + k;
     }
     return kNoRecord;
   };
@@ -165,15 +165,16 @@ void Auditor::recompute(const LogRecord& rec) {
                      const char* verb) {
     for (std::uint32_t k = 0; k < n; ++k) {
       const LogRef& x = log_.refs[origin.first + from + k];
-      if (verb[0] == 'w' && is_state(x.storage)) continue;
+      if (verb[0] == 'w' && is_state(index_of(x.storage))) continue;
       // An input the op overwrote before it was ever computed was no value: not read again.
-      if (verb[0] == 'r' && x.version == 0 && find(origin.reads, origin.writes, x.storage) != kNoRecord) continue;
+      if (verb[0] == 'r' && x.version == 0 && find(origin.reads, origin.writes, index_of(x.storage)) != kNoRecord)
+        continue;
       bool there = false;
       for (std::uint32_t j = 0; j < own_n; ++j)
-        there = there || log_.refs[rec.first + own_from + j].storage == x.storage;
+        there = there || index_of(log_.refs[rec.first + own_from + j].storage) == index_of(x.storage);
       if (!there) {
-        fail(x.storage, fmt::format("{} does not {} version {}, which its origin (record {}) {}", what, verb, x.version,
-                                    o, verb[0] == 'r' ? "read" : "wrote"));
+        fail(index_of(x.storage), fmt::format("{} does not {} version {}, which its origin (record {}) {}", what, verb,
+                                              x.version, o, verb[0] == 'r' ? "read" : "wrote"));
       }
     }
   };
@@ -181,50 +182,53 @@ void Auditor::recompute(const LogRecord& rec) {
   missing(origin.reads, origin.writes, rec.reads, rec.writes, "write");
   for (std::uint32_t k = 0; k < rec.reads; ++k) {
     const LogRef& r = log_.refs[rec.first + k];
-    const std::uint32_t at = find(0, origin.reads, r.storage);
-    if (at != kNoRecord && is_state(r.storage)) {
-      if (r.version != version_[r.storage]) {
+    const std::uint32_t at = find(0, origin.reads, index_of(r.storage));
+    if (at != kNoRecord && is_state(index_of(r.storage))) {
+      if (r.version != version_[index_of(r.storage)]) {
         ++result_.reads;
-        fail(r.storage, fmt::format("{} reads state version {}, but the current version is {}", what, r.version,
-                                    version_[r.storage]));
+        fail(index_of(r.storage), fmt::format("{} reads state version {}, but the current version is {}", what,
+                                              r.version, version_[index_of(r.storage)]));
       } else {
-        check_read(r, Content{r.storage, life_[r.storage], version_[r.storage]}, what);
+        check_read(r, Content{index_of(r.storage), life_[index_of(r.storage)], version_[index_of(r.storage)]}, what);
       }
     } else if (at == kNoRecord) {
-      fail(r.storage, fmt::format("{} reads this tensor, which its origin (record {}) did not read", what, o));
+      fail(index_of(r.storage),
+           fmt::format("{} reads this tensor, which its origin (record {}) did not read", what, o));
     } else if (log_.refs[at].version != r.version) {
       ++result_.reads;
-      fail(r.storage, fmt::format("{} reads version {}, but its origin (record {}) read version {}", what, r.version, o,
-                                  log_.refs[at].version));
+      fail(index_of(r.storage), fmt::format("{} reads version {}, but its origin (record {}) read version {}", what,
+                                            r.version, o, log_.refs[at].version));
     } else {
-      check_read(r, Content{r.storage, ref_life_[at], r.version}, what);
+      check_read(r, Content{index_of(r.storage), ref_life_[at], r.version}, what);
     }
   }
   for (std::uint32_t k = rec.reads; k < std::uint32_t{rec.reads} + rec.writes; ++k) {
     const LogRef& r = log_.refs[rec.first + k];
-    const std::uint32_t at = find(origin.reads, origin.writes, r.storage);
-    if (is_state(r.storage)) {
-      fail(r.storage, fmt::format("{} writes state (a parameter, input, optimizer state, accumulated gradient or "
-                                  "statistics), which only trace ops may update",
-                                  what));
+    const std::uint32_t at = find(origin.reads, origin.writes, index_of(r.storage));
+    if (is_state(index_of(r.storage))) {
+      fail(index_of(r.storage),
+           fmt::format("{} writes state (a parameter, input, optimizer state, accumulated gradient or "
+                       "statistics), which only trace ops may update",
+                       what));
       continue;
     }
     if (at == kNoRecord) {
-      fail(r.storage, fmt::format("{} writes this tensor, which its origin (record {}) did not write", what, o));
+      fail(index_of(r.storage),
+           fmt::format("{} writes this tensor, which its origin (record {}) did not write", what, o));
       continue;
     }
     if (log_.refs[at].version != r.version) {
-      fail(r.storage, fmt::format("{} writes version {}, but its origin (record {}) wrote version {}", what, r.version,
-                                  o, log_.refs[at].version));
+      fail(index_of(r.storage), fmt::format("{} writes version {}, but its origin (record {}) wrote version {}", what,
+                                            r.version, o, log_.refs[at].version));
     }
-    write(r, Content{r.storage, ref_life_[at], log_.refs[at].version}, what);
+    write(r, Content{index_of(r.storage), ref_life_[at], log_.refs[at].version}, what);
   }
 }
 
 void Auditor::access(const LogRecord& rec) {
   const LogRef& r = log_.ref(rec);
-  const std::uint32_t s = r.storage;
-  const std::uint32_t e = rec.event;
+  const std::uint32_t s = index_of(r.storage);
+  const std::uint32_t e = index_of(rec.event);
   if (e >= trace_.events.size() || trace_.events[e].kind != EventKind::Access ||
       trace_.storage_of(index_of(trace_.events[e].tensor())) != s) {
     fail(s, "access does not match the trace event");

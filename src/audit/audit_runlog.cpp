@@ -31,8 +31,9 @@ AuditResult Auditor::run() {
       continue;
     }
     if (refs > 0 && rec.kind != LogKind::Compute && rec.kind != LogKind::Recompute &&
-        log_.ref(rec).storage >= trace_.tensors.size()) {
-      fail(kNoIndex, fmt::format("names storage index {}, which the trace does not define", log_.ref(rec).storage));
+        index_of(log_.ref(rec).storage) >= trace_.tensors.size()) {
+      fail(kNoIndex,
+           fmt::format("names storage index {}, which the trace does not define", index_of(log_.ref(rec).storage)));
       continue;
     }
     switch (rec.kind) {
@@ -56,7 +57,7 @@ void Auditor::fail(std::uint32_t storage, const std::string& problem) {
   ++result_.violation_count;
   if (result_.violations.size() >= kMaxViolationMessages) return;
   const LogRecord& rec = log_.records[current_];
-  const std::string event = rec.event == kNoRecord ? std::string("-") : std::to_string(rec.event);
+  const std::string event = index_of(rec.event) == kNoRecord ? std::string("-") : std::to_string(index_of(rec.event));
   if (storage == kNoIndex) {
     result_.violations.push_back(fmt::format("record {}, event {}: {}", current_, event, problem));
   } else {
@@ -109,19 +110,20 @@ void Auditor::check_read(const LogRef& r, const Content& want, const std::string
   std::string problem;
   if (const LiveBlock* b = block_of(r, problem); b != nullptr) problem = content_problem(*b, want);
   if (!problem.empty())
-    fail(r.storage, fmt::format("{} reads version {} at {:#x}: {}", what, r.version, r.addr, problem));
+    fail(index_of(r.storage), fmt::format("{} reads version {} at {:#x}: {}", what, r.version, r.addr, problem));
 }
 // Gives the block of `r` the content `c`.
 void Auditor::write(const LogRef& r, const Content& c, const std::string& what) {
   std::string problem;
   LiveBlock* b = block_of(r, problem);
   if (b == nullptr) {
-    fail(r.storage, fmt::format("{} writes version {} at {:#x}: {}", what, r.version, r.addr, problem));
+    fail(index_of(r.storage), fmt::format("{} writes version {} at {:#x}: {}", what, r.version, r.addr, problem));
     return;
   }
-  if (b->size < trace_.tensors[r.storage].size.value) {
-    fail(r.storage, fmt::format("{} writes version {} at {:#x}: the block has {} bytes, less than the tensor's {}",
-                                what, r.version, r.addr, b->size, trace_.tensors[r.storage].size.value));
+  if (b->size < trace_.tensors[index_of(r.storage)].size.value) {
+    fail(index_of(r.storage),
+         fmt::format("{} writes version {} at {:#x}: the block has {} bytes, less than the tensor's {}", what,
+                     r.version, r.addr, b->size, trace_.tensors[index_of(r.storage)].size.value));
   }
   b->content = c;
   b->evicted_by = kNoRecord;
@@ -129,7 +131,7 @@ void Auditor::write(const LogRef& r, const Content& c, const std::string& what) 
 
 void Auditor::alloc(const LogRecord& rec) {
   const LogRef& r = log_.ref(rec);
-  const std::uint32_t s = r.storage;
+  const std::uint32_t s = index_of(r.storage);
   if (r.size.value < trace_.tensors[s].size.value) {
     fail(s, fmt::format("block of {} bytes at {:#x} is smaller than the tensor's {} bytes", r.size.value, r.addr,
                         trace_.tensors[s].size.value));
@@ -137,8 +139,9 @@ void Auditor::alloc(const LogRecord& rec) {
   const std::uint64_t end = r.addr + r.size.value;
   auto next = live_.lower_bound(r.addr);
   if (next != live_.end() && next->first == r.addr) {
-    fail(s, fmt::format("block at {:#x} is placed where the block of tensor {} (record {}) is still live", r.addr,
-                        label(log_.ref(log_.records[next->second.placed_by]).storage), next->second.placed_by));
+    fail(s,
+         fmt::format("block at {:#x} is placed where the block of tensor {} (record {}) is still live", r.addr,
+                     label(index_of(log_.ref(log_.records[next->second.placed_by]).storage)), next->second.placed_by));
     return;
   }
   if (log_.address_aware) {
@@ -168,10 +171,11 @@ void Auditor::alloc(const LogRecord& rec) {
   over_budget_ = live_bytes_ > log_.budget.value;
 }
 void Auditor::overlap(const LogRef& r, const std::pair<const std::uint64_t, LiveBlock>& other) {
-  const std::uint32_t owner = log_.ref(log_.records[other.second.placed_by]).storage;
-  fail(r.storage, fmt::format("block [{:#x}, {:#x}) overlaps the live block [{:#x}, {:#x}) of tensor {} (record {})",
-                              r.addr, r.addr + r.size.value, other.first, other.first + other.second.size, label(owner),
-                              other.second.placed_by));
+  const std::uint32_t owner = index_of(log_.ref(log_.records[other.second.placed_by]).storage);
+  fail(index_of(r.storage),
+       fmt::format("block [{:#x}, {:#x}) overlaps the live block [{:#x}, {:#x}) of tensor {} (record {})", r.addr,
+                   r.addr + r.size.value, other.first, other.first + other.second.size, label(owner),
+                   other.second.placed_by));
 }
 
 void Auditor::free(const LogRecord& rec) {
@@ -179,13 +183,13 @@ void Auditor::free(const LogRecord& rec) {
   const auto it = live_.find(r.addr);
   if (it == live_.end()) {
     const auto f = freed_.find(r.addr);
-    fail(r.storage, f != freed_.end()
-                        ? fmt::format("frees the block at {:#x} twice (first freed by record {})", r.addr, f->second)
-                        : fmt::format("frees {:#x}, where no block is live", r.addr));
+    fail(index_of(r.storage),
+         f != freed_.end() ? fmt::format("frees the block at {:#x} twice (first freed by record {})", r.addr, f->second)
+                           : fmt::format("frees {:#x}, where no block is live", r.addr));
     return;
   }
   if (it->second.size != r.size.value) {
-    fail(r.storage,
+    fail(index_of(r.storage),
          fmt::format("frees {} bytes at {:#x}, but the block there has {}", r.size.value, r.addr, it->second.size));
   }
   live_bytes_ -= it->second.size;
@@ -199,23 +203,23 @@ void Auditor::swap_out(const LogRecord& rec) {
   const LogRef& r = log_.ref(rec);
   ++result_.reads;
   if (rec.end < rec.start)
-    fail(r.storage,
+    fail(index_of(r.storage),
          fmt::format("swap-out ends at {} ns, before it starts at {} ns", rec.end.count(), rec.start.count()));
   std::string problem;
   const LiveBlock* b = block_of(r, problem);
-  if (b != nullptr) problem = content_problem(*b, Content{r.storage, 0, r.version}, /*any_life=*/true);
+  if (b != nullptr) problem = content_problem(*b, Content{index_of(r.storage), 0, r.version}, /*any_life=*/true);
   if (!problem.empty()) {
-    fail(r.storage, fmt::format("swap-out of version {} at {:#x}: {}", r.version, r.addr, problem));
+    fail(index_of(r.storage), fmt::format("swap-out of version {} at {:#x}: {}", r.version, r.addr, problem));
     return;
   }
-  auto& copies = host_[r.storage];
+  auto& copies = host_[index_of(r.storage)];
   std::erase_if(copies, [&](const Content& c) { return c.life == b->content.life && c.version == b->content.version; });
   copies.push_back(b->content);
 }
 
 void Auditor::swap_in(const LogRecord& rec) {
   const LogRef& r = log_.ref(rec);
-  const std::uint32_t s = r.storage;
+  const std::uint32_t s = index_of(r.storage);
   if (rec.end < rec.start)
     fail(s, fmt::format("swap-in ends at {} ns, before it starts at {} ns", rec.end.count(), rec.start.count()));
   std::string problem;
@@ -242,7 +246,8 @@ void Auditor::swap_in(const LogRecord& rec) {
     if (it->life == life_[s]) break;
   }
   if (h == nullptr) {
-    fail(s, fmt::format("swap-in of version {}, but the host copies hold version {}", r.version, copies.back().version));
+    fail(s,
+         fmt::format("swap-in of version {}, but the host copies hold version {}", r.version, copies.back().version));
     return;
   }
   b->content = *h;
@@ -253,9 +258,9 @@ void Auditor::evict(const LogRecord& rec) {
   const LogRef& r = log_.ref(rec);
   std::string problem;
   LiveBlock* b = block_of(r, problem);
-  if (b != nullptr) problem = content_problem(*b, Content{r.storage, 0, r.version}, /*any_life=*/true);
+  if (b != nullptr) problem = content_problem(*b, Content{index_of(r.storage), 0, r.version}, /*any_life=*/true);
   if (!problem.empty()) {
-    fail(r.storage, fmt::format("eviction of version {} at {:#x}: {}", r.version, r.addr, problem));
+    fail(index_of(r.storage), fmt::format("eviction of version {} at {:#x}: {}", r.version, r.addr, problem));
     return;
   }
   b->content = Content{};
@@ -272,8 +277,6 @@ void Auditor::memory(const LogRecord& rec) {
 
 }  // namespace check_detail
 
-AuditResult audit_runlog(const Trace& trace, const RunLog& log) {
-  return check_detail::Auditor(trace, log).run();
-}
+AuditResult audit_runlog(const Trace& trace, const RunLog& log) { return check_detail::Auditor(trace, log).run(); }
 
 }  // namespace coopsim

@@ -31,12 +31,12 @@ void EventLoop::log_alloc(TensorId storage, const Block& b, bool fresh) {
   r.fresh = fresh;
   r.stream = b.stream;
   r.start = r.end = now_;
-  r.event = static_cast<std::uint32_t>(index_);
-  opt_.log->add(r, {LogRef{index_of(storage), 0, b.addr, b.size}});
+  r.event = EventId{static_cast<std::uint32_t>(index_)};
+  opt_.log->add(r, {LogRef{storage, 0, b.addr, b.size}});
 }
 
 void EventLoop::log_free(TensorId storage, const Block& b) {
-  log_point(LogKind::Free, LogRef{index_of(storage), 0, b.addr, b.size});
+  log_point(LogKind::Free, LogRef{storage, 0, b.addr, b.size});
 }
 
 void EventLoop::log_transfer(LogKind kind, const Completion& c, const LogRef& ref) {
@@ -45,7 +45,7 @@ void EventLoop::log_transfer(LogKind kind, const Completion& c, const LogRef& re
   r.kind = kind;
   r.start = c.start;
   r.end = c.time;
-  r.event = static_cast<std::uint32_t>(index_);
+  r.event = EventId{static_cast<std::uint32_t>(index_)};
   opt_.log->add(r, {ref});
 }
 
@@ -55,7 +55,7 @@ void EventLoop::log_point(LogKind kind, const LogRef& ref, bool forced) {
   r.kind = kind;
   r.forced = forced;
   r.start = r.end = now_;
-  r.event = static_cast<std::uint32_t>(index_);
+  r.event = EventId{static_cast<std::uint32_t>(index_)};
   opt_.log->add(r, {ref});
 }
 
@@ -65,7 +65,7 @@ void EventLoop::log_stall(SimTime from, SimTime to) {
   r.kind = LogKind::Stall;
   r.start = from;
   r.end = to;
-  r.event = static_cast<std::uint32_t>(index_);
+  r.event = EventId{static_cast<std::uint32_t>(index_)};
   opt_.log->add(r);
 }
 
@@ -78,7 +78,7 @@ void EventLoop::log_memory() {
   LogRecord r;
   r.kind = LogKind::Memory;
   r.start = r.end = now_;
-  r.event = static_cast<std::uint32_t>(index_);
+  r.event = EventId{static_cast<std::uint32_t>(index_)};
   r.allocated = s.allocated;
   r.reserved = s.reserved;
   opt_.log->add(r);
@@ -86,8 +86,8 @@ void EventLoop::log_memory() {
 
 void EventLoop::segment_changed(const SegmentChange& change) {
   RunLog& log = *opt_.log;  // observed only while logging
-  log.segments.push_back(
-      LogSegment{change, now_, static_cast<std::uint32_t>(log.records.size()), static_cast<std::uint32_t>(index_)});
+  log.segments.push_back(LogSegment{change, now_, static_cast<std::uint32_t>(log.records.size()),
+                                    EventId{static_cast<std::uint32_t>(index_)}});
 }
 
 std::uint32_t EventLoop::log_op(LogKind kind, OpId op, SimTime start, const std::vector<LogRef>& reads,
@@ -99,7 +99,7 @@ std::uint32_t EventLoop::log_op(LogKind kind, OpId op, SimTime start, const std:
   r.start = start;
   r.end = now_;
   r.op = op;
-  r.event = static_cast<std::uint32_t>(index_);
+  r.event = EventId{static_cast<std::uint32_t>(index_)};
   r.origin = RecordId{origin};
   r.reads = static_cast<std::uint32_t>(reads.size());
   r.writes = static_cast<std::uint32_t>(writes.size());

@@ -310,7 +310,7 @@ bool RematExecutor::recompute(ExecutionId execution, ValueId keep) {
     if (!b) return false;
     loop_.log_alloc(wv.storage, *b, /*fresh=*/false);
     if (loop_.logging()) {
-      writes.push_back(LogRef{index_of(wv.storage), value_version_[index_of(w)], b->addr, b->size});
+      writes.push_back(LogRef{wv.storage, value_version_[index_of(w)], b->addr, b->size});
     }
     if (wv.state == ValueState::Evicted) {
       graph_.place(w, *b);

@@ -88,7 +88,7 @@ class RematExecutor final : public Executor {
   // The run log: a value's version is the one its storage had when the value was written.
   [[nodiscard]] LogRef value_ref(ValueId value) const {
     const RematValue& x = graph_.value(value);
-    return LogRef{index_of(x.storage), value_version_[index_of(value)], x.block.addr, x.block.size};
+    return LogRef{x.storage, value_version_[index_of(value)], x.block.addr, x.block.size};
   }
 
   RematOptions options_;
@@ -103,8 +103,8 @@ class RematExecutor final : public Executor {
   std::vector<std::size_t> lifetime_start_;
   // per storage: updated in place by an op with outputs of its own in this lifetime (state until freed)
   std::vector<std::uint8_t> mutated_state_;
-  std::vector<std::uint32_t> value_version_;    // per value: its content version
-  std::vector<std::uint32_t> exec_record_;      // log record of each execution's first run
+  std::vector<std::uint32_t> value_version_;  // per value: its content version
+  std::vector<std::uint32_t> exec_record_;    // log record of each execution's first run
   // Released values kept (resident, or on the host) for evicted values that needed them.
   std::vector<ValueId> kept_;
 };

@@ -63,8 +63,7 @@ void SwapExecutor::process(const TraceEvent& e) {
       const std::uint32_t i = index_of(t);
       // A copy of the tensor's previous lifetime (freed while in flight) still holds its block:
       // the new lifetime waits for it, since a storage's copies and blocks are kept per tensor.
-      while (!loop_.stopped() &&
-             (residency_[i] == Residency::SwappingOut || residency_[i] == Residency::SwappingIn)) {
+      while (!loop_.stopped() && (residency_[i] == Residency::SwappingOut || residency_[i] == Residency::SwappingIn)) {
         if (!loop_.wait_for_next_completion()) throw std::logic_error("engine: transfer lost");
       }
       if (loop_.stopped() || !allocate_storage(t, e.stream)) break;
@@ -160,7 +159,7 @@ void SwapExecutor::apply(const Action& a) {
 
 LogRef SwapExecutor::storage_ref(TensorId s) const {
   const std::uint32_t i = index_of(s);
-  return LogRef{i, version_[i], blocks_[i].addr, blocks_[i].size};
+  return LogRef{s, version_[i], blocks_[i].addr, blocks_[i].size};
 }
 
 // The op reads its inputs' storages and writes its non-view outputs and its mutated inputs
@@ -169,7 +168,7 @@ void SwapExecutor::log_compute(OpId id, SimTime start) {
   const OpInfo& op = trace_.op(id);
   std::vector<LogRef> reads, writes;
   auto listed = [](const std::vector<LogRef>& v, TensorId s) {
-    return std::any_of(v.begin(), v.end(), [&](const LogRef& r) { return r.storage == index_of(s); });
+    return std::any_of(v.begin(), v.end(), [&](const LogRef& r) { return r.storage == s; });
   };
   for (TensorId x : op.inputs) {
     const TensorId s = trace_.storage_of(x);

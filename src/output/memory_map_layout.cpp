@@ -28,7 +28,7 @@ Data collect(const Trace& trace, const RunLog& log, const Report& report) {
         v.addr = ref.addr;
         v.size = ref.size.value;
         v.t0 = v.t1 = r.start;
-        v.storage = ref.storage;
+        v.storage = index_of(ref.storage);
         v.record = i;
         live[ref.addr] = d.intervals.size();
         d.intervals.push_back(v);

@@ -106,7 +106,8 @@ class Writer {
     return t.name.empty() ? fmt::format("tensor {}", t.file_id) : t.name;
   }
   [[nodiscard]] std::string ref_args(const LogRef& r) const {
-    const std::uint64_t fid = r.storage < trace_.tensors.size() ? trace_.tensors[r.storage].file_id : r.storage;
+    const std::uint64_t fid =
+        index_of(r.storage) < trace_.tensors.size() ? trace_.tensors[index_of(r.storage)].file_id : index_of(r.storage);
     return fmt::format(R"("tensor":{},"version":{},"bytes":{},"addr":"{:#x}")", fid, r.version, r.size.value, r.addr);
   }
   void slice(int tid, std::string_view cat, const std::string& name, const LogRecord& r, const std::string& args) {
@@ -116,7 +117,7 @@ class Writer {
   }
   void record(std::uint32_t i, const std::vector<int>& d2h, const std::vector<int>& h2d) {
     const LogRecord& r = log_.records[i];
-    const std::string ev = r.event == kNoRecord ? std::string("null") : std::to_string(r.event);
+    const std::string ev = r.event == kNoEvent ? std::string("null") : std::to_string(index_of(r.event));
     const std::uint32_t op = index_of(r.op);
     auto op_name = [&] { return op < trace_.ops.size() ? trace_.ops[op].name : fmt::format("op #{}", op); };
     auto op_id = [&] { return op < trace_.ops.size() ? trace_.ops[op].file_id : std::uint64_t{op}; };
@@ -125,10 +126,10 @@ class Writer {
         slice(kComputeTid, "compute", op_name(), r, fmt::format(R"("op":{},"event":{})", op_id(), ev));
         break;
       case LogKind::Recompute: {
-        const bool has_origin = index_of(r.origin) < log_.records.size() && log_.record(r.origin).event != kNoRecord;
+        const bool has_origin = index_of(r.origin) < log_.records.size() && log_.record(r.origin).event != kNoEvent;
         slice(kComputeTid, "recompute", "recompute " + op_name(), r,
               fmt::format(R"("op":{},"event":{},"origin_event":{})", op_id(), ev,
-                          has_origin ? std::to_string(log_.record(r.origin).event) : std::string("null")));
+                          has_origin ? std::to_string(index_of(log_.record(r.origin).event)) : std::string("null")));
         break;
       }
       case LogKind::Stall: slice(kComputeTid, "stall", "stall", r, fmt::format(R"("event":{})", ev)); break;
@@ -137,7 +138,7 @@ class Writer {
         const bool out = r.kind == LogKind::SwapOut;
         const LogRef& ref = log_.ref(r);
         slice((out ? kD2HTid : kH2DTid) + (out ? d2h : h2d)[i], out ? "swap-out" : "swap-in",
-              (out ? "swap-out " : "swap-in ") + tensor_label(ref.storage), r,
+              (out ? "swap-out " : "swap-in ") + tensor_label(index_of(ref.storage)), r,
               fmt::format(R"({},"event":{})", ref_args(ref), ev));
         break;
       }
@@ -145,7 +146,7 @@ class Writer {
         const LogRef& ref = log_.ref(r);
         event(fmt::format(
             R"({{"ph":"i","s":"t","pid":{},"tid":{},"cat":"evict","name":{},"ts":{},"args":{{{},"forced":{},"event":{}}}}})",
-            kPid, kEvictTid, json_text("evict " + tensor_label(ref.storage)), micros(r.start), ref_args(ref),
+            kPid, kEvictTid, json_text("evict " + tensor_label(index_of(ref.storage))), micros(r.start), ref_args(ref),
             r.forced ? "true" : "false", ev));
         break;
       }

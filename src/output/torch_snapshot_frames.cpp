@@ -37,7 +37,7 @@ SnapshotFrames::SnapshotFrames(const Trace& trace, const RunLog& log) : trace_(t
   auto fill = [&](std::uint64_t addr, Filled how, std::uint32_t op) {
     const auto it = waiting.find(addr);
     if (it == waiting.end()) return;
-    alloc_frames_[it->second] = intern(log.ref(log.records[it->second]).storage, how, op);
+    alloc_frames_[it->second] = intern(index_of(log.ref(log.records[it->second]).storage), how, op);
     waiting.erase(it);
   };
   for (std::uint32_t i = 0; i < n; ++i) {
@@ -45,9 +45,9 @@ SnapshotFrames::SnapshotFrames(const Trace& trace, const RunLog& log) : trace_(t
     switch (r.kind) {
       case LogKind::Alloc:
         if (r.fresh) {
-          alloc_frames_[i] = intern(log.ref(r).storage, Filled::Trace, kNoRecord);
+          alloc_frames_[i] = intern(index_of(log.ref(r).storage), Filled::Trace, kNoRecord);
         } else {
-          alloc_frames_[i] = intern(log.ref(r).storage, Filled::Unfilled, kNoRecord);
+          alloc_frames_[i] = intern(index_of(log.ref(r).storage), Filled::Unfilled, kNoRecord);
           waiting[log.ref(r).addr] = i;
         }
         break;
@@ -55,7 +55,8 @@ SnapshotFrames::SnapshotFrames(const Trace& trace, const RunLog& log) : trace_(t
       case LogKind::Compute:
       case LogKind::Recompute:
         for (std::uint32_t k = 0; k < r.writes; ++k) {
-          fill(log.ref(r, r.reads + k).addr, r.kind == LogKind::Recompute ? Filled::Recompute : Filled::Copy, index_of(r.op));
+          fill(log.ref(r, r.reads + k).addr, r.kind == LogKind::Recompute ? Filled::Recompute : Filled::Copy,
+               index_of(r.op));
         }
         break;
       case LogKind::Free: waiting.erase(log.ref(r).addr); break;

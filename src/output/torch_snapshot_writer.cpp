@@ -194,7 +194,8 @@ std::string torch_snapshot_pickle(const Trace& trace, const RunLog& log, const R
   const SnapshotAddresses where(log);
   SnapshotFrames frames(trace, log);
   auto requested = [&](const LogRef& r) {
-    const std::uint64_t want = r.storage < trace.tensors.size() ? trace.tensors[r.storage].size.value : r.size.value;
+    const std::uint64_t want =
+        index_of(r.storage) < trace.tensors.size() ? trace.tensors[index_of(r.storage)].size.value : r.size.value;
     return std::clamp<std::uint64_t>(want, 1, std::max<std::uint64_t>(r.size.value, 1));
   };
   const bool real = log.segments_logged && log.address_aware;

@@ -30,7 +30,7 @@ struct Resources {
   char* arena = nullptr;
   DevRef* refs = nullptr;
   std::uint32_t* fail = nullptr;
-  std::map<std::uint32_t, void*> host;  // tensor -> pinned host copy
+  std::map<TensorId, void*> host;  // tensor -> pinned host copy
   std::array<cudaStream_t, kStreams> streams{};
   std::vector<cudaEvent_t> done, t0, t1;  // per step; nullptr where not needed
   std::vector<cudaEvent_t> own;           // every event created, for release
@@ -95,11 +95,11 @@ bool gpu_work(const PlanStep& s, const Prepared& p, std::uint32_t i) {
 
 DevRef content(const Plan& plan, const PlanRef& r) {
   if (r.offset % 4 != 0) {
-    throw Error("replay-gpu: tensor " + std::to_string(r.tensor) + " is at offset " + std::to_string(r.offset) +
-                ", which is not a multiple of 4");
+    throw Error("replay-gpu: tensor " + std::to_string(index_of(r.tensor)) + " is at offset " +
+                std::to_string(r.offset) + ", which is not a multiple of 4");
   }
   const Bytes bytes = std::min(plan.tensor(r.tensor)->size, r.size);
-  return DevRef{r.offset, bytes.value / 4, r.tensor, r.version};
+  return DevRef{r.offset, bytes.value / 4, index_of(r.tensor), r.version};
 }
 
 Prepared prepare(const Plan& plan, const ReplaySettings& settings, const Calibration& cal) {
@@ -188,7 +188,7 @@ void allocate(Resources& r, const Plan& plan, const Prepared& p, const ReplaySet
   }
   check(cudaMalloc(reinterpret_cast<void**>(&r.fail), sizeof(std::uint32_t)), "cudaMalloc (flag)");
   check(cudaMemset(r.fail, 0xff, sizeof(std::uint32_t)), "cudaMemset (flag)");
-  std::map<std::uint32_t, std::uint64_t> host_bytes;
+  std::map<TensorId, std::uint64_t> host_bytes;
   for (const auto& s : plan.steps) {
     if (s.kind == StepKind::SwapOut || s.kind == StepKind::SwapIn) {
       auto& b = host_bytes[s.block.tensor];
@@ -206,8 +206,8 @@ void allocate(Resources& r, const Plan& plan, const Prepared& p, const ReplaySet
   r.t0.assign(n, nullptr);
   r.t1.assign(n, nullptr);
   for (std::size_t i = 0; i < n; ++i) {
-    for (const std::uint32_t a : plan.steps[i].after) {
-      if (r.done[a] == nullptr) r.done[a] = r.event(false);
+    for (const StepId a : plan.steps[i].after) {
+      if (r.done[index_of(a)] == nullptr) r.done[index_of(a)] = r.event(false);
     }
     if (gpu_work(plan.steps[i], p, static_cast<std::uint32_t>(i))) {
       r.t0[i] = r.event(true);
@@ -235,7 +235,7 @@ void issue(Resources& r, const Plan& plan, const Prepared& p, const ReplaySettin
   for (std::uint32_t i = 0; i < plan.steps.size(); ++i) {
     const PlanStep& s = plan.steps[i];
     cudaStream_t st = r.streams[static_cast<std::size_t>(s.stream)];
-    for (const std::uint32_t a : s.after) check(cudaStreamWaitEvent(st, r.done[a], 0), "cudaStreamWaitEvent");
+    for (const StepId a : s.after) check(cudaStreamWaitEvent(st, r.done[index_of(a)], 0), "cudaStreamWaitEvent");
     if (step_events && r.t0[i] != nullptr) timing(r.t0[i], st);
     switch (s.kind) {
       case StepKind::Op:
@@ -354,7 +354,7 @@ ReplayMeasurement replay(const Plan& plan, const ReplaySettings& settings) {
   m.host_issue_ns = host_total / settings.iterations;
   std::uint32_t flag = detail::kNoFailure;
   check(cudaMemcpy(&flag, r.fail, sizeof flag, cudaMemcpyDeviceToHost), "cudaMemcpy (flag)");
-  m.first_failing_step = flag == detail::kNoFailure ? kNoStep : flag;
+  m.first_failing_step = flag == detail::kNoFailure ? kNoStep : StepId{flag};
   return m;
 }
 

@@ -25,16 +25,16 @@ constexpr std::array<std::pair<StepKind, std::string_view>, 8> kKinds{{
 }};
 constexpr std::array<std::string_view, kStreams> kStreamNames{"compute", "d2h", "h2d"};
 
-template <typename T>
-const T* find_id(const std::vector<T>& v, std::uint32_t id) {
-  auto it = std::lower_bound(v.begin(), v.end(), id, [](const T& x, std::uint32_t i) { return x.id < i; });
+template <typename T, typename Id>
+const T* find_id(const std::vector<T>& v, Id id) {
+  auto it = std::lower_bound(v.begin(), v.end(), id, [](const T& x, Id i) { return x.id < i; });
   return it != v.end() && it->id == id ? &*it : nullptr;
 }
 
 using Json = nlohmann::ordered_json;
 
 Json ref_json(const PlanRef& r) {
-  return Json{{"tensor", r.tensor}, {"version", r.version}, {"offset", r.offset}, {"size", r.size.value}};
+  return Json{{"tensor", index_of(r.tensor)}, {"version", r.version}, {"offset", r.offset}, {"size", r.size.value}};
 }
 
 Json step_json(const PlanStep& s, std::uint32_t id) {
@@ -42,11 +42,13 @@ Json step_json(const PlanStep& s, std::uint32_t id) {
   j["id"] = id;
   j["kind"] = to_string(s.kind);
   j["stream"] = to_string(s.stream);
-  j["after"] = s.after;
+  Json after = Json::array();
+  for (const StepId a : s.after) after.push_back(index_of(a));
+  j["after"] = std::move(after);
   j["start_ns"] = s.start.count();
   j["end_ns"] = s.end.count();
   auto block = [&](bool with_version) {
-    j["tensor"] = s.block.tensor;
+    j["tensor"] = index_of(s.block.tensor);
     if (with_version) j["version"] = s.block.version;
     j["offset"] = s.block.offset;
     j["size"] = s.block.size.value;
@@ -70,8 +72,8 @@ Json step_json(const PlanStep& s, std::uint32_t id) {
     case StepKind::Access: block(true); break;
     case StepKind::Op:
     case StepKind::Recompute:
-      j["op"] = s.op;
-      if (s.kind == StepKind::Recompute) j["origin"] = s.origin;
+      j["op"] = index_of(s.op);
+      if (s.kind == StepKind::Recompute) j["origin"] = index_of(s.origin);
       j["reads"] = refs(s.reads);
       j["writes"] = refs(s.writes);
       break;
@@ -126,14 +128,14 @@ Stream stream_of(StepKind k) {
   return Stream::Compute;
 }
 
-const PlanTensor* Plan::tensor(std::uint32_t id) const { return find_id(tensors, id); }
-const PlanOp* Plan::op(std::uint32_t id) const { return find_id(ops, id); }
+const PlanTensor* Plan::tensor(TensorId id) const { return find_id(tensors, id); }
+const PlanOp* Plan::op(OpId id) const { return find_id(ops, id); }
 
 PlanError::PlanError(const std::string& file, const std::string& path, const std::string& problem)
     : Error(path.empty() ? file + ": " + problem : file + ": " + path + ": " + problem) {}
 
-std::string describe_step(const Plan& plan, std::uint32_t id) {
-  const PlanStep& s = plan.steps[id];
+std::string describe_step(const Plan& plan, StepId id) {
+  const PlanStep& s = plan.step(id);
   auto named = [](std::string_view what, std::uint32_t x, const std::string* name) {
     return name == nullptr || name->empty() ? fmt::format("{} {}", what, x)
                                             : fmt::format("{} {} '{}'", what, x, one_line(*name));
@@ -141,14 +143,14 @@ std::string describe_step(const Plan& plan, std::uint32_t id) {
   std::string what;
   if (s.kind == StepKind::Op || s.kind == StepKind::Recompute) {
     const PlanOp* op = plan.op(s.op);
-    what = named("op", s.op, op == nullptr ? nullptr : &op->name);
+    what = named("op", index_of(s.op), op == nullptr ? nullptr : &op->name);
     if (s.kind == StepKind::Recompute) what = "recompute of " + what;
   } else {
     const PlanTensor* t = plan.tensor(s.block.tensor);
-    what =
-        fmt::format("{} of {}", to_string(s.kind), named("tensor", s.block.tensor, t == nullptr ? nullptr : &t->name));
+    what = fmt::format("{} of {}", to_string(s.kind),
+                       named("tensor", index_of(s.block.tensor), t == nullptr ? nullptr : &t->name));
   }
-  return fmt::format("steps[{}] ({})", id, what);
+  return fmt::format("steps[{}] ({})", index_of(id), what);
 }
 
 std::string plan_to_text(const Plan& plan) {
@@ -180,13 +182,14 @@ std::string plan_to_text(const Plan& plan) {
   write_list(
       out, "tensors", plan.tensors,
       [](const PlanTensor& t, std::uint32_t) {
-        return Json{{"id", t.id}, {"file_id", t.file_id}, {"size", t.size.value}, {"name", t.name}};
+        return Json{{"id", index_of(t.id)}, {"file_id", t.file_id}, {"size", t.size.value}, {"name", t.name}};
       },
       false);
   write_list(
       out, "ops", plan.ops,
       [](const PlanOp& o, std::uint32_t) {
-        return Json{{"id", o.id}, {"file_id", o.file_id}, {"name", o.name}, {"duration_ns", o.duration.count()}};
+        return Json{
+            {"id", index_of(o.id)}, {"file_id", o.file_id}, {"name", o.name}, {"duration_ns", o.duration.count()}};
       },
       false);
   write_list(out, "steps", plan.steps, step_json, true);

@@ -19,17 +19,17 @@ namespace coopsim::gpu {
 namespace {
 
 struct Block {
-  std::uint32_t tensor = 0;
+  TensorId tensor{0};
   Bytes size;
   std::optional<std::uint32_t> content;  // version held, or none
-  std::uint32_t placed = 0;              // alloc step
-  std::uint32_t emptied = kNoStep;       // step that left it without content (evict), if any
-  std::uint32_t swapped_out = kNoStep;   // last swap-out of its content
+  StepId placed{0};                      // alloc step
+  StepId emptied = kNoStep;              // step that left it without content (evict), if any
+  StepId swapped_out = kNoStep;          // last swap-out of its content
 };
 
 // Why a tensor is not on the device: the step that took it off.
 struct Exit {
-  std::uint32_t step = kNoStep;
+  StepId step = kNoStep;
   bool swapped_out = false;
 };
 
@@ -38,8 +38,9 @@ class Checker {
   Checker(const Plan& plan, const std::string& file) : plan_(plan), file_(file) {}
 
   void run() {
-    for (id_ = 0; id_ < plan_.steps.size(); ++id_) {
-      const PlanStep& s = plan_.steps[id_];
+    for (std::uint32_t i = 0; i < plan_.steps.size(); ++i) {
+      id_ = StepId{i};
+      const PlanStep& s = plan_.step(id_);
       check_contents(s);
       check_order(s);
     }
@@ -49,10 +50,10 @@ class Checker {
   [[noreturn]] void fail(const std::string& problem) const {
     throw PlanError(file_, describe_step(plan_, id_), problem);
   }
-  std::string tensor_name(std::uint32_t t) const {
+  std::string tensor_name(TensorId t) const {
     const PlanTensor* x = plan_.tensor(t);
-    return x == nullptr || x->name.empty() ? fmt::format("tensor {}", t)
-                                           : fmt::format("tensor {} '{}'", t, one_line(x->name));
+    return x == nullptr || x->name.empty() ? fmt::format("tensor {}", index_of(t))
+                                           : fmt::format("tensor {} '{}'", index_of(t), one_line(x->name));
   }
   // The end is written as a sum when it passes 2^64 - 1 (a block outside any arena), not wrapped.
   static std::string range(const PlanRef& r) {
@@ -68,8 +69,8 @@ class Checker {
       std::string why;
       if (auto e = exits_.find(r.tensor); e != exits_.end()) {
         why = e->second.swapped_out
-                  ? fmt::format(": it was swapped out at steps[{}] and not swapped in since", e->second.step)
-                  : fmt::format(": it was freed at steps[{}]", e->second.step);
+                  ? fmt::format(": it was swapped out at steps[{}] and not swapped in since", index_of(e->second.step))
+                  : fmt::format(": it was freed at steps[{}]", index_of(e->second.step));
       }
       fail(fmt::format("{} {} at offset {}, but no block is allocated there{}", verb, tensor_name(r.tensor), r.offset,
                        why));
@@ -77,7 +78,7 @@ class Checker {
     Block& b = it->second;
     if (b.tensor != r.tensor) {
       fail(fmt::format("{} {} at offset {}, but the block there belongs to {} (allocated at steps[{}])", verb,
-                       tensor_name(r.tensor), r.offset, tensor_name(b.tensor), b.placed));
+                       tensor_name(r.tensor), r.offset, tensor_name(b.tensor), index_of(b.placed)));
     }
     if (b.size != r.size) {
       fail(fmt::format("{} {} at offset {} as {} bytes, but its block has {} bytes", verb, tensor_name(r.tensor),
@@ -92,9 +93,9 @@ class Checker {
     const std::string what =
         fmt::format("{} {} version {} at offset {}", verb, tensor_name(r.tensor), r.version, r.offset);
     if (b.content) fail(fmt::format("{}, but the block holds version {}", what, *b.content));
-    if (b.emptied != kNoStep) fail(fmt::format("{}, but it was evicted at steps[{}]", what, b.emptied));
+    if (b.emptied != kNoStep) fail(fmt::format("{}, but it was evicted at steps[{}]", what, index_of(b.emptied)));
     fail(fmt::format("{}, but the block holds nothing yet (allocated at steps[{}] and not written since)", what,
-                     b.placed));
+                     index_of(b.placed)));
   }
 
   void allocate(const PlanStep& s) {
@@ -122,7 +123,8 @@ class Checker {
   }
   [[noreturn]] void overlap(const PlanRef& r, std::uint64_t at, const Block& other) const {
     fail(fmt::format("block {} of {} overlaps the live block [{}, {}) of {} (allocated at steps[{}])", range(r),
-                     tensor_name(r.tensor), at, at + other.size.value, tensor_name(other.tensor), other.placed));
+                     tensor_name(r.tensor), at, at + other.size.value, tensor_name(other.tensor),
+                     index_of(other.placed)));
   }
 
   void check_contents(const PlanStep& s) {
@@ -187,15 +189,15 @@ class Checker {
       auto& history = a.space == detail::Space::Arena ? arena_ : host_history_;
       conflicts_.clear();
       history.conflicts(a.lo, a.hi, a.write, conflicts_);
-      for (const std::uint32_t c : conflicts_) {
+      for (const StepId c : conflicts_) {
         if (c == id_ || order_.before(c, id_)) continue;
         const std::string what = a.space == detail::Space::Arena
                                      ? fmt::format("arena bytes [{}, {})", a.lo, a.hi)
-                                     : "the host copy of " + tensor_name(static_cast<std::uint32_t>(a.lo));
+                                     : "the host copy of " + tensor_name(TensorId{static_cast<std::uint32_t>(a.lo)});
         fail(fmt::format(
             "{} {} that {} on stream {} also uses, but nothing orders this step after it (it needs {} "
             "in its after list)",
-            a.write ? "writes" : "reads", what, describe_step(plan_, c), to_string(plan_.steps[c].stream), c));
+            a.write ? "writes" : "reads", what, describe_step(plan_, c), to_string(plan_.step(c).stream), index_of(c)));
       }
     }
     for (const auto& a : accesses) {
@@ -205,14 +207,14 @@ class Checker {
 
   const Plan& plan_;
   const std::string& file_;
-  std::uint32_t id_ = 0;
+  StepId id_{0};
   std::map<std::uint64_t, Block> live_;  // by offset
   std::uint64_t live_bytes_ = 0;
-  std::map<std::uint32_t, std::uint32_t> host_;  // tensor -> version of its host copy
-  std::map<std::uint32_t, Exit> exits_;
+  std::map<TensorId, std::uint32_t> host_;  // tensor -> version of its host copy
+  std::map<TensorId, Exit> exits_;
   detail::RangeHistory arena_, host_history_;
   detail::StepOrder order_;
-  std::vector<std::uint32_t> conflicts_;
+  std::vector<StepId> conflicts_;
 };
 
 }  // namespace

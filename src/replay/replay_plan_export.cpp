@@ -34,12 +34,12 @@ class Exporter {
     check_replayable();
     fill_header(link);
     for (std::uint32_t i = 0; i < log_.records.size(); ++i) add_record(i);
-    for (const std::uint32_t s : storages_) {
-      const TensorInfo& t = trace_.tensors[s];
+    for (const TensorId s : storages_) {
+      const TensorInfo& t = trace_.tensor(s);
       plan_.tensors.push_back(PlanTensor{s, t.file_id, t.size, t.name});
     }
-    for (const std::uint32_t o : ops_) {
-      const OpInfo& op = trace_.ops[o];
+    for (const OpId o : ops_) {
+      const OpInfo& op = trace_.op(o);
       plan_.ops.push_back(PlanOp{o, op.file_id, op.name, op.duration});
     }
     link_steps();
@@ -72,7 +72,7 @@ class Exporter {
         throw Error(fmt::format(
             "--plan: allocator {} placed tensor {} at addresses [{:#x}, {:#x}), beyond one arena of the budget "
             "({} bytes) from {:#x}; a plan needs blocks that fit one arena (e.g. --allocator bestfit)",
-            report_.allocator, trace_.tensors[ref.storage].file_id, ref.addr, ref.addr + ref.size.value,
+            report_.allocator, trace_.tensor(ref.storage).file_id, ref.addr, ref.addr + ref.size.value,
             log_.budget.value, base_));
       }
     }
@@ -103,13 +103,13 @@ class Exporter {
     return PlanRef{r.storage, r.version, r.addr - base_, r.size};
   }
 
-  PlanStep& push(StepKind kind, const LogRecord& r, std::uint32_t record) {
+  PlanStep& push(StepKind kind, const LogRecord& r, RecordId record) {
     PlanStep s;
     s.kind = kind;
     s.stream = stream_of(kind);
     s.start = r.start;
     s.end = r.end;
-    step_of_record_[record] = static_cast<std::uint32_t>(plan_.steps.size());
+    step_of_record_[record] = StepId{static_cast<std::uint32_t>(plan_.steps.size())};
     plan_.steps.push_back(std::move(s));
     return plan_.steps.back();
   }
@@ -118,7 +118,7 @@ class Exporter {
   // the replay must write version 0's pattern when it allocates the block.
   void note_read(const PlanRef& r) {
     auto it = pristine_.find(r.offset);
-    if (r.version == 0 && it != pristine_.end() && it->second != kNoStep) plan_.steps[it->second].fill = true;
+    if (r.version == 0 && it != pristine_.end() && it->second != kNoStep) plan_.steps[index_of(it->second)].fill = true;
   }
   void note_write(const PlanRef& r) {
     if (auto it = pristine_.find(r.offset); it != pristine_.end()) it->second = kNoStep;
@@ -126,45 +126,46 @@ class Exporter {
 
   void add_record(std::uint32_t i) {
     const LogRecord& r = log_.records[i];
+    const RecordId id{i};
     switch (r.kind) {
       case LogKind::Alloc: {
-        PlanStep& s = push(StepKind::Alloc, r, i);
+        PlanStep& s = push(StepKind::Alloc, r, id);
         s.block = ref(log_.ref(r));
         s.block.version = 0;
         s.fresh = r.fresh;
-        pristine_[s.block.offset] = r.fresh ? static_cast<std::uint32_t>(plan_.steps.size() - 1) : kNoStep;
+        pristine_[s.block.offset] = r.fresh ? StepId{static_cast<std::uint32_t>(plan_.steps.size() - 1)} : kNoStep;
         return;
       }
       case LogKind::Free: {
-        PlanStep& s = push(StepKind::Free, r, i);
+        PlanStep& s = push(StepKind::Free, r, id);
         s.block = ref(log_.ref(r));
         s.block.version = 0;
         pristine_.erase(s.block.offset);
         return;
       }
       case LogKind::Evict: {
-        PlanStep& s = push(StepKind::Evict, r, i);
+        PlanStep& s = push(StepKind::Evict, r, id);
         s.block = ref(log_.ref(r));
         s.forced = r.forced;
         note_write(s.block);
         return;
       }
       case LogKind::Access: {
-        PlanStep& s = push(StepKind::Access, r, i);
+        PlanStep& s = push(StepKind::Access, r, id);
         s.block = ref(log_.ref(r));
         note_read(s.block);
         return;
       }
       case LogKind::Compute:
       case LogKind::Recompute: {
-        PlanStep& s = push(r.kind == LogKind::Compute ? StepKind::Op : StepKind::Recompute, r, i);
-        s.op = index_of(r.op);
-        ops_.insert(index_of(r.op));
+        PlanStep& s = push(r.kind == LogKind::Compute ? StepKind::Op : StepKind::Recompute, r, id);
+        s.op = r.op;
+        ops_.insert(r.op);
         for (std::uint32_t k = 0; k < r.reads; ++k) s.reads.push_back(ref(log_.ref(r, k)));
         for (std::uint32_t k = 0; k < r.writes; ++k) s.writes.push_back(ref(log_.ref(r, r.reads + k)));
         if (r.kind == LogKind::Recompute) {
-          const auto it = step_of_record_.find(index_of(r.origin));
-          if (it == step_of_record_.end() || plan_.steps[it->second].kind != StepKind::Op) {
+          const auto it = step_of_record_.find(r.origin);
+          if (it == step_of_record_.end() || plan_.step(it->second).kind != StepKind::Op) {
             throw Error(
                 fmt::format("--plan: event log record {} recomputes from record {}, which is not an "
                             "earlier compute record",
@@ -179,9 +180,9 @@ class Exporter {
       }
       case LogKind::SwapOut:
       case LogKind::SwapIn: {
-        PlanStep& s = push(r.kind == LogKind::SwapOut ? StepKind::SwapOut : StepKind::SwapIn, r, i);
+        PlanStep& s = push(r.kind == LogKind::SwapOut ? StepKind::SwapOut : StepKind::SwapIn, r, id);
         s.block = ref(log_.ref(r));
-        s.bytes = trace_.tensors[s.block.tensor].size;
+        s.bytes = trace_.tensor(s.block.tensor).size;
         if (r.kind == LogKind::SwapOut) {
           note_read(plan_.steps.back().block);
         } else {
@@ -196,11 +197,11 @@ class Exporter {
 
   // The compute-stream step a swap-out starting at `start` was issued after: the last one
   // listed before `before` that had finished by `start` (and began before it).
-  std::uint32_t issue_point(std::uint32_t before, SimTime start) const {
+  StepId issue_point(StepId before, SimTime start) const {
     auto it = std::lower_bound(compute_steps_.begin(), compute_steps_.end(), before);
     while (it != compute_steps_.begin()) {
       --it;
-      const PlanStep& c = plan_.steps[*it];
+      const PlanStep& c = plan_.step(*it);
       if (c.end <= start && c.start < start) return *it;
     }
     return kNoStep;
@@ -209,21 +210,22 @@ class Exporter {
   void link_steps() {
     detail::RangeHistory arena, host;
     detail::StepOrder order;
-    std::vector<std::uint32_t> candidates;
-    for (std::uint32_t i = 0; i < plan_.steps.size(); ++i) {
-      PlanStep& s = plan_.steps[i];
+    std::vector<StepId> candidates;
+    for (std::uint32_t index = 0; index < plan_.steps.size(); ++index) {
+      const StepId i{index};
+      PlanStep& s = plan_.steps[index];
       const auto accesses = detail::accesses_of(s);
       candidates.clear();
       for (const auto& a : accesses) {
         (a.space == detail::Space::Arena ? arena : host).conflicts(a.lo, a.hi, a.write, candidates);
       }
       if (s.kind == StepKind::SwapOut) {
-        if (const std::uint32_t p = issue_point(i, s.start); p != kNoStep) candidates.push_back(p);
+        if (const StepId p = issue_point(i, s.start); p != kNoStep) candidates.push_back(p);
       }
-      std::erase_if(candidates, [&](std::uint32_t c) { return c == i || plan_.steps[c].stream == s.stream; });
+      std::erase_if(candidates, [&](StepId c) { return c == i || plan_.step(c).stream == s.stream; });
       std::sort(candidates.begin(), candidates.end(), std::greater<>());
       candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
-      for (const std::uint32_t c : candidates) {
+      for (const StepId c : candidates) {
         if (!order.implied(s.stream, s.after, c)) s.after.push_back(c);
       }
       std::sort(s.after.begin(), s.after.end());
@@ -240,10 +242,11 @@ class Exporter {
   const Report& report_;
   Plan plan_;
   std::uint64_t base_ = 0;
-  std::set<std::uint32_t> storages_, ops_;
-  std::map<std::uint32_t, std::uint32_t> step_of_record_;
-  std::map<std::uint64_t, std::uint32_t> pristine_;  // live block offset -> its fresh alloc step, or kNoStep
-  std::vector<std::uint32_t> compute_steps_;
+  std::set<TensorId> storages_;
+  std::set<OpId> ops_;
+  std::map<RecordId, StepId> step_of_record_;
+  std::map<std::uint64_t, StepId> pristine_;  // live block offset -> its fresh alloc step, or kNoStep
+  std::vector<StepId> compute_steps_;
 };
 
 }  // namespace

@@ -210,9 +210,11 @@ class Loader {
     for (std::size_t i = 0, n = list.size(); i < n; ++i) {
       const Node t = list.at(i);
       t.expect_object({"id", "file_id", "size", "name"});
-      PlanTensor x{t.key("id").u32(), t.key("file_id").u64(), Bytes{t.key("size").u64()}, t.key("name").str()};
+      PlanTensor x{TensorId{t.key("id").u32()}, t.key("file_id").u64(), Bytes{t.key("size").u64()},
+                   t.key("name").str()};
       if (!plan_.tensors.empty() && x.id <= plan_.tensors.back().id) {
-        t.key("id").fail(fmt::format("ids must increase: {} follows {}", x.id, plan_.tensors.back().id));
+        t.key("id").fail(
+            fmt::format("ids must increase: {} follows {}", index_of(x.id), index_of(plan_.tensors.back().id)));
       }
       plan_.tensors.push_back(std::move(x));
     }
@@ -222,17 +224,18 @@ class Loader {
     for (std::size_t i = 0, n = list.size(); i < n; ++i) {
       const Node o = list.at(i);
       o.expect_object({"id", "file_id", "name", "duration_ns"});
-      PlanOp x{o.key("id").u32(), o.key("file_id").u64(), o.key("name").str(), o.key("duration_ns").ns()};
+      PlanOp x{OpId{o.key("id").u32()}, o.key("file_id").u64(), o.key("name").str(), o.key("duration_ns").ns()};
       if (!plan_.ops.empty() && x.id <= plan_.ops.back().id) {
-        o.key("id").fail(fmt::format("ids must increase: {} follows {}", x.id, plan_.ops.back().id));
+        o.key("id").fail(
+            fmt::format("ids must increase: {} follows {}", index_of(x.id), index_of(plan_.ops.back().id)));
       }
       plan_.ops.push_back(std::move(x));
     }
   }
 
-  std::uint32_t tensor_id(const Node& n) const {
-    const std::uint32_t t = n.u32();
-    if (plan_.tensor(t) == nullptr) n.fail(fmt::format("tensor {} is not in the tensors list", t));
+  TensorId tensor_id(const Node& n) const {
+    const TensorId t{n.u32()};
+    if (plan_.tensor(t) == nullptr) n.fail(fmt::format("tensor {} is not in the tensors list", index_of(t)));
     return t;
   }
 
@@ -288,8 +291,8 @@ class Loader {
     s.stream = *parsed;
     const Node after = n.key("after");
     for (std::size_t i = 0, k = after.size(); i < k; ++i) {
-      const std::uint32_t a = after.at(i).u32();
-      if (a >= index) after.at(i).fail(fmt::format("step {} is not an earlier step", a));
+      const StepId a{after.at(i).u32()};
+      if (index_of(a) >= index) after.at(i).fail(fmt::format("step {} is not an earlier step", index_of(a)));
       if (!s.after.empty() && a <= s.after.back()) after.at(i).fail("entries must increase");
       s.after.push_back(a);
     }
@@ -324,12 +327,12 @@ class Loader {
   }
 
   void read_op_step(const Node& n, std::uint32_t index, PlanStep& s) const {
-    s.op = n.key("op").u32();
-    if (plan_.op(s.op) == nullptr) n.key("op").fail(fmt::format("op {} is not in the ops list", s.op));
+    s.op = OpId{n.key("op").u32()};
+    if (plan_.op(s.op) == nullptr) n.key("op").fail(fmt::format("op {} is not in the ops list", index_of(s.op)));
     if (s.kind == StepKind::Recompute) {
-      s.origin = n.key("origin").u32();
-      if (s.origin >= index || plan_.steps[s.origin].kind != StepKind::Op || plan_.steps[s.origin].op != s.op) {
-        n.key("origin").fail(fmt::format("expected an earlier op step of op {}", s.op));
+      s.origin = StepId{n.key("origin").u32()};
+      if (index_of(s.origin) >= index || plan_.step(s.origin).kind != StepKind::Op || plan_.step(s.origin).op != s.op) {
+        n.key("origin").fail(fmt::format("expected an earlier op step of op {}", index_of(s.op)));
       }
     }
     s.reads = read_refs(n.key("reads"));

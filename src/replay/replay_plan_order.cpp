@@ -7,7 +7,9 @@ namespace coopsim::gpu::detail {
 
 namespace {
 Access arena(const PlanRef& r, bool write) { return Access{Space::Arena, r.offset, r.offset + r.size.value, write}; }
-Access host(std::uint32_t tensor, bool write) { return Access{Space::Host, tensor, std::uint64_t{tensor} + 1, write}; }
+Access host(TensorId tensor, bool write) {
+  return Access{Space::Host, index_of(tensor), std::uint64_t{index_of(tensor)} + 1, write};
+}
 }  // namespace
 
 std::vector<Access> accesses_of(const PlanStep& s) {
@@ -39,20 +41,20 @@ void RangeHistory::split_at(std::uint64_t at) {
   segments_.emplace(at, right);
 }
 
-void RangeHistory::conflicts(std::uint64_t lo, std::uint64_t hi, bool write, std::vector<std::uint32_t>& out) const {
+void RangeHistory::conflicts(std::uint64_t lo, std::uint64_t hi, bool write, std::vector<StepId>& out) const {
   if (lo >= hi) return;
   auto it = segments_.upper_bound(lo);
   if (it != segments_.begin() && std::prev(it)->second.end > lo) --it;
   for (; it != segments_.end() && it->first < hi; ++it) {
     if (it->second.writer != kNoStep) out.push_back(it->second.writer);
     if (!write) continue;
-    for (const std::uint32_t r : it->second.readers) {
+    for (const StepId r : it->second.readers) {
       if (r != kNoStep) out.push_back(r);
     }
   }
 }
 
-void RangeHistory::record(std::uint64_t lo, std::uint64_t hi, bool write, std::uint32_t step, Stream stream) {
+void RangeHistory::record(std::uint64_t lo, std::uint64_t hi, bool write, StepId step, Stream stream) {
   if (lo >= hi) return;
   split_at(lo);
   split_at(hi);
@@ -82,20 +84,20 @@ void RangeHistory::record(std::uint64_t lo, std::uint64_t hi, bool write, std::u
   }
 }
 
-StepOrder::Clock StepOrder::clock_for(Stream stream, const std::vector<std::uint32_t>& after) const {
+StepOrder::Clock StepOrder::clock_for(Stream stream, const std::vector<StepId>& after) const {
   Clock c{};
-  const std::uint32_t prev = last_[static_cast<std::size_t>(stream)];
-  if (prev != kNoStep) c = clock_[prev];
-  for (const std::uint32_t a : after) {
-    for (std::size_t k = 0; k < kStreams; ++k) c[k] = std::max(c[k], clock_[a][k]);
+  const StepId prev = last_[static_cast<std::size_t>(stream)];
+  if (prev != kNoStep) c = clock_[index_of(prev)];
+  for (const StepId a : after) {
+    for (std::size_t k = 0; k < kStreams; ++k) c[k] = std::max(c[k], clock_[index_of(a)][k]);
   }
   return c;
 }
 
-void StepOrder::add(Stream stream, const std::vector<std::uint32_t>& after) {
+void StepOrder::add(Stream stream, const std::vector<StepId>& after) {
   const auto s = static_cast<std::size_t>(stream);
   Clock c = clock_for(stream, after);
-  const std::uint32_t id = size();
+  const StepId id{size()};
   c[s] = count_[s] + 1;
   stream_.push_back(stream);
   position_.push_back(count_[s]);
@@ -104,14 +106,16 @@ void StepOrder::add(Stream stream, const std::vector<std::uint32_t>& after) {
   ++count_[s];
 }
 
-bool StepOrder::before(std::uint32_t earlier, std::uint32_t later) const {
+bool StepOrder::before(StepId earlier, StepId later) const {
   if (earlier >= later) return false;
-  return clock_[later][static_cast<std::size_t>(stream_[earlier])] > position_[earlier];
+  const std::uint32_t e = index_of(earlier);
+  return clock_[index_of(later)][static_cast<std::size_t>(stream_[e])] > position_[e];
 }
 
-bool StepOrder::implied(Stream stream, const std::vector<std::uint32_t>& after, std::uint32_t earlier) const {
+bool StepOrder::implied(Stream stream, const std::vector<StepId>& after, StepId earlier) const {
   const Clock c = clock_for(stream, after);
-  return c[static_cast<std::size_t>(stream_[earlier])] > position_[earlier] || stream_[earlier] == stream;
+  const std::uint32_t e = index_of(earlier);
+  return c[static_cast<std::size_t>(stream_[e])] > position_[e] || stream_[e] == stream;
 }
 
 }  // namespace coopsim::gpu::detail

@@ -14,7 +14,7 @@
 
 namespace coopsim::gpu::detail {
 
-// Host copies are addressed by tensor id: tensor t's copy is the range [t, t + 1).
+// Host copies are addressed by tensor id: tensor t's copy is the range [index_of(t), index_of(t) + 1).
 enum class Space : std::uint8_t { Arena, Host };
 
 struct Access {
@@ -33,14 +33,14 @@ class RangeHistory {
  public:
   // Appends the steps whose recorded accesses conflict with this one to `out` (unsorted, may
   // repeat): the writers of [lo, hi), and for a write also the readers.
-  void conflicts(std::uint64_t lo, std::uint64_t hi, bool write, std::vector<std::uint32_t>& out) const;
-  void record(std::uint64_t lo, std::uint64_t hi, bool write, std::uint32_t step, Stream stream);
+  void conflicts(std::uint64_t lo, std::uint64_t hi, bool write, std::vector<StepId>& out) const;
+  void record(std::uint64_t lo, std::uint64_t hi, bool write, StepId step, Stream stream);
 
  private:
   struct Segment {
     std::uint64_t end = 0;
-    std::uint32_t writer = kNoStep;
-    std::array<std::uint32_t, kStreams> readers{kNoStep, kNoStep, kNoStep};
+    StepId writer = kNoStep;
+    std::array<StepId, kStreams> readers{kNoStep, kNoStep, kNoStep};
   };
   void split_at(std::uint64_t at);
   std::map<std::uint64_t, Segment> segments_;  // disjoint, keyed by start
@@ -50,19 +50,19 @@ class RangeHistory {
 // stream and, transitively, the steps in its `after` list (vector clocks over the 3 streams).
 class StepOrder {
  public:
-  void add(Stream stream, const std::vector<std::uint32_t>& after);
-  [[nodiscard]] bool before(std::uint32_t earlier, std::uint32_t later) const;
+  void add(Stream stream, const std::vector<StepId>& after);
+  [[nodiscard]] bool before(StepId earlier, StepId later) const;
   [[nodiscard]] std::uint32_t size() const { return static_cast<std::uint32_t>(stream_.size()); }
   // Whether a step on `stream` added next with `after` would already follow `earlier`.
-  [[nodiscard]] bool implied(Stream stream, const std::vector<std::uint32_t>& after, std::uint32_t earlier) const;
+  [[nodiscard]] bool implied(Stream stream, const std::vector<StepId>& after, StepId earlier) const;
 
  private:
   using Clock = std::array<std::uint32_t, kStreams>;  // steps of each stream known complete
-  [[nodiscard]] Clock clock_for(Stream stream, const std::vector<std::uint32_t>& after) const;
-  std::vector<Stream> stream_;
-  std::vector<std::uint32_t> position_;  // index within its stream
-  std::vector<Clock> clock_;
-  std::array<std::uint32_t, kStreams> last_{kNoStep, kNoStep, kNoStep};
+  [[nodiscard]] Clock clock_for(Stream stream, const std::vector<StepId>& after) const;
+  std::vector<Stream> stream_;           // by step
+  std::vector<std::uint32_t> position_;  // by step: index within its stream
+  std::vector<Clock> clock_;             // by step
+  std::array<StepId, kStreams> last_{kNoStep, kNoStep, kNoStep};
   std::array<std::uint32_t, kStreams> count_{};
 };
 

@@ -126,9 +126,9 @@ Json replay_report_json(const Plan& plan, const std::string& plan_path, const De
                  {"read_words_checked", m.read_words_checked},
                  {"thinned_steps", m.thinned_steps},
                  {"view_steps_not_launched", m.view_steps}};
-  if (m.first_failing_step != kNoStep && m.first_failing_step < plan.steps.size()) {
+  if (m.first_failing_step != kNoStep && index_of(m.first_failing_step) < plan.steps.size()) {
     integrity["first_failing_step"] =
-        Json{{"id", m.first_failing_step}, {"step", describe_step(plan, m.first_failing_step)}};
+        Json{{"id", index_of(m.first_failing_step)}, {"step", describe_step(plan, m.first_failing_step)}};
   }
   r["integrity"] = integrity;
 

@@ -52,11 +52,11 @@ TEST_CASE("gpu replay: a read after a swap-out without its swap-in fails the int
   const Plan bad = test::plan_of(test::swap_scenario({test::kSwapIn}));
   CHECK_THROWS(check_plan(bad, "bad"));
   const ReplayMeasurement m = cuda::replay(bad, settings(true, /*poison=*/true));
-  CHECK(m.first_failing_step == 11);
+  CHECK(m.first_failing_step == StepId{11});
   CHECK(describe_step(bad, m.first_failing_step) == "steps[11] (op 2 'h')");
   // A recompute left out: the access finds the poisoned block.
   const Plan no_recompute = test::plan_of(test::remat_scenario(/*drop_recompute=*/true));
-  CHECK(cuda::replay(no_recompute, settings(false, true)).first_failing_step == 6);
+  CHECK(cuda::replay(no_recompute, settings(false, true)).first_failing_step == StepId{6});
 }
 
 TEST_CASE("gpu link sweep: copy time grows with size in both directions") {

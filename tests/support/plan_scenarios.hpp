@@ -85,21 +85,23 @@ inline LogScenario swap_scenario(const std::set<std::uint32_t>& drop = {}) {
   s.report.time.op_time = SimTime{1800};
   const Bytes kb{1024};
   std::vector<std::pair<LogRecord, std::vector<LogRef>>> recs = {
-      {log_alloc(0, true), {{w, 0, 0, kb}}},
-      {log_alloc(0, true), {{x, 0, 1024, kb}}},
-      {log_alloc(0, true), {{y, 0, 2048, kb}}},
-      {log_op(LogKind::Compute, 0, 0, 1000, 2, 1), {{x, 0, 1024, kb}, {w, 0, 0, kb}, {y, 1, 2048, kb}}},
-      {log_record(LogKind::Free, 1000), {{x, 0, 1024, kb}}},
-      {log_alloc(1000, true), {{z, 0, 1024, kb}}},
-      {log_op(LogKind::Compute, 1, 1000, 1500, 1, 1), {{y, 1, 2048, kb}, {z, 1, 1024, kb}}},
-      {log_record(LogKind::SwapOut, 1000, 1200), {{w, 0, 0, kb}}},
-      {log_record(LogKind::Free, 1500), {{w, 0, 0, kb}}},
-      {log_record(LogKind::Free, 1500), {{y, 0, 2048, kb}}},
-      {log_alloc(1500, false), {{w, 0, 0, kb}}},
-      {log_record(LogKind::SwapIn, 1500, 1700), {{w, 0, 0, kb}}},
+      {log_alloc(0, true), {{TensorId{w}, 0, 0, kb}}},
+      {log_alloc(0, true), {{TensorId{x}, 0, 1024, kb}}},
+      {log_alloc(0, true), {{TensorId{y}, 0, 2048, kb}}},
+      {log_op(LogKind::Compute, 0, 0, 1000, 2, 1),
+       {{TensorId{x}, 0, 1024, kb}, {TensorId{w}, 0, 0, kb}, {TensorId{y}, 1, 2048, kb}}},
+      {log_record(LogKind::Free, 1000), {{TensorId{x}, 0, 1024, kb}}},
+      {log_alloc(1000, true), {{TensorId{z}, 0, 1024, kb}}},
+      {log_op(LogKind::Compute, 1, 1000, 1500, 1, 1), {{TensorId{y}, 1, 2048, kb}, {TensorId{z}, 1, 1024, kb}}},
+      {log_record(LogKind::SwapOut, 1000, 1200), {{TensorId{w}, 0, 0, kb}}},
+      {log_record(LogKind::Free, 1500), {{TensorId{w}, 0, 0, kb}}},
+      {log_record(LogKind::Free, 1500), {{TensorId{y}, 0, 2048, kb}}},
+      {log_alloc(1500, false), {{TensorId{w}, 0, 0, kb}}},
+      {log_record(LogKind::SwapIn, 1500, 1700), {{TensorId{w}, 0, 0, kb}}},
       {log_record(LogKind::Stall, 1500, 1700), {}},
-      {log_op(LogKind::Compute, 2, 1700, 2000, 2, 1), {{z, 1, 1024, kb}, {w, 0, 0, kb}, {w, 1, 0, kb}}},
-      {log_record(LogKind::Free, 2000), {{z, 0, 1024, kb}}},
+      {log_op(LogKind::Compute, 2, 1700, 2000, 2, 1),
+       {{TensorId{z}, 1, 1024, kb}, {TensorId{w}, 0, 0, kb}, {TensorId{w}, 1, 0, kb}}},
+      {log_record(LogKind::Free, 2000), {{TensorId{z}, 0, 1024, kb}}},
   };
   for (std::uint32_t i = 0; i < recs.size(); ++i) {
     if (drop.count(i) != 0) continue;
@@ -127,18 +129,20 @@ inline LogScenario remat_scenario(bool drop_recompute = false) {
   s.report.time.op_time = SimTime{400};
   s.report.time.recompute_time = SimTime{400};
   const Bytes k2{2048}, k1{1024};
-  s.log.add(log_alloc(0, true), {{x, 0, 0, k2}});
-  s.log.add(log_alloc(0, true), {{y, 0, 2048, k1}});
-  const std::uint32_t compute = index_of(s.log.add(log_op(LogKind::Compute, 0, 0, 400, 1, 1), {{x, 0, 0, k2}, {y, 1, 2048, k1}}));
+  s.log.add(log_alloc(0, true), {{TensorId{x}, 0, 0, k2}});
+  s.log.add(log_alloc(0, true), {{TensorId{y}, 0, 2048, k1}});
+  const std::uint32_t compute = index_of(
+      s.log.add(log_op(LogKind::Compute, 0, 0, 400, 1, 1), {{TensorId{x}, 0, 0, k2}, {TensorId{y}, 1, 2048, k1}}));
   LogRecord evict = log_record(LogKind::Evict, 400);
   evict.forced = true;
-  s.log.add(evict, {{y, 1, 2048, k1}});
-  s.log.add(log_record(LogKind::Free, 400), {{y, 1, 2048, k1}});
-  s.log.add(log_alloc(400, false), {{y, 1, 3072, k1}});
+  s.log.add(evict, {{TensorId{y}, 1, 2048, k1}});
+  s.log.add(log_record(LogKind::Free, 400), {{TensorId{y}, 1, 2048, k1}});
+  s.log.add(log_alloc(400, false), {{TensorId{y}, 1, 3072, k1}});
   if (!drop_recompute) {
-    s.log.add(log_op(LogKind::Recompute, 0, 400, 800, 1, 1, compute), {{x, 0, 0, k2}, {y, 1, 3072, k1}});
+    s.log.add(log_op(LogKind::Recompute, 0, 400, 800, 1, 1, compute),
+              {{TensorId{x}, 0, 0, k2}, {TensorId{y}, 1, 3072, k1}});
   }
-  s.log.add(log_record(LogKind::Access, 800), {{y, 1, 3072, k1}});
+  s.log.add(log_record(LogKind::Access, 800), {{TensorId{y}, 1, 3072, k1}});
   return s;
 }
 

@@ -26,7 +26,7 @@ inline Trace chain_trace() {
 }
 
 inline LogRef ref(std::uint32_t storage, std::uint32_t version, std::uint64_t addr, std::uint64_t size = 512) {
-  return LogRef{storage, version, addr, Bytes{size}};
+  return LogRef{TensorId{storage}, version, addr, Bytes{size}};
 }
 
 class LogBuilder {
@@ -74,7 +74,7 @@ class LogBuilder {
     LogRecord r;
     r.kind = k;
     r.fresh = fresh;
-    r.event = ev;
+    r.event = EventId{ev};
     r.start = SimTime{t0};
     r.end = SimTime{t1};
     r.first = static_cast<std::uint32_t>(log_.refs.size());

@@ -85,7 +85,7 @@ Report run(const Trace& trace, RoomPolicy& policy, std::uint64_t budget, RunLog&
 std::vector<std::uint32_t> swapped_out(const RunLog& log) {
   std::vector<std::uint32_t> out;
   for (const LogRecord& rec : log.records) {
-    if (rec.kind == LogKind::SwapOut) out.push_back(log.ref(rec).storage);
+    if (rec.kind == LogKind::SwapOut) out.push_back(index_of(log.ref(rec).storage));
   }
   return out;
 }

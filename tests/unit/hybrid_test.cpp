@@ -104,7 +104,7 @@ TEST_CASE("hybrid engine: an op reading a value still being swapped out waits fo
                                                 [](const LogRecord& rec) { return rec.kind == LogKind::Compute; });
   CHECK(last_compute.op == OpId{h});
   REQUIRE(last_compute.reads == 1);
-  CHECK(log.ref(last_compute).storage == x);
+  CHECK(log.ref(last_compute).storage == TensorId{x});
   CHECK(log.ref(last_compute).version == 1);
   CHECK(transfers[1]->first < log.refs.size());
   CHECK(log.ref(*transfers[1]).version == 1);
@@ -157,9 +157,9 @@ TEST_CASE("hybrid engine: recomputing a value whose input is on the host swaps t
   REQUIRE(rc.origin != kNoRecordId);
   CHECK(log.record(rc.origin).kind == LogKind::Compute);
   CHECK(log.record(rc.origin).op == OpId{f2});
-  CHECK(log.ref(rc, 0).storage == x1);  // reads x1 version 1, writes x2 version 1
+  CHECK(log.ref(rc, 0).storage == TensorId{x1});  // reads x1 version 1, writes x2 version 1
   CHECK(log.ref(rc, 0).version == 1);
-  CHECK(log.ref(rc, 1).storage == x2);
+  CHECK(log.ref(rc, 1).storage == TensorId{x2});
   CHECK(log.ref(rc, 1).version == 1);
   // x2 by the policy; then eagerly as the trace frees x2, x1 and z (all recomputable).
   CHECK(count(log, LogKind::Evict) == 4);

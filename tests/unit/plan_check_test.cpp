@@ -63,7 +63,7 @@ TEST_CASE("plan checker: conflicting steps on different streams need a dependenc
         "t.plan.json: steps[11] (swap_in of tensor 0 'w'): reads the host copy of tensor 0 'w' that steps[7] "
         "(swap_out of tensor 0 'w') on stream d2h also uses, but nothing orders this step after it (it needs 7 in its "
         "after list)");
-  p.steps[11].after = {7};
+  p.steps[11].after = {StepId{7}};
   CHECK(check_error(p) ==
         "t.plan.json: steps[11] (swap_in of tensor 0 'w'): writes arena bytes [0, 1024) that steps[10] (alloc of "
         "tensor 0 'w') on stream compute also uses, but nothing orders this step after it (it needs 10 in its after "
@@ -103,7 +103,7 @@ TEST_CASE("plan checker: arena, budget, overlap, frees and versions") {
         "t.plan.json: steps[4] (free of tensor 1 'x'): frees tensor 1 'x' at offset 1024 as 512 "
         "bytes, but its block has 1024 bytes");
   p = good;
-  p.steps[9].block.tensor = 3;
+  p.steps[9].block.tensor = TensorId{3};
   CHECK(check_error(p) ==
         "t.plan.json: steps[9] (free of tensor 3 'z'): frees tensor 3 'z' at offset 2048, but the "
         "block there belongs to tensor 2 'y' (allocated at steps[2])");

@@ -55,13 +55,14 @@ TEST_CASE("plan export: the swap log becomes steps with hand-worked dependencies
   // w's new block waits for the swap-out to finish reading the old one; the swap-in waits for
   // the allocation (which implies the swap-out, so the host copy is written); h waits for the
   // swap-in. Nothing else crosses streams.
-  const std::vector<std::vector<std::uint32_t>> after = {{}, {}, {}, {}, {}, {}, {}, {3}, {}, {}, {7}, {10}, {11}, {}};
+  const std::vector<std::vector<StepId>> after = {{},          {}, {}, {},          {},           {},           {},
+                                                  {StepId{3}}, {}, {}, {StepId{7}}, {StepId{10}}, {StepId{11}}, {}};
   for (std::size_t i = 0; i < after.size(); ++i) {
     INFO("step " << i);
     CHECK(p.steps[i].after == after[i]);
   }
   CHECK(p.steps[7].bytes == Bytes{1000});
-  CHECK(p.steps[12].writes == std::vector<PlanRef>{PlanRef{0, 1, 0, Bytes{1024}}});
+  CHECK(p.steps[12].writes == std::vector<PlanRef>{PlanRef{TensorId{0}, 1, 0, Bytes{1024}}});
   CHECK(p.header.address_base == 0);
   CHECK(p.header.arena_size == Bytes{3072});
   CHECK(p.tensors.size() == 4);
@@ -100,8 +101,8 @@ TEST_CASE("plan round trip: export, write, load gives the same plan") {
   CHECK(q.steps[3].kind == StepKind::Evict);
   CHECK(q.steps[3].forced);
   CHECK(q.steps[6].kind == StepKind::Recompute);
-  CHECK(q.steps[6].origin == 2);
-  CHECK(q.steps[6].writes == std::vector<PlanRef>{PlanRef{1, 1, 3072, Bytes{1024}}});
+  CHECK(q.steps[6].origin == StepId{2});
+  CHECK(q.steps[6].writes == std::vector<PlanRef>{PlanRef{TensorId{1}, 1, 3072, Bytes{1024}}});
   CHECK(parse_plan(plan_to_text(q), "mem") == q);
   CHECK_NOTHROW(check_plan(q, "remat"));
 }

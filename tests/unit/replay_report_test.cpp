@@ -89,7 +89,7 @@ TEST_CASE("replay report: measured against simulated, per op class and per trans
   m.step_ns[0] = 40.0;    // fills of w and x
   m.step_ns[1] = 60.0;
   m.host_issue_ns = 900.0;
-  m.first_failing_step = 12;
+  m.first_failing_step = StepId{12};
   m.fills = 2;
   const auto s = line_samples();
   const auto r = replay_report_json(plan, "swap.plan.json", dev, settings, m, fit_link(s, true), fit_link(s, false));

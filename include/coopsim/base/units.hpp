@@ -102,5 +102,9 @@ constexpr std::uint32_t index_of(TensorId id) { return static_cast<std::uint32_t
 constexpr std::uint32_t index_of(OpId id) { return static_cast<std::uint32_t>(id); }
 inline constexpr TensorId kNoTensor{0xffffffffU};  // "no tensor" (a free block, no view base)
 inline constexpr OpId kNoOp{0xffffffffU};
+// A trace event: its index in Trace::events() (run logs say which event was being processed).
+enum class EventId : std::uint32_t {};
+constexpr std::uint32_t index_of(EventId id) { return static_cast<std::uint32_t>(id); }
+inline constexpr EventId kNoEvent{0xffffffffU};
 
 }  // namespace coopsim

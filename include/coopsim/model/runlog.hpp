@@ -31,7 +31,7 @@ inline constexpr RecordId kNoRecordId{kNoRecord};
 // One tensor content at one place: which storage (trace tensor index of the storage root),
 // which version, in which block.
 struct LogRef {
-  std::uint32_t storage = 0;  // index of the storage's TensorId (the auditor's tables are indexed by it)
+  TensorId storage{0};  // the storage root's trace tensor
   std::uint32_t version = 0;
   std::uint64_t addr = 0;
   Bytes size;  // the block's size (allocator rounding included)
@@ -63,10 +63,10 @@ struct LogRecord {
   bool forced = false;       // Evict: chosen by the policy
   std::uint16_t stream = 0;  // Alloc: the allocation stream of the trace
   SimTime start{0}, end{0};
-  OpId op = kNoOp;                   // Compute / Recompute: the trace op
-  std::uint32_t event = kNoRecord;   // trace event index being processed when recorded
-  RecordId origin = kNoRecordId;     // Recompute: the Compute record it repeats
-  std::uint32_t first = 0;           // index of the first ref
+  OpId op = kNoOp;                // Compute / Recompute: the trace op
+  EventId event = kNoEvent;       // the trace event being processed when recorded
+  RecordId origin = kNoRecordId;  // Recompute: the Compute record it repeats
+  std::uint32_t first = 0;        // index of the first ref
   std::uint32_t reads = 0, writes = 0;
   Bytes allocated, reserved;  // Memory: the allocator's allocated and reserved bytes
 };
@@ -78,7 +78,7 @@ struct LogSegment {
   SegmentChange change;
   SimTime time{0};
   std::uint32_t before = 0;
-  std::uint32_t event = kNoRecord;  // trace event index being processed
+  EventId event = kNoEvent;  // the trace event being processed
 };
 
 struct RunLog {

@@ -44,8 +44,8 @@ struct ReplaySettings {
 };
 
 struct Calibration {
-  double cycles_per_ns = 0.0;       // measured SM clock (clock64 cycles per ns of CUDA-event time)
-  double kernel_overhead_ns = 0.0;  // launch-to-launch time of an empty op kernel, taken off every spin
+  double cycles_per_ns = 0.0;             // measured SM clock (clock64 cycles per ns of CUDA-event time)
+  double kernel_overhead_ns = 0.0;        // launch-to-launch time of an empty op kernel, taken off every spin
   double check_read_bytes_per_ns = 0.0;   // the op kernel checking a 256 MiB block (every word)
   double check_write_bytes_per_ns = 0.0;  // the op kernel writing a 256 MiB block (every word)
 };
@@ -53,16 +53,16 @@ struct Calibration {
 // What one replay measured. Times are CUDA-event times in ns.
 struct ReplayMeasurement {
   Calibration calibration;
-  std::vector<double> iteration_ns;            // per timed iteration: start to the compute stream's last step
-  std::vector<double> all_streams_ns;          // per timed iteration: start until every stream finished
-  std::vector<double> step_ns;                 // per step: mean duration over timed iterations (0 for markers)
-  double host_issue_ns = 0.0;                  // host wall time to issue one iteration (graph: one launch)
-  std::uint32_t first_failing_step = kNoStep;  // integrity: the first step that found a wrong pattern
-  std::uint64_t fills = 0, poisons = 0;        // pattern writes at allocations, per iteration
-  std::uint64_t read_words = 0;                // per iteration: input words of op / recompute / access steps
-  std::uint64_t read_words_checked = 0;        // of them, checked (sample stride and thinning)
-  std::uint64_t thinned_steps = 0;             // steps whose check was thinned to fit their duration
-  std::uint64_t view_steps = 0;                // op steps of no duration and no writes: no kernel launched
+  std::vector<double> iteration_ns;      // per timed iteration: start to the compute stream's last step
+  std::vector<double> all_streams_ns;    // per timed iteration: start until every stream finished
+  std::vector<double> step_ns;           // per step: mean duration over timed iterations (0 for markers)
+  double host_issue_ns = 0.0;            // host wall time to issue one iteration (graph: one launch)
+  StepId first_failing_step = kNoStep;   // integrity: the first step that found a wrong pattern
+  std::uint64_t fills = 0, poisons = 0;  // pattern writes at allocations, per iteration
+  std::uint64_t read_words = 0;          // per iteration: input words of op / recompute / access steps
+  std::uint64_t read_words_checked = 0;  // of them, checked (sample stride and thinning)
+  std::uint64_t thinned_steps = 0;       // steps whose check was thinned to fit their duration
+  std::uint64_t view_steps = 0;          // op steps of no duration and no writes: no kernel launched
 };
 
 // The stride at which an op step checks its inputs (plain C++, shared by the backend and its tests).

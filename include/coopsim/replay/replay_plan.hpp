@@ -29,7 +29,10 @@ namespace coopsim::gpu {
 
 inline constexpr std::string_view kPlanFormat = "coopsim-plan";
 inline constexpr int kPlanVersion = 1;
-inline constexpr std::uint32_t kNoStep = 0xffffffffU;
+// A step of a plan: its index in Plan::steps.
+enum class StepId : std::uint32_t {};
+constexpr std::uint32_t index_of(StepId id) { return static_cast<std::uint32_t>(id); }
+inline constexpr StepId kNoStep{0xffffffffU};
 
 enum class StepKind : std::uint8_t { Alloc, Free, Evict, Op, Recompute, Access, SwapOut, SwapIn };
 // Compute runs ops, recomputes, accesses and the alloc/free/evict markers; DeviceToHost the
@@ -45,7 +48,7 @@ Stream stream_of(StepKind k);  // the only stream a step of this kind may run on
 
 // One tensor content in one arena block.
 struct PlanRef {
-  std::uint32_t tensor = 0;   // PlanTensor::id (the storage's trace tensor index)
+  TensorId tensor{0};         // PlanTensor::id (the storage's trace tensor)
   std::uint32_t version = 0;  // content version (runlog.hpp's contents model)
   std::uint64_t offset = 0;   // arena offset of the block
   Bytes size;                 // block size
@@ -55,22 +58,22 @@ struct PlanRef {
 struct PlanStep {
   StepKind kind = StepKind::Op;
   Stream stream = Stream::Compute;
-  std::vector<std::uint32_t> after;  // earlier steps (other streams) that must complete first
-  SimTime start{0}, end{0};          // simulated; markers have start == end
+  std::vector<StepId> after;  // earlier steps (other streams) that must complete first
+  SimTime start{0}, end{0};   // simulated; markers have start == end
   // alloc, free, evict, access, swap_out, swap_in: the block (version unused by alloc/free)
   PlanRef block;
   bool fresh = false;                  // alloc: the trace's own allocation (else the engine's: swap-in target, ...)
   bool fill = false;                   // alloc: the block starts holding version 0 (the replay writes its pattern)
   bool forced = false;                 // evict: chosen by the policy (else eager)
   Bytes bytes;                         // swap_out, swap_in: bytes copied (the tensor's size)
-  std::uint32_t op = kNoStep;          // op, recompute: PlanOp::id
-  std::uint32_t origin = kNoStep;      // recompute: the op step it repeats
+  OpId op = kNoOp;                     // op, recompute: PlanOp::id
+  StepId origin = kNoStep;             // recompute: the op step it repeats
   std::vector<PlanRef> reads, writes;  // op, recompute
   friend bool operator==(const PlanStep&, const PlanStep&) = default;
 };
 
 struct PlanTensor {
-  std::uint32_t id = 0;
+  TensorId id{0};
   std::uint64_t file_id = 0;
   Bytes size;
   std::string name;
@@ -78,7 +81,7 @@ struct PlanTensor {
 };
 
 struct PlanOp {
-  std::uint32_t id = 0;
+  OpId id{0};
   std::uint64_t file_id = 0;
   std::string name;
   SimTime duration{0};
@@ -111,8 +114,9 @@ struct Plan {
   std::vector<PlanTensor> tensors;  // ascending id
   std::vector<PlanOp> ops;          // ascending id
   std::vector<PlanStep> steps;      // issue order; step id = index
-  [[nodiscard]] const PlanTensor* tensor(std::uint32_t id) const;
-  [[nodiscard]] const PlanOp* op(std::uint32_t id) const;
+  [[nodiscard]] const PlanTensor* tensor(TensorId id) const;
+  [[nodiscard]] const PlanOp* op(OpId id) const;
+  [[nodiscard]] const PlanStep& step(StepId id) const { return steps[index_of(id)]; }
   friend bool operator==(const Plan&, const Plan&) = default;
 };
 
@@ -124,7 +128,7 @@ class PlanError : public Error {
 };
 
 // "steps[12] (op 'relu')", "steps[4] (swap_in of tensor 7 'x')": how errors and reports name a step.
-std::string describe_step(const Plan& plan, std::uint32_t id);
+std::string describe_step(const Plan& plan, StepId id);
 
 // The plan of a completed run (`link`: the run's link model). Throws Error when the run cannot
 // be replayed on one arena: it did not complete, the allocator is address-blind, or its blocks
