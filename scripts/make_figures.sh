@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates the figures of docs/user-guide.md (docs/figures/*.png) from the bundled traces:
-# sweeps configs/coop-matrix.json and configs/smartpool-matrix.json, then scripts/plot.py.
+# sweeps configs/coop-matrix.json and configs/smartpool-matrix.json, then scripts/plot.py; and
+# docs/results-coop-paper.md's figure (scripts/coop_paper.py over configs/coop-paper/).
 #   scripts/make_figures.sh              # build dir build/ (BUILD_DIR=...), every core (JOBS=N)
 # Needs python3-matplotlib (installed through scripts/deps.sh when missing). The sweeps take
 # about 40 s of CPU time; the figures depend only on the sweeps' CSV files.
@@ -30,4 +31,7 @@ done
 for f in peak_reserved minbudget; do
   cp "$work/smartpool-plots/$f.png" "docs/figures/smartpool-$f.png"
 done
+# Coop's eight panels as OneFlow ran them (docs/results-coop-paper.md)
+"$python" scripts/coop_paper.py --coopsim "$build/src/coopsim" ${JOBS:+--jobs "$JOBS"} \
+  --figure docs/figures/coop-paper.png --tables "$work/coop-paper.md"
 ls docs/figures/*.png

@@ -51,10 +51,12 @@ def check_options(iterations, accumulation, amp, fake):
         raise RuntimeError("fake=True needs torch >= 1.13 (FakeTensorMode)")
 
 
-def source_fields(*, model_dtype, amp, checkpoint, accumulation, set_to_none):
+def source_fields(*, model_dtype, amp, checkpoint, accumulation, set_to_none, preallocate_grads=False, harness=None,
+                  granularity=None):
     """The header's source keys that describe precision and the training loop."""
     return {"dtype": model_dtype, "amp": amp, "checkpoint": checkpoint, "accumulation": accumulation,
-            "set_to_none": set_to_none}
+            "set_to_none": set_to_none, "preallocate_grads": preallocate_grads, "harness": harness,
+            "granularity": granularity or "pytorch"}
 
 
 def describe_checkpoint(checkpoint, builder):
@@ -70,7 +72,7 @@ def device_name(device, fake):
 
 def record(model, batch, loss_fn, optimizer="adamw", *, iterations=2, fake=True, amp=None, checkpoint=None,
            device_profile=None, set_to_none=True, accumulation=1, output=None, name=None, device=None, seed=0,
-           launch_overhead=0.0, log=None, duration_model="fitted"):
+           launch_overhead=0.0, log=None, duration_model="fitted", preallocate_grads=False):
     """Records `iterations` optimizer steps of a model and writes them as a coopsim trace v1.
 
     model: an nn.Module, or a zero-argument callable that builds one (under fake=True it is built
@@ -88,6 +90,8 @@ def record(model, batch, loss_fn, optimizer="adamw", *, iterations=2, fake=True,
     duration_model: 'fitted' (default: the profile's roofline divided by per-kind efficiencies fitted
         to H200 measurements, at least a per-kernel floor) or 'roofline' (the bare roofline).
     set_to_none: zero_grad(set_to_none); False zeroes the gradients in place and keeps them.
+    preallocate_grads: a zeroed gradient per parameter before the first forward, accumulated into and
+        kept (OneFlow's ContiguousGrad, as Coop's sweeps ran); implies set_to_none=False.
     accumulation: micro-batches (forward + backward) per optimizer step.
     output: the trace path (gzip when it ends in .gz); default a new file in the temporary directory.
     Returns the path written.
@@ -113,7 +117,8 @@ def record(model, batch, loss_fn, optimizer="adamw", *, iterations=2, fake=True,
     builder = record_session(model, make_batch, loss_fn, optimizer, iterations=iterations, device=device,
                              fake=fake, timer=timer, log=log, amp=amp, checkpoint=checkpoint,
                              accumulation=accumulation, set_to_none=set_to_none, workspaces=workspaces,
-                             cuda_like=fake or (profile is not None and not device.startswith("cuda")))
+                             cuda_like=fake or (profile is not None and not device.startswith("cuda")),
+                             preallocate_grads=preallocate_grads)
     name = name or builder.model_name
     if output is None:
         fd, output = tempfile.mkstemp(prefix=f"coopsim-{name}-", suffix=".jsonl.gz")
@@ -123,7 +128,8 @@ def record(model, batch, loss_fn, optimizer="adamw", *, iterations=2, fake=True,
               "optimizer": optimizer if isinstance(optimizer, str) else getattr(optimizer, "__qualname__", "callable"),
               "fake": fake, "seed": seed}
     source.update(source_fields(model_dtype=builder.model_dtype, amp=amp, checkpoint=describe_checkpoint(checkpoint, builder),
-                                accumulation=accumulation, set_to_none=set_to_none))
+                                accumulation=accumulation, set_to_none=set_to_none and not preallocate_grads,
+                                preallocate_grads=preallocate_grads))
     source["durations"] = timer.describe()
     source["workspaces"] = workspaces.describe() if workspaces is not None else None
     header = {"format": "coopsim-trace", "version": 1, "model": name, "source": source, "time_unit": "ns",

@@ -6,6 +6,8 @@ import os
 import sys
 import time
 
+from .harness import GRANULARITIES, HARNESSES, OPTIMIZERS, apply_harness
+
 TOOL = "scripts/record_pytorch.py"
 
 
@@ -16,7 +18,7 @@ def parse_args(argv, models):
                    help=f"a bundled model ({', '.join(sorted(models))}) or MODULE:FUNCTION, a function returning "
                         "an nn.Module or a Spec (MODULE: a dotted module name or a .py file)")
     p.add_argument("--batch", type=int, help="batch size (default: the model's evaluation batch)")
-    p.add_argument("--iterations", type=int, default=2, help="training iterations to record (default 2)")
+    p.add_argument("--iterations", type=int, help="training iterations to record (default 2; --harness oneflow: 1)")
     p.add_argument("-o", "--output", required=True, help="output trace (.jsonl or .jsonl.gz)")
     p.add_argument("--fake", action="store_true", help="FakeTensors: exact sizes, no memory; implies an estimate")
     p.add_argument("--device-profile", choices=["a100", "h100", "h200"],
@@ -34,9 +36,19 @@ def parse_args(argv, models):
                         "block the model defines (all-blocks)")
     p.add_argument("--accumulation", type=int, default=1, metavar="N",
                    help="micro-batches (forward + backward) per optimizer step (default 1)")
-    p.add_argument("--optimizer", choices=["sgd", "adam", "adamw"], help="override the model's optimizer")
+    p.add_argument("--optimizer", choices=list(OPTIMIZERS),
+                   help="override the model's optimizer (sgd-plain: lr 0.001, no momentum, no weight decay)")
     p.add_argument("--keep-grads", action="store_true",
                    help="zero_grad(set_to_none=False): gradients are zeroed in place and stay allocated")
+    p.add_argument("--preallocate-grads", action=argparse.BooleanOptionalAction,
+                   help="a zeroed gradient per parameter before the first forward, kept (implies --keep-grads; "
+                        "--no-preallocate-grads undoes a harness's)")
+    p.add_argument("--granularity", choices=list(GRANULARITIES),
+                   help="op granularity: pytorch (default: the ATen ops) or oneflow (dropout as OneFlow's random "
+                        "mask + deterministic dropout op; torch >= 2.4)")
+    p.add_argument("--harness", choices=list(HARNESSES),
+                   help="record as a paper's harness ran: oneflow = Coop's sweeps (1 iteration, sgd-plain, "
+                        "preallocated kept gradients, oneflow granularity); explicit options still apply")
     p.add_argument("--seed", type=int, default=0, help="torch.manual_seed (default 0)")
     p.add_argument("--quiet", action="store_true", help="no progress or warnings on stderr")
     p.add_argument("--memory-snapshot", metavar="FILE",
@@ -44,6 +56,7 @@ def parse_args(argv, models):
                         "its snapshot (torch.cuda.memory._snapshot(), pickled; gzip when FILE ends in .gz); the "
                         "allocator's peaks go into the header (source.cuda_memory)")
     args = p.parse_args(argv)
+    apply_harness(args)
     if ":" not in args.model and args.model not in models:
         p.error(f"argument --model: invalid choice: {args.model!r} (choose from {', '.join(sorted(models))}, "
                 "or MODULE:FUNCTION)")
@@ -152,6 +165,8 @@ def main(argv=None, tool=TOOL):
                              iterations=args.iterations, device=device, fake=args.fake, timer=timer, log=log,
                              amp=args.amp, checkpoint=checkpoint, accumulation=args.accumulation,
                              set_to_none=not args.keep_grads, workspaces=workspaces,
+                             preallocate_grads=args.preallocate_grads,
+                             granularity=None if args.granularity == "pytorch" else args.granularity,
                              cuda_like=args.fake or (profile is not None and not device.startswith("cuda")))
             if history is not None:
                 cuda_memory = history.stats()
@@ -166,7 +181,9 @@ def main(argv=None, tool=TOOL):
                   "fake": args.fake, "seed": args.seed}
         source.update(api.source_fields(model_dtype=builder.model_dtype, amp=args.amp,
                                         checkpoint=api.describe_checkpoint(checkpoint, builder),
-                                        accumulation=args.accumulation, set_to_none=not args.keep_grads))
+                                        accumulation=args.accumulation, set_to_none=not args.keep_grads,
+                                        preallocate_grads=args.preallocate_grads, harness=args.harness,
+                                        granularity=args.granularity))
         source["durations"] = timer.describe()
         source["workspaces"] = workspaces.describe() if workspaces is not None else None
         if history is not None:

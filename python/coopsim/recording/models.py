@@ -3,7 +3,8 @@ decoders (llama.py) and a tiny MLP.
 
 Default batch sizes and inputs are those of Coop's evaluation (docs/models/coop.md, "Evaluation
 models", from the plotting script of the Coop artifact): ResNet-50 115, ResNet-152 55,
-Inception-v3 96 at 299x299, U-Net 5 at 460x608, BERT-Large 4 at sequence 512, Swin-T 40, BiLSTM 2048
+Inception-v3 96 at 299x299, U-Net 5 at 460x608, BERT-Large 4 at sequence 512, Swin-T 40 (and Swin-B 40,
+the Swin OneFlow's sweeps built), BiLSTM 2048
 (input 100, 256 units, sequence 128), DenseNet-121 70; images are 224x224 unless stated. GPT-2 (not in
 that list) uses batch 8 at its full context of 1024. All weights are random (torchvision models are built
 without weights: nothing is downloaded). Losses are cross-entropy against random labels.
@@ -14,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .fused import FusedBiLSTM
 from .llama import LLAMA_1B, LLAMA_7B, Llama, causal_lm_loss, token_batch
 from .transformer import GPT2, BertPreTraining
 
@@ -185,8 +187,14 @@ SPECS = [
          "BERT-Large pre-training (MLM over all 512 positions + NSP), sequence 512", blocks=_numbered("layers")),
     Spec("swin_t", 40, _tv("swin_t"), _images((224, 224)), _classify, "adamw",
          "torchvision Swin-T, 224x224, 1000 classes"),
+    Spec("swin_b", 40, _tv("swin_b"), _images((224, 224)), _classify, "adamw",
+         "torchvision Swin-B, 224x224, 1000 classes (the Swin of OneFlow's Coop sweeps: dtr2 run_dtr.py:197 "
+         "swin_base_patch4_window7_224)"),
     Spec("bilstm", 2048, BiLSTM, _lstm_inputs, _lstm_loss, "sgd",
          "bidirectional LSTM, input 100, 256 units, sequence 128, 10 classes"),
+    Spec("bilstm_fused", 2048, lambda: FusedBiLSTM(), _lstm_inputs, _lstm_loss, "sgd",
+         "bidirectional LSTM as bilstm, each step as OneFlow runs it: two matmuls and one fused cell "
+         "(torch >= 2.4)"),
     Spec("densenet121", 70, _tv("densenet121"), _images((224, 224)), _classify, "sgd",
          "torchvision DenseNet-121, 224x224, 1000 classes"),
     Spec("gpt2", 8, GPT2, _gpt2_inputs, _gpt2_loss, "adamw",

@@ -29,6 +29,8 @@ import math
 
 import torch
 
+from .harness import OPTIMIZERS  # noqa: F401 (the names, re-exported)
+
 
 class StepCountAdamW(torch.optim.Optimizer):
     decoupled = True
@@ -120,7 +122,6 @@ class StepCountAdam(StepCountAdamW):
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
 
 
-OPTIMIZERS = ("sgd", "adam", "adamw")
 # torch 1.13 resolved foreach=None to the single-tensor path on every device; 2.0 made foreach the
 # default on CUDA (torch/optim/optimizer.py, _default_to_fused_or_foreach).
 CUDA_FOREACH_DEFAULT = int(torch.__version__.split(".")[0]) >= 2
@@ -128,8 +129,9 @@ _UNSUPPORTED_UNDER_FAKE = ("amsgrad", "fused", "capturable", "maximize", "differ
 
 
 def make_optimizer(kind, params, fake, cuda_like=None):
-    """'sgd': SGD, momentum 0.9, weight decay 1e-4; 'adamw': AdamW, weight decay 0.01; 'adam': Adam,
-    no weight decay; or a callable(params) -> torch.optim.Optimizer. cuda_like (default: fake): the
+    """'sgd': SGD, momentum 0.9, weight decay 1e-4; 'sgd-plain': SGD, lr 0.001, no momentum, no weight
+    decay (no optimizer state: OneFlow's Coop sweeps, dtr2 run_dtr.py:265-266); 'adamw': AdamW, weight
+    decay 0.01; 'adam': Adam, no weight decay; or a callable(params) -> torch.optim.Optimizer. cuda_like (default: fake): the
     recording models a GPU, so the optimizer runs CUDA's default (foreach) path."""
     cuda_like = fake if cuda_like is None else cuda_like
     params = list(params)
@@ -143,6 +145,8 @@ def make_optimizer(kind, params, fake, cuda_like=None):
     foreach = cuda_like and CUDA_FOREACH_DEFAULT
     if kind == "sgd":
         return torch.optim.SGD(params, lr=0.1, momentum=0.9, weight_decay=1e-4, **({"foreach": True} if foreach else {}))
+    if kind == "sgd-plain":
+        return torch.optim.SGD(params, lr=0.001, momentum=0.0, **({"foreach": True} if foreach else {}))
     if kind == "adamw":
         if fake:
             return ForeachStepCountAdamW(params) if foreach else StepCountAdamW(params)

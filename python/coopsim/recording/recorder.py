@@ -28,7 +28,8 @@ from .compat import StorageRef, fake_shape_rule, is_fake, no_python_dispatch, op
 RANDOM_OPS = {"bernoulli", "bernoulli_", "native_dropout", "_fused_dropout", "rand", "rand_like", "randn",
               "randn_like", "randint", "randint_like", "randperm", "normal", "normal_", "uniform_",
               "exponential_", "geometric_", "log_normal_", "cauchy_", "random_", "multinomial",
-              "rrelu_with_noise", "rrelu_with_noise_", "_standard_gamma", "poisson"}
+              "rrelu_with_noise", "rrelu_with_noise_", "_standard_gamma", "poisson",
+              "random_mask_like"}  # coopsim::random_mask_like (fused.py: OneFlow's dropout mask)
 # Ops whose schema omits the in-place update of the running statistics (arguments 3 and 4) in training.
 BATCH_NORM_RUNNING_STATS = {"aten::native_batch_norm", "aten::cudnn_batch_norm", "aten::miopen_batch_norm"}
 

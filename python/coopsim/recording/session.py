@@ -19,7 +19,8 @@ from torch.nn.modules.module import register_module_forward_hook, register_modul
 
 from . import amp as amp_mod
 from .cuda_dispatch import CudaDispatch
-from .compat import FakeTensorMode, is_fake
+from .fused import oneflow_granularity
+from .compat import FakeTensorMode, is_fake, no_python_dispatch
 from .optim import make_optimizer
 from .recorder import Recorder
 from .trace import TraceBuilder
@@ -92,6 +93,23 @@ def fake_module(model, fake_mode):
         memo[id(t)] = (torch.nn.Parameter(f, requires_grad=t.requires_grad)
                        if isinstance(t, torch.nn.Parameter) and f is not t else f)
     return copy.deepcopy(model, memo)
+
+
+def _build(build, fake_mode):
+    """build() inside fake_mode; where construction reads a tensor's value (torch >= 2.x's
+    nn.init.trunc_normal_ calls .item(), which FakeTensors refuse: torchvision's Swin and
+    Inception-v3), build() again on the meta device, whose initialisers skip value reads, and make
+    FakeTensors of its parameters and buffers (fake_module)."""
+    data_dependent = getattr(getattr(torch._subclasses, "fake_tensor", None), "DataDependentOutputException", None)
+    if data_dependent is None:
+        return build()
+    try:
+        return build()
+    except data_dependent:
+        pass
+    with no_python_dispatch(), torch.device("meta"):
+        model = build()
+    return fake_module(model, fake_mode) if isinstance(model, torch.nn.Module) else model
 
 
 def move_fake_module(model, device):
@@ -192,19 +210,27 @@ def _one_input_requires_grad(args):
 
 
 def record(model, make_batch, loss_fn, optimizer, *, iterations, device, fake, timer, log=None, amp=None,
-           checkpoint=None, accumulation=1, set_to_none=True, workspaces=None, cuda_like=None):
+           checkpoint=None, accumulation=1, set_to_none=True, workspaces=None, cuda_like=None,
+           preallocate_grads=False, granularity=None):
     """Returns a TraceBuilder holding `iterations` optimizer steps.
 
     model: an nn.Module or a zero-argument callable building one (under fake, built inside the fake
     mode); make_batch(device) -> dict of tensors, called once per micro-batch; loss_fn(model, batch) ->
     scalar loss; optimizer: a name of optim.make_optimizer or a callable(params). cuda_like (default:
     fake): the recording models a GPU it does not run on, so it makes the choices CUDA would
-    (cuda_dispatch.py, the foreach optimizers of optim.py)."""
+    (cuda_dispatch.py, the foreach optimizers of optim.py). preallocate_grads: before the first forward,
+    a zeroed gradient per parameter (zeros_like, parameter order), which backward accumulates into
+    and which stays allocated (OneFlow's flow.nn.ContiguousGrad as its Coop sweeps ran it: dtr2
+    run_dtr.py:289-290, python/oneflow/nn/modules/contiguous.py); implies set_to_none=False.
+    granularity: None (PyTorch's ops) or 'oneflow': dropout as OneFlow's random mask + deterministic
+    dropout op (fused.oneflow_granularity)."""
+    if preallocate_grads:
+        set_to_none = False
     cuda_like = fake if cuda_like is None else cuda_like
     fake_mode = FakeTensorMode() if fake else contextlib.nullcontext()
     with fake_mode:
         if not isinstance(model, torch.nn.Module):
-            model = model()
+            model = _build(model, fake_mode) if fake else model()
             if not isinstance(model, torch.nn.Module):
                 raise TypeError(f"the model callable returned {type(model).__name__}, not a torch.nn.Module")
         if fake and not all(is_fake(t) and t.fake_mode is fake_mode for t in list(model.parameters()) + list(model.buffers())):
@@ -238,12 +264,17 @@ def record(model, make_batch, loss_fn, optimizer, *, iterations, device, fake, t
     try:
         # a recording that models a GPU it does not run on: the kernels CUDA would pick (cuda_dispatch.py)
         dispatch = CudaDispatch() if cuda_like else contextlib.nullcontext()
-        with fake_mode, dispatch, rec, ModuleNames(model, rec) as module_names, \
+        ops = oneflow_granularity() if granularity == "oneflow" else contextlib.nullcontext()
+        with ops, fake_mode, dispatch, rec, ModuleNames(model, rec) as module_names, \
                 checkpointed(model, names, module_names):
             for it in range(iterations):
                 data = None
                 for micro in range(accumulation):
                     _phase(rec, "forward", iteration=micro == 0, mark="forward" if accumulation > 1 else None)
+                    if preallocate_grads and it == 0 and micro == 0:
+                        for p in params:
+                            if p.requires_grad:
+                                p.grad = torch.zeros_like(p)
                     # a loop's `data = next(batches)`: the previous micro-batch dies once the next exists
                     data = _load_batch(rec, make_batch, device, fake_mode if fake else None)
                     with amp_mod.autocast(amp, device_type) if amp else contextlib.nullcontext():
