@@ -2,8 +2,9 @@
 # Benchmark (method and figures: docs/performance.md): generates a large synthetic trace
 # (>= 1M events), then measures
 #  - parse rate of trace v1 (lines/s), plain and gzip, one core;
-#  - replay rate under keep for every allocator (events/s), one core;
-#  - replay rate per allocator x policy at 60 % of the peak (recompute, swap, hybrid), one core;
+#  - simulation rate under keep for every allocator (events/s, rows `replay`), one core;
+#  - simulation rate per allocator x policy at 60 % of the peak (recompute, swap, hybrid; rows
+#    `replay-policy`), one core;
 #  - sweep throughput (runs/s, two threads): 100 budgets x coop/dte/dtr on the largest bundled
 #    traces;
 #  - `coopsim plan` on 30 000 and 62 000 random buffers (wall time under --time-limit 5 / 10);
@@ -44,7 +45,7 @@ mkdir -p bench
       $1=="replay" && f ~ /jsonl$/ { printf "replay,%s,events_per_s,%s,%s\n", $2, $5, $7 }'
   done
   # Policies at 60 % of the peak on a smaller synthetic trace (recompute policies do far more
-  # work per event than keep); events/s counts the events replayed before the run ended.
+  # work per event than keep); events/s counts the events simulated before the run ended.
   "$coopsim" generate -o bench/medium.jsonl --set layers=50 --set iterations=4 >/dev/null
   for p in coop dtr autoswap vdnn pooch capuchin; do
     taskset -c 0 "$coopsim" bench bench/medium.jsonl -a bestfit,pytorch -p "$p" -b 60% --repeat 1 | awk -F, '

@@ -43,7 +43,7 @@ fi
 
 if has record; then
   # The recorder with CUDA-event durations and, in the same run, the caching allocator's history:
-  # each snapshot imported and replayed with --check-addresses; then the same step timed without the
+  # each snapshot imported and simulated with --check-addresses; then the same step timed without the
   # recorder (scripts/time_pytorch_step.py) for the recorded durations' overhead.
   end=$(deadline "${STAGE_RECORD_S:-240}")
   for spec in "resnet50|resnet50_b115|--batch 115" "gpt2|gpt2_b8|--batch 8" \

@@ -3,10 +3,10 @@
 
 For each recording in traces/h200 (measured.json: the H200's max_memory_allocated /
 max_memory_reserved and the uninstrumented step time), the same model is recorded in fake mode with
-the h200 device profile by PYTHON (torch 2.x; no GPU), replayed by COOPSIM on the pytorch allocator
+the h200 device profile by PYTHON (torch 2.x; no GPU), simulated by COOPSIM on the pytorch allocator
 model with the keep policy, and compared: peak allocated and reserved against the allocator's own
 peaks, the simulated time per iteration against the measured step. The CUDA-timed trace itself is
-replayed too (its rows say "cuda trace"). Targets (issue "Before launch"): memory within +-1 % and
+simulated too (its rows say "cuda trace"). Targets (issue "Before launch"): memory within +-1 % and
 never more than 0.5 % below, time within +-10 %.
 
 usage: scripts/predict.py COOPSIM PYTHON [--out DIR] [--only NAME,...]

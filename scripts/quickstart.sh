@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One command from a fresh Debian 12 / Ubuntu machine to coopsim's main job:
-# installs missing packages, builds with Meson, replays the bundled default trace under every
+# installs missing packages, builds with Meson, simulates the bundled default trace under every
 # allocator, runs a small budget sweep, prints a summary table and writes CSVs under out/.
 set -eu
 cd "$(dirname "$0")/.."

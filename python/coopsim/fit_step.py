@@ -2,7 +2,7 @@
 
 Records the variants of a training step a PyTorch user can switch on (activation checkpointing of
 the model's blocks, micro-batches through gradient accumulation, bf16 autocast, a smaller batch) in
-fake mode (no GPU, no memory), replays each on the `pytorch` allocator model at the usable capacity
+fake mode (no GPU, no memory), simulates each on the `pytorch` allocator model at the usable capacity
 (capacity - reserve: the CUDA context is outside the caching allocator) and returns a ranked
 pandas.DataFrame: what to change, peak reserved and allocated bytes, simulated milliseconds per
 optimizer step (the device profile's fitted duration model), fits or not. docs/python.md.

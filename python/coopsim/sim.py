@@ -264,7 +264,7 @@ def advise(trace, capacity, sets=None, config=None, jobs=None, binary=None, rese
     policy fits), 'spare_bytes' (the defaults fit) or 'short_bytes' (they do not), 'reserve_bytes',
     'usable_bytes', 'min_capacity_bytes' (the smallest capacity for PyTorch's defaults, reserve
     included), 'step_ms' (the answer's simulated time per iteration), 'use' (the line to use),
-    'answer' (the top entry), 'settings' and 'policies' (every replay, ranked; their 'run' holds the
+    'answer' (the top entry), 'settings' and 'policies' (every simulation, ranked; their 'run' holds the
     coopsim run arguments that reproduce it). Nothing fitting is an answer, not an error (exit 3);
     capacity: bytes, '80GiB' or '90%'; reserve: bytes or '1GiB' (None: the binary's default, 512 MiB
     for the CUDA context)."""

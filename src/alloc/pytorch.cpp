@@ -332,7 +332,7 @@ std::optional<std::uint64_t> PyTorchCachingAllocator::Impl::acquire_segment(std:
         report(SegmentAction::Alloc, p.addr, size, stream, small_pool, false);
         return p.addr;
       }
-      // The range is still held in the model (the replay has diverged): place it as usual.
+      // The range is still held in the model (the simulation has diverged): place it as usual.
     }
   }
   from_device = true;

@@ -8,7 +8,7 @@
 // reserved. Unmapped ranges are blocks with mapped == false, kept per pool in an address-ordered
 // set; they are always page aligned. Free mapped blocks never merge with unmapped ones.
 //
-// Replays of recordings (additions): a reservation's base comes from the recording when the plan
+// Simulations of recordings (additions): a reservation's base comes from the recording when the plan
 // has one for the stream and pool (upstream's cuMemAddressReserve result, which the model cannot
 // predict), and seed() rebuilds reservations around the recorded mapped ranges.
 #include <fmt/format.h>

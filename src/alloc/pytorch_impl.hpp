@@ -44,7 +44,7 @@
 //    reservation (plan entry with expandable) when there is one at or below them, else at the
 //    lowest range; it needs expandable_segments. A bump-allocated address that would overlap a
 //    seeded segment is skipped (the bump pointer moves on).
-//  * Recorded segment addresses (assign_segment_addresses) are an addition for replays: a new
+//  * Recorded segment addresses (assign_segment_addresses) are an addition for simulating recordings: a new
 //    segment whose size, stream and pool match the next unused recorded entry is placed at the
 //    recorded address (as the recording's cudaMalloc returned it) unless that range is taken in
 //    the model; every other segment comes from DeviceMemory's bump pointer. Planned segments

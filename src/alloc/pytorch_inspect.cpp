@@ -1,5 +1,5 @@
 // `pytorch` allocator model: stats, ranges, invariant checks and seeding of pre-existing
-// segments (for replaying memory snapshots).
+// segments (for simulating memory snapshots).
 #include <fmt/format.h>
 
 #include <algorithm>

@@ -1,5 +1,5 @@
-// `coopsim bench TRACE`: parse rate and replay rate per allocator x policy (keep by default),
-// on one core.
+// `coopsim bench TRACE`: parse rate and simulation rate (the `replay` rows) per allocator x policy
+// (keep by default), on one core.
 // Wall-clock figures: for scripts/bench.sh, never for tests.
 #include <fmt/format.h>
 

@@ -10,9 +10,9 @@
 //  * RematExecutor (remat_executor.hpp): DTR's values and executions for recompute policies,
 //    with the hybrids' swaps.
 //  * SimrdExecutor (simrd_executor.hpp): DTR's reference simulator's runtime (src/engine/simrd/),
-//    which replays the whole trace in setup().
+//    which simulates the whole trace in setup().
 // The loop reaches the executor through the small Executor interface, once per event, per
-// completed copy and per policy action, never per tensor: so few virtual calls that replay rates
+// completed copy and per policy action, never per tensor: so few virtual calls that simulation rates
 // did not move when the engine was split (scripts/bench.sh measures them). The executor is also
 // the MemoryView the policy sees, so a policy's queries still take one virtual call each.
 #pragma once
@@ -128,7 +128,7 @@ class EventLoop : private SegmentObserver {
     oom_ = true;
     rep_.stopped(status);
   }
-  // dtr.compat=simrd: the replay ran elsewhere and hands over its clocks.
+  // dtr.compat=simrd: the simulation ran elsewhere and hands over its clocks.
   void set_clocks(SimTime now, SimTime ideal, SimTime op_time) {
     now_ = now;
     ideal_ = ideal;

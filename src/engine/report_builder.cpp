@@ -26,8 +26,8 @@ void ReportBuilder::identify(const Trace& trace, const std::string& allocator, c
   r_.config = std::move(config);
 }
 
-void ReportBuilder::replayed_elsewhere(std::uint64_t recomputes, SimTime recompute_time, std::uint64_t forced_evictions,
-                                       std::uint64_t eager_evictions, Bytes peak) {
+void ReportBuilder::simulated_elsewhere(std::uint64_t recomputes, SimTime recompute_time,
+                                        std::uint64_t forced_evictions, std::uint64_t eager_evictions, Bytes peak) {
   r_.time.recompute_time = recompute_time;
   r_.time.recomputes = recomputes;
   r_.counters.forced_evictions = forced_evictions;

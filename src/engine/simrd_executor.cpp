@@ -1,4 +1,4 @@
-// The simrd runtime (simrd_executor.hpp): simrd::replay's figures go to the report builder
+// The simrd runtime (simrd_executor.hpp): simrd::simulate's figures go to the report builder
 // (include/coopsim/engine/simrd.hpp).
 #include "simrd_executor.hpp"
 
@@ -7,14 +7,14 @@
 namespace coopsim::engine_detail {
 
 void SimrdExecutor::setup() {
-  const simrd::Result r = simrd::replay(trace_, simrd::Config{loop_.options().budget, heuristic_, overhead_limit_});
+  const simrd::Result r = simrd::simulate(trace_, simrd::Config{loop_.options().budget, heuristic_, overhead_limit_});
   const SimTime op_time{r.clock - r.remat_compute};
   // A stopped run is measured against the op time it executed, as the engine's own runs are
   // (simrd's baseline is the whole trace's).
   const SimTime ideal = r.outcome == simrd::Outcome::Completed ? SimTime{r.baseline} : op_time;
   loop_.set_clocks(SimTime{r.clock}, ideal, op_time);
   ReportBuilder& rep = loop_.report();
-  rep.replayed_elsewhere(r.recomputes, SimTime{r.remat_compute}, r.evictions, r.eager_evictions, r.peak);
+  rep.simulated_elsewhere(r.recomputes, SimTime{r.remat_compute}, r.evictions, r.eager_evictions, r.peak);
   const bool completed = r.outcome == simrd::Outcome::Completed;
   for (std::size_t e = 0; e < trace_.events.size() && (completed || e < r.stop_event); ++e) {
     if (trace_.events[e].kind == EventKind::Compute) rep.computed();  // the trace's computes it executed

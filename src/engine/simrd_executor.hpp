@@ -1,7 +1,7 @@
 // Private to src/engine: the third execution model, DTR's reference simulator's runtime
 // (Policy::execution_model() == ExecutionModel::SimrdRuntime: dtr.compat=simrd). Its model (one
 // memory counter, storages, simrd's pool order) cannot be expressed through the allocator and the
-// per-value graph, so setup() hands the whole trace to simrd::replay (src/engine/simrd/) and the
+// per-value graph, so setup() hands the whole trace to simrd::simulate (src/engine/simrd/) and the
 // events that follow are already accounted for.
 #pragma once
 

@@ -1,4 +1,4 @@
-// `import dtr --compat simrd`: what the simrd profile's replay needs beyond trace v1. Zero-byte
+// `import dtr --compat simrd`: what the simrd profile's simulation needs beyond trace v1. Zero-byte
 // storages are left out of ops and events in v1 (docs/import-dtr.md, Decisions), but simrd keeps
 // them: they sit in its storage pool, are evicted at release, recomputed as parents and counted
 // in neighbourhood costs. Under the profile the importer records them in the header key

@@ -363,7 +363,7 @@ class Converter {
   Collected& c_;
   MemoryCap& cap_;  // limits.max_memory
   Nesting nesting_;
-  MemoryReplay memory_;
+  PairedMemory memory_;
   std::vector<std::uint32_t> top_level_;
   std::vector<std::int64_t> gpu_ns_;
   std::int64_t gpu_ns_attributed_ = 0;

@@ -198,14 +198,14 @@ struct TensorRecord {
 struct MemoryAction {
   enum class Kind : std::uint8_t { Alloc, Free, Oom } kind = Kind::Alloc;
   std::int64_t ts = 0;
-  std::uint32_t tensor = kNone;  // Alloc / Free; for Oom: index into MemoryReplay::ooms
+  std::uint32_t tensor = kNone;  // Alloc / Free; for Oom: index into PairedMemory::ooms
 };
 
-struct MemoryReplay {
+struct PairedMemory {
   Pairing pairing = Pairing::None;
   std::vector<TensorRecord> tensors;
   std::vector<std::uint32_t> initially_live;  // tensors live when profiling began, in order
-  std::vector<MemoryAction> actions;          // in replay order (ts, then file order)
+  std::vector<MemoryAction> actions;          // in trace order (ts, then file order)
   std::vector<const MemoryEvent*> ooms;
   std::uint64_t zero_byte_events = 0;
   std::uint64_t allocations_outside_ops = 0;
@@ -219,6 +219,6 @@ struct MemoryReplay {
 // Pairs the selected device's alloc / free events into tensor lifetimes: by args.Addr when the
 // events carry it, otherwise LIFO per size (see kineto_memory.cpp). Throws InputError on
 // contradictory events.
-MemoryReplay pair_memory(const std::string& path, const Collected& c, const Nesting& n);
+PairedMemory pair_memory(const std::string& path, const Collected& c, const Nesting& n);
 
 }  // namespace coopsim::kineto_detail

@@ -33,7 +33,7 @@ class Pairer {
  public:
   Pairer(const std::string& path, const Collected& c, const Nesting& n) : path_(path), c_(c), n_(n) {}
 
-  MemoryReplay run() {
+  PairedMemory run() {
     std::vector<std::uint32_t> order(c_.memory.size());
     std::iota(order.begin(), order.end(), 0U);
     std::stable_sort(order.begin(), order.end(),
@@ -183,14 +183,14 @@ class Pairer {
   const std::string& path_;
   const Collected& c_;
   const Nesting& n_;
-  MemoryReplay out_;
+  PairedMemory out_;
   std::map<std::uint64_t, Live> live_by_addr_;
   std::map<std::uint64_t, std::vector<std::uint32_t>> live_by_size_;
 };
 
 }  // namespace
 
-MemoryReplay pair_memory(const std::string& path, const Collected& c, const Nesting& n) {
+PairedMemory pair_memory(const std::string& path, const Collected& c, const Nesting& n) {
   return Pairer(path, c, n).run();
 }
 

@@ -8,7 +8,7 @@
 // files have none). The allocator state at the start of the history is rebuilt from the end-state `segments`
 // (torch_snapshot_state.cpp) and carried as `segment` records; new segments' recorded addresses as `segment_address`
 // records; the end state as header extra "final_segments". No ops and no compute events: snapshots record no compute
-// cost, so these traces drive allocator-only replays.
+// cost, so these traces drive allocator-only simulations.
 #include "coopsim/import/registry.hpp"
 #include "coopsim/import/torch_snapshot.hpp"
 
@@ -32,7 +32,7 @@ namespace {
 
 using namespace detail;
 
-constexpr std::size_t kMaxReplayRounds = 256;  // each round pins one block; bounds the work
+constexpr std::size_t kMaxSimulationRounds = 256;  // each round pins one block; bounds the work
 
 // "medium_128_training" from ".../medium_128_training_memory_snapshot.pickle.gz".
 std::string model_name(const std::string& path) {
@@ -184,7 +184,7 @@ class Builder {
   std::size_t entry_ = kNoEntry;          // the entry being converted
 };
 
-// Replays the trace with the `pytorch` model and explains its first misplaced allocation by an
+// Simulates the trace with the `pytorch` model and explains its first misplaced allocation by an
 // ambiguous pre-existing block's remainder, when it can: the model carved the request (rounded
 // to s) from the free block right behind such a block B, still live, and the recording did not.
 // Best fit took that block as the smallest one of at least s bytes; the recording's blocks were
@@ -195,9 +195,8 @@ class Builder {
 // or the whole gap when less than a free large block (> 1 MiB) would be left. Returns (address,
 // block size), or nothing when the mismatch is not of this kind or the remainder would exceed
 // what should_split leaves.
-std::optional<std::pair<std::uint64_t, std::uint64_t>> remainder_from_replay(const Trace& t, const History& h,
-                                                                             const std::vector<std::size_t>& entries,
-                                                                             const PyTorchOptions& opts) {
+std::optional<std::pair<std::uint64_t, std::uint64_t>> remainder_from_simulation(
+    const Trace& t, const History& h, const std::vector<std::size_t>& entries, const PyTorchOptions& opts) {
   constexpr std::uint64_t kBudget = 4ULL << 40;  // far above any device: no release path
   constexpr std::uint64_t kMinBlock = 512, kSmall = 1ULL << 20;
   PyTorchCachingAllocator alloc(Bytes{kBudget}, opts);
@@ -264,7 +263,7 @@ Trace import_value(const pickle::Value& root, const std::string& path, const Tor
   } catch (const ConfigError& e) {
     throw Error(fmt::format("{}: {}", path, e.what()));
   }
-  // Ambiguous remainders (torch_snapshot_state.cpp) are settled by replaying: each round pins
+  // Ambiguous remainders (torch_snapshot_state.cpp) are settled by simulating: each round pins
   // one from the first misplaced allocation, until none is explained that way.
   std::map<std::uint64_t, std::uint64_t> sizes;
   History h = reconstruct(snap, opts);
@@ -277,8 +276,8 @@ Trace import_value(const pickle::Value& root, const std::string& path, const Tor
     return b;
   };
   std::unique_ptr<Builder> built = build();
-  for (std::size_t round = 0; round < kMaxReplayRounds && !h.ambiguous.empty(); ++round) {
-    const auto fix = remainder_from_replay(t, h, built->event_entries(), opts);
+  for (std::size_t round = 0; round < kMaxSimulationRounds && !h.ambiguous.empty(); ++round) {
+    const auto fix = remainder_from_simulation(t, h, built->event_entries(), opts);
     if (!fix) break;
     sizes[fix->first] = fix->second;
     h = reconstruct(snap, opts, sizes);
@@ -298,7 +297,7 @@ Trace import_value(const pickle::Value& root, const std::string& path, const Tor
     if (e.action != Action::Oom) continue;
     const std::uint64_t reserved = oom_reserved[k++];
     nlohmann::json o = {{"entry", e.index}, {"size", e.size}, {"device_free", e.device_free}, {"reserved", reserved}};
-    // The budget at which the replay fails here as the recording did: cudaMalloc of the
+    // The budget at which the simulation fails here as the recording did: cudaMalloc of the
     // allocation size failed with device_free bytes left next to `reserved`.
     if (reserved <= ~std::uint64_t{0} - e.device_free) o["capacity"] = reserved + e.device_free;
     if (e.size > 0 && ev < builder.oom_events().size()) o["event"] = builder.oom_events()[ev++];
@@ -358,7 +357,7 @@ ImporterEntry torch_snapshot_importer_entry() {
   return {"torch-snapshot", "a PyTorch memory snapshot pickle (torch.cuda.memory._snapshot(); docs/import-torch-snapshot.md)",
           {"--device"}, {}, [](const std::string& input, const ImportOptions& o) {
             return import_torch_snapshot(input, TorchSnapshotOptions{o.device}, o.limits);
-          }, &torch_snapshot::replay_hints};
+          }, &torch_snapshot::simulation_hints};
 }
 
 }  // namespace coopsim

@@ -98,8 +98,8 @@ struct Snapshot {
 
 // Bytes counted in limits.max_memory per entry of the device's history and per block of its
 // segments, besides their names' text (counted four and three times: the entry or block, the
-// reconstruction, the trace, a replay round's copy). They cover what the import derives from
-// one entry or block: the reconstruction (rebuilt per replay round, two alive at once), the
+// reconstruction, the trace, a simulation round's copy). They cover what the import derives from
+// one entry or block: the reconstruction (rebuilt per simulation round, two alive at once), the
 // trace's tensor and events, the builder's maps, and for a block its "final_segments" JSON.
 inline constexpr std::uint64_t kEntryBytes =
     2 * (sizeof(Entry) + sizeof(std::string) + 8 + sizeof(TensorInfo) + 2 * (sizeof(TraceEvent) + 8) + 8);
@@ -153,7 +153,7 @@ struct History {
   bool truncated = false;
   std::string truncation_evidence;
 };
-// `sizes`: block sizes to take for pre-existing blocks (address -> size) found by replaying
+// `sizes`: block sizes to take for pre-existing blocks (address -> size) found by simulating
 // (torch_snapshot.cpp), over the rules' choice for ambiguous ones.
 History reconstruct(const Snapshot& snap, const PyTorchOptions& opts,
                     const std::map<std::uint64_t, std::uint64_t>& sizes = {});

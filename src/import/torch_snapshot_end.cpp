@@ -170,7 +170,7 @@ EndStateCheck compare_end_state(const std::vector<SeedSegment>& recorded, const 
   return c;
 }
 
-std::vector<std::string> replay_hints(const Trace& trace, const std::string& output) {
+std::vector<std::string> simulation_hints(const Trace& trace, const std::string& output) {
   std::vector<std::string> out;
   const nlohmann::json& extra = trace.header.extra;
   const nlohmann::json& source = trace.header.source;

@@ -20,7 +20,7 @@
 //    using (exact whenever the reservation's first page is mapped at some point of the record,
 //    which its first allocation always does), and every range must be whole pages from it
 //    (else the state is marked approximate). It goes to the trace as a `segment_address` with
-//    `expandable`; the replay's model reserves there.
+//    `expandable`; the simulation's model reserves there.
 #include <fmt/format.h>
 
 #include <algorithm>

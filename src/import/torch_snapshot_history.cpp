@@ -138,7 +138,7 @@ void Reconstruction::walk_history() {
       case Action::SegmentUnmap: expandable_history_ = true; break;
       case Action::Oom: {
         // The failed request (its rounded size: malloc records params.size()) becomes a tensor
-        // the trace allocates and frees at once; at the recorded capacity the replay fails there.
+        // the trace allocates and frees at once; at the recorded capacity the simulation fails there.
         if (e.size == 0) break;
         const auto t = static_cast<std::uint32_t>(trace_tensors_.size());
         trace_tensors_.push_back({e.size, e.name.empty() ? std::string("OOM request") : "OOM request: " + e.name});

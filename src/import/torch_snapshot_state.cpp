@@ -133,7 +133,7 @@ void Reconstruction::size_preexisting_blocks() {
     const std::uint64_t end = b.addr + rounded;
     if (const auto forced = sizes_.find(b.addr);
         forced != sizes_.end() && forced->second > rounded && b.addr + forced->second <= limit) {
-      b.size = forced->second;  // found by replaying (see torch_snapshot.cpp)
+      b.size = forced->second;  // found by simulating (see torch_snapshot.cpp)
       ++h_.absorbed_remainders;
       if (b.addr + b.size < limit) h_.ambiguous.push_back({b.addr, b.size, rounded, limit, b.free_entry});
       continue;

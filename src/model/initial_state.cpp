@@ -1,5 +1,5 @@
 // --initial-state empty: a recording that starts from a recorded allocator state (an imported
-// memory snapshot) replayed from an empty allocator instead. The tensors the recorded state
+// memory snapshot) simulated from an empty allocator instead. The tensors the recorded state
 // held are allocated first, as requests, in the order the state lists them (segment by
 // segment, block by block in address order); the rest of the trace is unchanged. Recorded
 // addresses and the recorded end state describe the recorded allocator and are dropped, so
@@ -8,7 +8,7 @@
 
 namespace coopsim {
 
-Trace replay_from_empty(const Trace& trace) {
+Trace simulated_from_empty(const Trace& trace) {
   Trace out;
   out.path = trace.path;
   out.header = trace.header;

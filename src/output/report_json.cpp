@@ -83,7 +83,7 @@ nlohmann::ordered_json to_json(const Report& r) {
                   {"iteration", r.limit->iteration},
                   {"search_steps", r.limit->search_steps}};
   }
-  // Only snapshot replays can be infeasible: the key is absent otherwise (reports of other
+  // Only simulations of snapshots can be infeasible: the key is absent otherwise (reports of other
   // traces stay as they were).
   if (r.infeasible) {
     j["infeasible"] = {{"recorded_reserved_bytes", r.infeasible->recorded_reserved.value},

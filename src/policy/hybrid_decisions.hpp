@@ -5,7 +5,7 @@
 // turns a plan into SwapOut/SwapIn/Evict actions.
 //
 // Model (the engine's; docs/models/pooch.md): event times from a stall-free
-// replay (swap_detail::model_event_times); a swap of a gap frees the tensor's bytes once its
+// simulation (swap_detail::model_event_times); a swap of a gap frees the tensor's bytes once its
 // device-to-host copy ends and takes them again when the host-to-device copy starts; the
 // transfer is free when out + in fit in the gap, else the excess is a stall. A recompute frees
 // the bytes right after the use that opens the gap and takes them again at the use that closes

@@ -29,7 +29,7 @@ class UseIndex {
   std::vector<std::vector<std::uint32_t>> uses_;
 };
 
-// Start and end time of every event in a stall-free replay, the engine's clock rule: recorded
+// Start and end time of every event in a stall-free simulation, the engine's clock rule: recorded
 // timestamps are floors, op durations advance the clock.
 struct EventTimes {
   std::vector<SimTime> start, end;

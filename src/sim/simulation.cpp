@@ -46,7 +46,7 @@ Report run_simulation(const CheckedConfig& checked, const Trace& recorded_trace,
   const Params top = top_level_params(d);
   const std::string initial_state = top.get_string("initial_state");
   std::optional<Trace> emptied;
-  if (initial_state == "empty") emptied = replay_from_empty(recorded_trace);
+  if (initial_state == "empty") emptied = simulated_from_empty(recorded_trace);
   const Trace& trace = emptied ? *emptied : recorded_trace;
   const std::string alloc_name = top.get_string("allocator");
   const std::string policy_name = top.get_string("policy");

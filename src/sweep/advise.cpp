@@ -1,5 +1,5 @@
 // `coopsim advise`: the candidates (PYTORCH_CUDA_ALLOC_CONF settings, then policies), their
-// replays at the usable capacity on a pool of threads, the ranking, and the minimum-budget search
+// simulations at the usable capacity on a pool of threads, the ranking, and the minimum-budget search
 // for PyTorch's defaults. Output: advise_output.cpp.
 #include "coopsim/sweep/advise.hpp"
 
@@ -88,7 +88,7 @@ Outcome outcome_of(const Candidate& c, const Report& r, std::uint64_t events) {
   return o;
 }
 
-// Replays every candidate on up to `jobs` threads. Each result lands at its candidate's index, so
+// Simulates every candidate on up to `jobs` threads. Each result lands at its candidate's index, so
 // the outcomes do not depend on the thread count; of several failures the first by index is
 // rethrown.
 CheckedConfig config_of(const SimConfig& base, const Candidate& c, Bytes budget) {
@@ -100,9 +100,9 @@ CheckedConfig config_of(const SimConfig& base, const Candidate& c, Bytes budget)
   return check_config(cfg);
 }
 
-std::vector<Outcome> replay_all(const SimConfig& base, const Trace& trace, const std::vector<Candidate>& cands,
-                                std::size_t first_index, std::uint64_t events, Bytes budget, const Options& o,
-                                std::vector<Report>* reports = nullptr) {
+std::vector<Outcome> simulate_all(const SimConfig& base, const Trace& trace, const std::vector<Candidate>& cands,
+                                  std::size_t first_index, std::uint64_t events, Bytes budget, const Options& o,
+                                  std::vector<Report>* reports = nullptr) {
   std::vector<CheckedConfig> configs;
   for (const Candidate& c : cands) configs.push_back(config_of(base, c, budget));
   std::vector<std::optional<Report>> done(cands.size());
@@ -227,7 +227,7 @@ std::vector<Candidate> first_round(const Trace& trace, std::vector<std::string>&
     largest = std::max(largest, bytes);
     if (bytes >= kMinSplitMb * kMiB) large.push_back(bytes);
   };
-  for (const InitialSegment& s : trace.initial_segments) {  // requests too when replayed from empty
+  for (const InitialSegment& s : trace.initial_segments) {  // requests too when simulated from empty
     for (const InitialBlock& b : s.blocks) {
       if (!b.is_free()) request(trace.tensor(b.tensor).size.value);
     }
@@ -362,22 +362,22 @@ Advice evaluate(const SimConfig& base_in, const Trace& trace, const Options& o) 
   const TraceSummary summary = summarize(trace);
   a.peak_live = summary.peak_live;
   a.events = summary.events;
-  std::uint64_t replayed_events = summary.events;  // the replay from empty allocates the recorded tensors first
+  std::uint64_t simulated_events = summary.events;  // the simulation from empty allocates the recorded tensors first
   if (!trace.initial_segments.empty() && !base.doc.contains("initial_state")) {
-    // A recorded allocator state fixes where most bytes sit, whatever the settings: replay its
+    // A recorded allocator state fixes where most bytes sit, whatever the settings: simulate its
     // tensors as requests from an empty allocator, as a new process with these settings would.
     base.doc["initial_state"] = "empty";
     a.initial_state = "empty";
     a.recorded_reserved = summary.initial_reserved;
     a.base_sets = "--initial-state empty";
-    replayed_events += summary.initial_tensors;
+    simulated_events += summary.initial_tensors;
   }
 
   std::vector<Candidate> first = first_round(trace, a.not_tried);
-  a.settings = replay_all(base, trace, first, 0, replayed_events, a.usable, o);
+  a.settings = simulate_all(base, trace, first, 0, simulated_events, a.usable, o);
   rank(a.settings);
   std::vector<Outcome> more =
-      replay_all(base, trace, second_round(a.settings), first.size(), replayed_events, a.usable, o);
+      simulate_all(base, trace, second_round(a.settings), first.size(), simulated_events, a.usable, o);
   a.settings.insert(a.settings.end(), more.begin(), more.end());
   rank(a.settings);
 
@@ -406,7 +406,7 @@ Advice evaluate(const SimConfig& base_in, const Trace& trace, const Options& o) 
     }
   }
   std::vector<Report> reports;
-  a.policies = replay_all(base, trace, policies, a.settings.size(), replayed_events, a.usable, o, &reports);
+  a.policies = simulate_all(base, trace, policies, a.settings.size(), simulated_events, a.usable, o, &reports);
   if (!reports.empty()) a.link = reports.front().config["link"].value("resolved_name", "");
   rank(a.policies);
   return a;

@@ -22,11 +22,12 @@ std::string conf_phrase(const AllocConf& c) {
   return c.changed() == 0 ? "the defaults (no PYTORCH_CUDA_ALLOC_CONF)" : "PYTORCH_CUDA_ALLOC_CONF=" + conf_string(c);
 }
 
-// Share of the trace replayed: all of it when the run completed, up to the OOM event otherwise.
-std::string replayed(const Outcome& o) {
+// Share of the trace simulated (the "replayed" column): all of it when the run completed, up to
+// the OOM event otherwise.
+std::string share_simulated(const Outcome& o) {
   if (o.fits()) return "100%";
   if (!o.oom_event || o.events == 0) return "-";
-  // Rounded down, so a replay that stopped short never shows as 100%.
+  // Rounded down, so a run that stopped short never shows as 100%.
   const std::uint64_t permille = *o.oom_event * 1000 / o.events;
   return fmt::format("{}.{}%", permille / 10, permille % 10);
 }
@@ -65,8 +66,8 @@ void table(std::ostream& out, const std::vector<Outcome>& rows, bool policies) {
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const Outcome& o = rows[i];
     out << fmt::format("{:>4}  {:<10}  {:>8}  {:>13}  {:>8}  {:>9}  {:>7}  {}{}\n", i + 1,
-                       o.fits() ? "yes" : std::string(to_string(o.status)), replayed(o), format_bytes(o.peak_reserved),
-                       o.fits() ? fmt::format("{:.3f}", o.compute_overhead) : "-",
+                       o.fits() ? "yes" : std::string(to_string(o.status)), share_simulated(o),
+                       format_bytes(o.peak_reserved), o.fits() ? fmt::format("{:.3f}", o.compute_overhead) : "-",
                        o.fits() ? format_ms(o.step_ms()) : "-", o.alloc_retries,
                        policies ? fmt::format("{:<10}", o.candidate.policy) : "", shown_conf(o.candidate.conf));
   }

@@ -36,7 +36,7 @@ SweepGrid make_grid(const SweepConfig& cfg, const std::vector<Trace>& traces) {
 
   for (std::size_t ti = 0; ti < traces.size(); ++ti) {
     const Trace& trace = traces[ti];
-    // A recorded state replayed as requests (initial_state "empty", in base or every variant
+    // A recorded state simulated as requests (initial_state "empty", in base or every variant
     // that runs the allocator) needs no seeding.
     auto seeds = [&](const std::string& allocator) {
       for (const Variant& v : cfg.variants) {

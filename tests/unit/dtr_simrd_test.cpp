@@ -32,7 +32,7 @@ const DtrOptions kSimrd{/*copy_on_write=*/true, /*simrd_compat=*/true};
 Trace load(const std::string& name) { return import_dtr_log("tests/data/dtr/" + name, kSimrd); }
 
 simrd::Result run(const std::string& name, std::uint64_t budget, EvictionScore h, double limit = 2.0) {
-  return simrd::replay(load(name), simrd::Config{Bytes{budget}, h, limit});
+  return simrd::simulate(load(name), simrd::Config{Bytes{budget}, h, limit});
 }
 
 std::size_t first_event(const Trace& t, EventKind kind, const std::string& tensor_or_op) {
@@ -289,7 +289,7 @@ TEST_CASE("simrd profile: zero-byte storages are pooled, evicted and recomputed"
   const Trace t = load("simrd_zero_bytes.log");
   REQUIRE(t.header.extra.contains("simrd"));
   CHECK(t.ops[2].inputs.empty());  // v1 itself still leaves z out
-  const simrd::Result r = simrd::replay(t, simrd::Config{Bytes{200}, EvictionScore::Lru, 2.0});
+  const simrd::Result r = simrd::simulate(t, simrd::Config{Bytes{200}, EvictionScore::Lru, 2.0});
   CHECK(r.outcome == simrd::Outcome::Completed);
   CHECK(r.evictions == 3);
   CHECK(r.recomputes == 1);

@@ -472,9 +472,9 @@ TEST_CASE("torch snapshot: models without seeding refuse a recorded initial stat
   CHECK(e.config["initial_state"] == "empty");
 }
 
-TEST_CASE("torch snapshot: replay_from_empty turns the recorded state into requests", "[torch_snapshot]") {
+TEST_CASE("torch snapshot: simulated_from_empty turns the recorded state into requests", "[torch_snapshot]") {
   const Trace t = import(worked_example());
-  const Trace e = replay_from_empty(t);
+  const Trace e = simulated_from_empty(t);
   CHECK(e.initial_segments.empty());
   CHECK(e.segment_addresses.empty());
   CHECK_FALSE(e.header.extra.contains("final_segments"));

@@ -200,7 +200,7 @@ TEST_CASE("snapshot cases: expandable segments replay at the recorded addresses"
   CHECK(end_difference(t, r) == "");
   CHECK(r.stats.reserved.value == 42 * MiB);  // 2 large pages + 1 small page mapped
   // What `coopsim import` prints: the run line with the recorded setting.
-  CHECK(torch_snapshot::replay_hints(t, "OUT") ==
+  CHECK(torch_snapshot::simulation_hints(t, "OUT") ==
         std::vector<std::string>{
             "replay: coopsim run OUT --allocator pytorch --check-addresses --set pytorch.expandable_segments=true"});
 
@@ -238,7 +238,7 @@ TEST_CASE("snapshot cases: a recorded OOM fails at the same request at the recor
   CHECK(ooms[0]["event"] == 3);
   CHECK(t.tensors[1].size.value == 30 * MiB);
   CHECK(t.tensors[1].name == "OOM request");
-  CHECK(torch_snapshot::replay_hints(t, "OUT") ==
+  CHECK(torch_snapshot::simulation_hints(t, "OUT") ==
         std::vector<std::string>{"replay: coopsim run OUT --allocator pytorch --check-addresses",
                                  "recorded OOM (entry 2, 31457280 bytes): recurs at event 3 with --budget 37748736 "
                                  "(reserved 20971520 + device_free 16777216)"});
@@ -278,7 +278,7 @@ TEST_CASE("snapshot cases: each device of a multi-device snapshot replays on its
     CHECK(r.report.addresses.checked == 1);
     CHECK(r.report.addresses.mismatches == 0);
     CHECK(end_difference(t, r) == "");
-    CHECK(torch_snapshot::replay_hints(t, "OUT").back() ==
+    CHECK(torch_snapshot::simulation_hints(t, "OUT").back() ==
           fmt::format("the snapshot records 2 devices; this is device {} (--device N imports another)", device));
   }
   CHECK_THROWS_WITH(import(s, 2),

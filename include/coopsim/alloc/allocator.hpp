@@ -8,7 +8,7 @@
 //  * stats() is O(1) or O(log n); the engine reads it after every alloc/free.
 //  * check_invariants() verifies every internal structure and throws InvariantError; tests call
 //    it after every step, the CLI under --paranoid.
-//  * Replaying a recording (e.g. a PyTorch memory snapshot) may start from a recorded state:
+//  * Simulating a recording (e.g. a PyTorch memory snapshot) may start from a recorded state:
 //    seed() installs it, assign_segment_addresses() hands over the device addresses the recording's
 //    new segments received, snapshot() reads the state back in the same form. Models without
 //    segments or without seeding support keep the defaults.
@@ -86,7 +86,7 @@ class Allocator {
  public:
   virtual ~Allocator() = default;
   // Offline (lifetime-aware) models plan from the whole trace here; the engine calls it once,
-  // before seed() and the replay. Online models ignore it.
+  // before seed() and the simulation. Online models ignore it.
   virtual void prepare(const Trace& trace) { (void)trace; }
   [[nodiscard]] virtual std::optional<Block> allocate(const AllocRequest& request) = 0;
   virtual void deallocate(const Block& block) = 0;
@@ -119,7 +119,7 @@ class Allocator {
   static constexpr std::uint64_t kEveryAddress = ~std::uint64_t{0};
   virtual void check_invariants() const = 0;
 
-  // Installs recorded segments (taken from the device before the replay starts) with their
+  // Installs recorded segments (taken from the device before the simulation starts) with their
   // blocks. Returns the allocated blocks in input order (segment by segment, then by address),
   // exactly as deallocate() expects them. Throws ConfigError on a layout the model cannot hold
   // (overlaps, capacity, a pool or block it would never have produced) and SeedUnsupported by

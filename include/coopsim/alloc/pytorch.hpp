@@ -112,7 +112,7 @@ class PyTorchCachingAllocator final : public Allocator {
   std::vector<Block> seed_segment(std::uint64_t addr, std::uint32_t stream, PyTorchPool pool,
                                   std::span<const PyTorchSeedBlock> blocks);
 
-  // Allocator interface for replays: seed() takes cudaMalloc segments through seed_segment and
+  // Allocator interface for simulating recordings: seed() takes cudaMalloc segments through seed_segment and
   // expandable mapped ranges (one reservation per stream and pool, at the planned base; ConfigError
   // without expandable_segments or off the page grid), assign_segment_addresses() places new
   // segments and reservations at the recorded addresses when they match (see

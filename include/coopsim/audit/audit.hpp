@@ -23,7 +23,7 @@
 // RunLog::segments (the pytorch model's segment changes) are not read: they say where the
 // model got device memory, not what a block holds, and reserved bytes are checked through the
 // Memory records; the model's own check_invariants() and the snapshot export's tests
-// (tests/cli/torch_snapshot_export_test.py replays them) cover them.
+// (tests/cli/torch_snapshot_export_test.py simulates them) cover them.
 #pragma once
 
 #include <cstddef>

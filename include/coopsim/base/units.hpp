@@ -16,7 +16,7 @@ namespace coopsim {
 using SimTime = std::chrono::duration<std::int64_t, std::nano>;
 
 // a + b for times that only grow (b >= 0); nullopt when the sum would pass 2^63 - 1 ns (about
-// 292 years). The engine and the simrd replay stop such a run with an error instead of
+// 292 years). The engine and the simrd simulation stop such a run with an error instead of
 // wrapping (docs/limits.md, "Arithmetic").
 constexpr std::optional<SimTime> checked_add(SimTime a, SimTime b) {
   if (b.count() < 0 || a.count() > std::numeric_limits<std::int64_t>::max() - b.count()) return std::nullopt;

@@ -57,7 +57,7 @@ struct AdviseArgs {
   std::vector<std::string> sets;
   unsigned jobs = 0;  // 0: every core
   bool json = false;
-  bool audit_every_run = false;  // COOPSIM_AUDIT=1: RunOptions::audit for every replay
+  bool audit_every_run = false;  // COOPSIM_AUDIT=1: RunOptions::audit for every run
 };
 int command_advise(const AdviseArgs& args, std::ostream& out);
 

@@ -34,11 +34,11 @@ struct EngineOptions {
   std::uint64_t max_search_steps = Limits::kDefaultMaxSearchSteps;
 };
 
-// Replays `trace`, telling `report` what happens: the memory/time/counter parts of the report,
+// Simulates `trace`, telling `report` what happens: the memory/time/counter parts of the report,
 // its status and where the run stopped.
 void run_engine(const Trace& trace, Allocator& allocator, Policy& policy, const EngineOptions& options,
                 ReportBuilder& report);
-// The same for a run with no identity (tests, the snapshot importer's replays): `report` becomes
+// The same for a run with no identity (tests, the snapshot importer's simulations): `report` becomes
 // the builder's finished report.
 void run_engine(const Trace& trace, Allocator& allocator, Policy& policy, const EngineOptions& options, Report& report);
 

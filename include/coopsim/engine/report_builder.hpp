@@ -6,7 +6,7 @@
 // Output writers only read Reports.
 //
 // The notifications the engine sends per event or per allocation are inline and plain (no
-// virtual call): the replay rate is that of the engine writing the fields itself.
+// virtual call): the simulation rate is that of the engine writing the fields itself.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -120,10 +120,10 @@ class ReportBuilder {
   void limited_at(LimitPoint p) { r_.limit = p; }
   [[nodiscard]] std::uint64_t scanned_so_far() const { return scanned_; }
 
-  // dtr.compat=simrd: simrd::replay ran the trace in its own model and hands over its figures
+  // dtr.compat=simrd: simrd::simulate ran the trace in its own model and hands over its figures
   // (its one memory counter is both the allocated and the requested peak).
-  void replayed_elsewhere(std::uint64_t recomputes, SimTime recompute_time, std::uint64_t forced_evictions,
-                          std::uint64_t eager_evictions, Bytes peak);
+  void simulated_elsewhere(std::uint64_t recomputes, SimTime recompute_time, std::uint64_t forced_evictions,
+                           std::uint64_t eager_evictions, Bytes peak);
 
   // The end of the run: the allocator's last figures, the clocks (compute stream end, the
   // trace's own time, executed op time) and the offline pool's figures; the search latency when

@@ -1,4 +1,4 @@
-// The simrd compatibility profile of the dtr policy (`--set dtr.compat=simrd`): a replay of an
+// The simrd compatibility profile of the dtr policy (`--set dtr.compat=simrd`): a simulation of an
 // imported DTR trace under the rules of DTR's reference simulator, simrd's
 // `RuntimeV2EagerOptimized` (uwsampl/dtr-prototype@eff53cc4 simrd/simrd/runtime/v2.py), as its
 // paper evaluation runs it (simrd_experiments/eval/pareto/run.py: run_pareto).
@@ -8,7 +8,7 @@
 // storage (the tensors on it, views included), dead storages are evicted rather than freed and
 // stay in the graph (they can be recomputed and are counted in neighbourhood costs), the
 // candidate order is the order in which storages became evictable, and rematerialized parents
-// stay resident. The profile therefore runs its own replay of the trace events; the rules and
+// stay resident. The profile therefore runs its own simulation of the trace events; the rules and
 // where each comes from are listed in simrd.cpp and docs/import-dtr.md.
 #pragma once
 
@@ -45,8 +45,8 @@ struct Result {
   }
 };
 
-// Replays `trace` (best imported with `import dtr --compat simrd`) at `config.budget`; the
+// Simulates `trace` (best imported with `import dtr --compat simrd`) at `config.budget`; the
 // heuristic must be one simrd_runtime_supports (policy.hpp).
-Result replay(const Trace& trace, const Config& config);
+Result simulate(const Trace& trace, const Config& config);
 
 }  // namespace coopsim::simrd

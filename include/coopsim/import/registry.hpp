@@ -28,7 +28,7 @@ struct ImporterEntry {
   std::vector<std::string> options;  // command-line options it reads beyond --limit, e.g. "--device"
   std::vector<std::string> profiles;  // values of --compat it knows (empty: it has none)
   std::function<Trace(const std::string& input, const ImportOptions&)> import;
-  // Lines printed after the summary (how to replay the result); may be empty.
+  // Lines printed after the summary (how to simulate the result); may be empty.
   std::function<std::vector<std::string>(const Trace&, const std::string& output)> hints;
 };
 

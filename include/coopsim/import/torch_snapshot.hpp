@@ -1,5 +1,5 @@
 // PyTorch CUDA memory snapshots (torch.cuda.memory._dump_snapshot) as coopsim traces, and what a
-// replay needs to check itself against the recording. The entry point for files is
+// simulation needs to check itself against the recording. The entry point for files is
 // import_torch_snapshot() in coopsim/import/importers.hpp; the mapping, the reconstruction of the
 // initial allocator state and their limits are described in docs/import-torch-snapshot.md.
 #pragma once
@@ -47,9 +47,9 @@ std::optional<std::vector<SeedSegment>> final_segments(const Trace& trace);
 EndStateCheck compare_end_state(const std::vector<SeedSegment>& recorded, const std::vector<SeedSegment>& model);
 
 // What `coopsim import torch-snapshot` prints after writing `output`: the `coopsim run` line that
-// replays it with the recorded allocator settings (`--set pytorch.…` for every non-default one;
+// simulates it with the recorded allocator settings (`--set pytorch.…` for every non-default one;
 // run does not read them from the header), the budget at which each recorded OOM recurs, and the
 // other devices of a multi-device snapshot.
-std::vector<std::string> replay_hints(const Trace& trace, const std::string& output);
+std::vector<std::string> simulation_hints(const Trace& trace, const std::string& output);
 
 }  // namespace coopsim::torch_snapshot

@@ -16,7 +16,7 @@ namespace coopsim {
 
 // Thrashed: a recompute policy reached its compute-overhead limit (simrd's "thrash"), distinct
 // from OutOfMemory (nothing evictable could make room). Infeasible: the trace starts from a
-// recorded allocator state (an imported snapshot) larger than the budget, so the replay could
+// recorded allocator state (an imported snapshot) larger than the budget, so the simulation could
 // not start; a failed run like an OOM, never an error.
 // Limited: the run's victim searches examined more candidates than limits.max_search_steps
 // allows (a bound on the work of one run, docs/limits.md); a stopped run like an OOM.
@@ -46,7 +46,7 @@ struct OomSegsum {
 };
 inline constexpr std::size_t kOomHolders = 10;
 
-// Where a keep replay (or any policy that gave up) ran out of memory.
+// Where a keep run (or any policy that gave up) ran out of memory.
 struct OomPoint {
   std::uint64_t event_index = 0;  // 0-based index into the event stream
   std::uint32_t iteration = 0;
@@ -102,7 +102,7 @@ struct MemoryFigures {
 
 struct TimeFigures {
   SimTime simulated{0};             // compute stream end, stalls included
-  SimTime trace_compute{0};         // the trace's own time: the same replay with no stalls
+  SimTime trace_compute{0};         // the trace's own time: the same simulation with no stalls
   double compute_overhead = 1.0;    // simulated / trace_compute (1 when both are 0)
   SimTime op_time{0};               // executed trace ops, no recomputation (Coop's baseline clock)
   double recompute_overhead = 1.0;  // Coop's compute overhead: (op_time + recompute) / op_time

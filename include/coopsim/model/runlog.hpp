@@ -1,5 +1,5 @@
 // The event log of one run: what the engine physically did, in the order it did it. It is
-// plain data, filled only when EngineOptions::log is set (the replay's hot path pays one
+// plain data, filled only when EngineOptions::log is set (the engine's hot path pays one
 // branch otherwise). Its readers know nothing of policies or allocators: the independent plan
 // auditor (check/audit_runlog), the timeline exports (Perfetto JSON, memory map, PyTorch
 // snapshot) and the plan export of the CUDA backend all work from it alone.

@@ -1,4 +1,4 @@
-// Device segments as a recording saw them (a PyTorch memory snapshot): the state a replay may
+// Device segments as a recording saw them (a PyTorch memory snapshot): the state a simulation may
 // start from (Trace::initial_segments, Allocator::seed) and the addresses its new segments got;
 // and the changes a model makes to its segments during a run (SegmentChange, for the run log).
 #pragma once

@@ -1,5 +1,5 @@
 // In-memory form of a coopsim trace v1 (docs/trace-format.md). Tensors and ops are
-// definitions; events are the replayed stream. Ids in the file are arbitrary non-negative
+// definitions; events are the simulated stream. Ids in the file are arbitrary non-negative
 // integers; the loader maps them to dense TensorId / OpId in order of definition.
 #pragma once
 
@@ -150,7 +150,7 @@ class TraceEvent {
 static_assert(sizeof(TraceEvent) == 32, "TraceEvent is hot: keep it at 32 bytes");
 static_assert(std::is_trivially_copyable_v<TraceEvent>);
 
-// Allocator state at the start of the trace (replays of recordings, e.g. memory snapshots):
+// Allocator state at the start of the trace (simulations of recordings, e.g. memory snapshots):
 // device segments with their block layout. A block either belongs to a tensor, which is live
 // from the start with that block (requested bytes = the tensor's size), or is free.
 struct InitialBlock {
@@ -222,11 +222,11 @@ struct TraceSummary {
 };
 TraceSummary summarize(const Trace& trace);
 
-// The trace replayed from an empty allocator (--initial-state empty): the tensors of its
+// The trace as simulated from an empty allocator (--initial-state empty): the tensors of its
 // recorded initial state become allocation requests at its start, in the state's order; recorded
 // addresses, segment addresses and the recorded end state (header extra "final_segments") are
 // dropped. A trace without a recorded state comes back unchanged but for its addresses.
-Trace replay_from_empty(const Trace& trace);
+Trace simulated_from_empty(const Trace& trace);
 
 // Checks a trace built in memory (an importer's result) against the tensor, event and op fan-in
 // caps; throws Error("file: more than N tensors (limits.max_tensors)") naming the first one

@@ -120,7 +120,7 @@ struct RuntimeRules {
 class Policy {
  public:
   virtual ~Policy() = default;
-  // Once, before the replay: offline policies plan here.
+  // Once, before the simulation: offline policies plan here.
   virtual void prepare(const MemoryView&) {}
   // An allocation of `request` failed. Return what to do to make room (may be empty).
   [[nodiscard]] virtual std::vector<Action> on_alloc_failure(const AllocRequest& request, const MemoryView& view) = 0;

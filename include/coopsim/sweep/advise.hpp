@@ -1,5 +1,5 @@
 // `coopsim advise TRACE --capacity 80GiB` (docs/user-guide.md, "Which allocator settings?"):
-// replays a trace under the settings PyTorch users can give its caching allocator through
+// simulates a trace under the settings PyTorch users can give its caching allocator through
 // PYTORCH_CUDA_ALLOC_CONF and, when none fits the usable capacity (the capacity less a reserve for
 // the CUDA context), under the recompute and swap policies; ranks what it tried, says whether
 // PyTorch's defaults fit (with how much to spare, or how much more they need) and names the line
@@ -51,7 +51,7 @@ struct Candidate {
   std::string origin;  // why it was tried: "default", "fixed", "trace sizes", "combination", "policy"
 };
 
-// What a candidate's replay at the capacity gave.
+// What a candidate's simulation at the capacity gave.
 struct Outcome {
   std::size_t index = 0;  // the order it was tried in: the last tie-break of the ranking
   Candidate candidate;
@@ -61,7 +61,7 @@ struct Outcome {
   std::uint64_t alloc_retries = 0;         // cudaMalloc retries after freeing the whole cache
   std::uint64_t device_mallocs = 0;        // cudaMalloc calls (expandable segments: page maps)
   std::uint64_t events = 0;                // trace events
-  std::optional<std::uint64_t> oom_event;  // where an OOM stopped the replay
+  std::optional<std::uint64_t> oom_event;  // where an OOM stopped the simulation
   SimTime simulated{0};                    // the run's simulated time (Report::time.simulated)
   std::uint32_t iterations = 1;            // the trace's training iterations (Report::iterations)
   [[nodiscard]] bool fits() const { return status == RunStatus::Completed; }
@@ -108,18 +108,18 @@ inline constexpr Bytes kDefaultReserve{512ULL << 20};
 
 struct Options {
   Bytes capacity;         // the device's memory
-  Bytes reserve;          // taken off the capacity before replaying; must be below it
+  Bytes reserve;          // taken off the capacity before simulating; must be below it
   unsigned jobs = 0;      // parallel simulations; 0: every core. Results do not depend on it.
-  bool audit = false;  // RunOptions::audit for every replay
+  bool audit = false;     // RunOptions::audit for every run
 };
 
 struct Advice {
   std::string trace;
   Bytes capacity, peak_live;
-  Bytes reserve, usable;  // usable = capacity - reserve: the budget of every replay
+  Bytes reserve, usable;  // usable = capacity - reserve: the budget of every run
   std::uint64_t events = 0;
   std::uint32_t iterations = 1;
-  std::string initial_state;           // "empty" when a recorded state is replayed from empty; else ""
+  std::string initial_state;           // "empty" when a recorded state is simulated from empty; else ""
   Bytes recorded_reserved;             // bytes of that recorded state
   std::vector<Outcome> settings;       // ranked, policy keep
   std::vector<std::string> not_tried;  // settings that cannot change this trace, with why
@@ -148,9 +148,9 @@ struct Advice {
 // Checks a base config before any trace is read: ConfigError when it names another allocator, a
 // policy, a budget or a pytorch parameter (advise chooses those), or fails check_config.
 void check_base(const SimConfig& base);
-// UsageError "--reserve" unless reserve < capacity (something must be left to replay in).
+// UsageError "--reserve" unless reserve < capacity (something must be left to simulate in).
 void check_reserve(Bytes capacity, Bytes reserve);
-// Replays every candidate of `base` (check_base) on `trace` at the usable capacity (capacity -
+// Simulates every candidate of `base` (check_base) on `trace` at the usable capacity (capacity -
 // reserve; check_reserve first) on `jobs` threads, and searches the smallest budget for PyTorch's
 // defaults.
 Advice evaluate(const SimConfig& base, const Trace& trace, const Options& options);

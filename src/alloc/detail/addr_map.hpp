@@ -1,6 +1,6 @@
 // A flat hash map from a 64-bit address to a small value, for the "which live block starts here"
 // lookups of the allocator models. Open addressing with linear probing and backward-shift
-// deletion (no tombstones), so a long replay of alloc/free pairs neither degrades nor allocates
+// deletion (no tombstones), so a long run of alloc/free pairs neither degrades nor allocates
 // once the table has grown to the peak number of live entries.
 #pragma once
 

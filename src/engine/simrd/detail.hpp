@@ -1,4 +1,4 @@
-// Private to src/engine/simrd/: the state of the simrd-profile replay (see
+// Private to src/engine/simrd/: the state of the simrd-profile simulation (see
 // include/coopsim/engine/simrd.hpp). Upstream names in comments refer to
 // uwsampl/dtr-prototype@eff53cc4 simrd/simrd/.
 #pragma once

@@ -1,5 +1,5 @@
 // The simrd profile's runtime (include/coopsim/engine/simrd.hpp): simrd's RuntimeV2 with eager
-// eviction (RuntimeV2EagerOptimized), replayed over a coopsim trace. Upstream references are to
+// eviction (RuntimeV2EagerOptimized), run over a coopsim trace. Upstream references are to
 // uwsampl/dtr-prototype@eff53cc4 simrd/simrd/ (runtime/v2.py unless said otherwise). The rules:
 //  R1 constants: an `alloc` with no producing op is simrd's `constant` op (cost 0) computed at that
 //     event, then pinned (parse/parse.py parse_file: GCompute + GGet(pin=True); v2.py pin). Pinned
@@ -43,7 +43,7 @@ namespace {
 // simrd's programs are in SSA form (parse/parse.py: every GCompute makes new tensors): a tensor
 // is written by one execution, never updated in place, and read only once computed or as a
 // constant (a tensor no op writes). `import dtr --compat simrd` writes traces of that form; any
-// other trace is refused with a one-line error before the replay, whose rules assume it.
+// other trace is refused with a one-line error before the simulation, whose rules assume it.
 void refuse_outside_grammar(const Trace& trace) {
   std::vector<std::uint8_t> written(trace.tensors.size(), 0), has_producer(trace.tensors.size(), 0);
   for (const OpInfo& op : trace.ops) {
@@ -74,7 +74,7 @@ void refuse_outside_grammar(const Trace& trace) {
 
 }  // namespace
 
-Result replay(const Trace& trace, const Config& config) {
+Result simulate(const Trace& trace, const Config& config) {
   if (!simrd_runtime_supports(config.heuristic)) {
     throw std::invalid_argument("simrd profile: heuristic '" + std::string(to_string(config.heuristic)) +
                                 "' is not one of simrd's deterministic heuristics");
