@@ -2,7 +2,7 @@
 
     coopsim.record(model, batch, loss_fn, optimizer, ...)   # a PyTorch training step -> trace v1 (needs torch)
     coopsim.run(trace, allocator=..., policy=..., budget=...)  # -> pandas.DataFrame, one row per run
-    coopsim.sweep(config, output_dir)                        # -> pandas.DataFrame of results.csv
+    coopsim.sweep(config, output_dir)                        # -> typed DataFrame of results.csv (.attrs["minbudget"]); shards=, executor=, progress=
     coopsim.minbudget(trace, policy, allocator)              # -> dict
     coopsim.advise(trace, capacity)                          # -> dict: which PYTORCH_CUDA_ALLOC_CONF (or policy) fits
     coopsim.fit(model, batch, loss_fn, optimizer, capacity=)  # -> DataFrame: what to change so the step fits (needs torch)

@@ -189,15 +189,15 @@ def _options(allocator=None, policy=None, budget=None, sets=None, config=None):
 
 
 def _read_csv(path):
-    import pandas
-    return pandas.read_csv(path, keep_default_na=True)
+    from .frames import read_csv
+    return read_csv(path)
 
 
 def run(trace, allocator=None, policy=None, budget=None, sets=None, config=None, binary=None, args=(),
         initial_state=None):
     """`coopsim run TRACE ... --csv`: one DataFrame row per run (every allocator x policy x budget
     combination; the CSV columns of docs/architecture.md). allocator, policy and budget take a value
-    or a list ('all' for the first two); None leaves the config's (default: pytorch, keep, no limit);
+    or a list ('all' for the first two); None leaves the config's (default: pytorch, keep, 80GiB);
     budget: bytes, '8GiB' or '60%'; sets: {'key': value} for --set; config: a JSON config file; args:
     further command-line arguments; initial_state: 'recorded' or 'empty' for a trace imported from a
     snapshot (--initial-state). The text report is in df.attrs['report']."""
@@ -213,31 +213,15 @@ def run(trace, allocator=None, policy=None, budget=None, sets=None, config=None,
     return df
 
 
-def sweep(config, output_dir, jobs=None, binary=None, resume=False):
-    """`coopsim sweep CONFIG -o OUTPUT_DIR`: the DataFrame of OUTPUT_DIR/results.csv. config is a JSON
-    file (its trace paths relative to its folder) or a dict (trace paths relative to the current
-    directory; written to OUTPUT_DIR/sweep-config.json)."""
-    output_dir = _path(output_dir, "output_dir")
-    if isinstance(config, dict):
-        config = dict(config)
-        traces = config.get("traces", [])
-        if not isinstance(traces, (list, tuple)):
-            raise TypeError(f"sweep config 'traces': expected a list of trace paths, got {type(traces).__name__} "
-                            f"{traces!r}")
-        config["traces"] = [os.path.abspath(_path(t, f"sweep config 'traces'[{i}]")) for i, t in enumerate(traces)]
-        os.makedirs(output_dir, exist_ok=True)
-        path = os.path.join(output_dir, "sweep-config.json")
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(config, f, indent=2)
-        config = path
-    config = _path(config, "config")
-    args = ["sweep", _option("--output", output_dir)]
-    if jobs is not None:
-        args.append(_option("--jobs", jobs))
-    if resume:
-        args.append("--resume")
-    call(args + ["--", config], binary)
-    return _read_csv(os.path.join(output_dir, "results.csv"))
+def sweep(config, output_dir, jobs=None, binary=None, resume=False, progress=None, shards=None, executor=None):
+    """`coopsim sweep CONFIG -o OUTPUT_DIR`: the DataFrame of OUTPUT_DIR/results.csv, with
+    df.attrs["minbudget"] (minbudget.csv, or None) and df.attrs["output_dir"]. config is a JSON file
+    (its trace paths relative to its folder) or a dict (trace paths relative to the current
+    directory; written to OUTPUT_DIR/sweep-config.json). progress, shards and executor:
+    coopsim.sweeps (docs/python.md)."""
+    from .sweeps import sweep as run_sweep
+    return run_sweep(config, output_dir, jobs=jobs, binary=binary, resume=resume, progress=progress, shards=shards,
+                     executor=executor)
 
 
 def minbudget(trace, policy, allocator, max_overhead=None, sets=None, config=None, binary=None, initial_state=None):

@@ -119,3 +119,7 @@ def test_docs_example_runs_as_written(tmp_path, coopsim_bin):
     assert p.returncode == 0, p.stderr
     path = re.search(r"^TRACE (.+)$", p.stdout, re.M).group(1)
     assert "valid coopsim trace v1" in coopsim.validate(os.path.join(tmp_path, path), binary=coopsim_bin)
+    shown = re.search(r"<!-- output: bring your own model -->\n```\n(.*?)```", doc, re.S)
+    assert shown, "docs/python.md does not show the example's output"
+    printed = p.stdout[:p.stdout.index("TRACE ")]
+    assert printed == shown.group(1), f"the example prints\n{printed}\nbut docs/python.md shows\n{shown.group(1)}"

@@ -186,3 +186,18 @@ def test_recorded_traces_are_written_by_the_library(tmp_path, coopsim_exe):
     with pytest.raises(coopsim.CoopsimError, match=r"^<recorded trace>:6: unknown record kind 'frees'"):
         write_trace(bad, tmp_path / "bad.jsonl")
     assert not (tmp_path / "bad.jsonl").exists()
+
+
+def test_docs_running_the_simulator_block_as_written(tmp_path, monkeypatch):
+    """docs/python.md "Running the simulator", run from the project root, and the values its comments show."""
+    import re
+    with open(os.path.join(ROOT, "docs", "python.md"), encoding="utf-8") as f:
+        doc = f.read()
+    code = re.search(r"<!-- example: running the simulator -->\n```python\n(.*?)```", doc, re.S).group(1)
+    monkeypatch.chdir(ROOT)
+    scope = {"coopsim": coopsim}
+    exec(code.replace('"out/unet"', repr(str(tmp_path / "unet"))), scope)
+    assert len(scope["df"]) == 3 and set(scope["df"]["policy"]) == {"coop"}
+    assert scope["found"]["found"] and scope["found"]["min_budget_bytes"] > 0
+    shown = re.search(r'advice\["verdict"\]: "(.*?) \.\.\."', code).group(1)
+    assert scope["advice"]["verdict"].startswith(shown), scope["advice"]["verdict"]
