@@ -64,6 +64,11 @@ int run_command_line(int argc, const char* const* argv, std::ostream& out, std::
       ->add_option("--memory-map-colour", run.memory_map_colour,
                    "memory map colours: role (tensor role, default) or cost (eviction cost: producer op time)")
       ->check(cli::one_of({"role", "cost"}));
+  run_cmd
+      ->add_option("--torch-snapshot-format", run.torch_snapshot_format,
+                   "torch snapshot layout: 2.x (torch 2.x's dict with the history, default) or 1.13 (the list of "
+                   "segments torch 1.13's torch.cuda._memory_viz reads)")
+      ->check(cli::one_of({"2.x", "1.13"}));
   run_cmd->add_flag("--audit", run.audit,
                     "check the run's event log with the independent auditor; exit 5 on a violation");
 

@@ -27,8 +27,13 @@ const ExporterRegistry& run_exporters() {
              out.write(memory_map_svg(t, log, rep, options));
            }});
     r.add({"torch-snapshot", "write the run as a PyTorch memory snapshot pickle (pytorch.org/memory_viz)",
-           [](const Trace& t, const RunLog& log, const Report& rep, const RunArgs&, OutputFile& out) {
-             out.write(torch_snapshot_pickle(t, log, rep));
+           [](const Trace& t, const RunLog& log, const Report& rep, const RunArgs& args, OutputFile& out) {
+             const auto format = parse_torch_snapshot_format(args.torch_snapshot_format);
+             if (!format) {
+               throw ConfigError("--torch-snapshot-format",
+                                 "'" + args.torch_snapshot_format + "' is not one of: 2.x, 1.13");
+             }
+             out.write(torch_snapshot_pickle(t, log, rep, *format));
            }});
     r.add({"plan", "write the run's plan for replay-gpu (docs/plan-format.md)",
            [](const Trace& t, const RunLog& log, const Report& rep, const RunArgs&, OutputFile& out) {

@@ -15,6 +15,19 @@
 //    (active_allocated) and the free gaps (inactive).
 // An OOM run ends with an `oom` entry. Times: `time_us` = simulated ns / 1000. Frames: one per
 // entry and block saying what it holds (torch_snapshot_frames.hpp).
+//
+// Format "1.13" (TorchSnapshotFormat::Torch113) writes the same end segments in the layout of
+// torch 1.13, whose torch.cuda.memory_snapshot() returned a list of segments and no entries.
+// Layout taken from: torch 1.13.1's torch/cuda/_memory_viz.py (Debian python3-torch
+// 1.13.1+dfsg-4; its stats, segments, memory and compare take the unpickled object as that list
+// and read segment `stream`, `address`, `total_size`, `blocks`, block `state`, `size` and, when
+// present, `history` entries' `real_size` and `frames`: [{filename, line, name}]); the other keys
+// are those torch 1.13's C++ snapshot (torch/csrc/cuda/Module.cpp THCPModule_memorySnapshot,
+// torch/csrc/cuda/memory_snapshot.cpp) wrote: segment `device`, `allocated_size`, `active_size`,
+// `segment_type` (large | small), history `addr`. torch 2.x's _memory_viz (checked with 2.15.0)
+// still reads such a list as {"segments": list}, taking a block's frames and requested bytes from
+// history[0]. Here each active block has one history entry (its address, requested bytes and the
+// frames the 2.x export gives it); inactive blocks have none.
 #include <algorithm>
 #include <map>
 
@@ -163,6 +176,47 @@ void write_segments(pickle::Writer& w, const std::vector<EndSegment>& segments, 
   w.end();
 }
 
+// Format 1.13: the root list of segments.
+void write_segments_113(pickle::Writer& w, const std::vector<EndSegment>& segments, SnapshotFrames& frames) {
+  w.begin_list();
+  for (const EndSegment& s : segments) {
+    std::uint64_t allocated = 0;
+    for (const EndBlock& b : s.blocks) allocated += b.active ? b.size : 0;
+    w.begin_dict();
+    write_int(w, "device", 0);
+    write_int(w, "address", s.addr);
+    write_int(w, "total_size", s.size);
+    write_int(w, "allocated_size", allocated);
+    write_int(w, "active_size", allocated);
+    write_int(w, "stream", s.stream);
+    w.text("segment_type");
+    w.text(to_string(s.pool));
+    w.text("blocks");
+    w.begin_list();
+    for (const EndBlock& b : s.blocks) {
+      w.begin_dict();
+      write_int(w, "size", b.size);
+      w.text("state");
+      w.text(b.active ? "active_allocated" : "inactive");
+      if (b.active) {
+        w.text("history");
+        w.begin_list();
+        w.begin_dict();
+        write_int(w, "addr", b.addr);
+        write_int(w, "real_size", b.requested);
+        w.text("frames");
+        frames.write(w, b.frames);
+        w.end();
+        w.end();
+      }
+      w.end();
+    }
+    w.end();
+    w.end();
+  }
+  w.end();
+}
+
 void write_entries(pickle::Writer& w, const std::vector<Entry>& entries, SnapshotFrames& frames) {
   w.text("device_traces");
   w.begin_list();
@@ -190,7 +244,14 @@ void write_entries(pickle::Writer& w, const std::vector<Entry>& entries, Snapsho
 
 }  // namespace
 
-std::string torch_snapshot_pickle(const Trace& trace, const RunLog& log, const Report& report) {
+std::optional<TorchSnapshotFormat> parse_torch_snapshot_format(std::string_view name) {
+  if (name == "2.x") return TorchSnapshotFormat::Torch2;
+  if (name == "1.13") return TorchSnapshotFormat::Torch113;
+  return std::nullopt;
+}
+
+std::string torch_snapshot_pickle(const Trace& trace, const RunLog& log, const Report& report,
+                                  TorchSnapshotFormat format) {
   const SnapshotAddresses where(log);
   SnapshotFrames frames(trace, log);
   auto requested = [&](const LogRef& r) {
@@ -297,6 +358,10 @@ std::string torch_snapshot_pickle(const Trace& trace, const RunLog& log, const R
   }
 
   pickle::Writer w;
+  if (format == TorchSnapshotFormat::Torch113) {
+    write_segments_113(w, end, frames);
+    return w.finish();
+  }
   w.begin_dict();
   write_segments(w, end, frames);
   write_entries(w, entries, frames);

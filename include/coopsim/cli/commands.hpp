@@ -31,9 +31,10 @@ struct RunArgs {
   // Single-run exports from the run's event log (RunLog), by exporter name (run_exporters():
   // timeline, memory-map, torch-snapshot, plan) -> output path; each needs exactly one run.
   std::map<std::string, std::string> exports;
-  std::string memory_map_colour = "role";  // memory map colours: role | cost
-  bool audit = false;                   // run the independent auditor on the event log
-  bool audit_every_run = false;         // COOPSIM_AUDIT=1: RunOptions::audit for every run
+  std::string memory_map_colour = "role";     // memory map colours: role | cost
+  std::string torch_snapshot_format = "2.x";  // --torch-snapshot layout: 2.x | 1.13
+  bool audit = false;                         // run the independent auditor on the event log
+  bool audit_every_run = false;               // COOPSIM_AUDIT=1: RunOptions::audit for every run
   [[nodiscard]] bool wants_log() const {
     return audit || std::any_of(exports.begin(), exports.end(), [](const auto& e) { return !e.second.empty(); });
   }

@@ -18,7 +18,8 @@ namespace coopsim {
 struct ExporterEntry {
   std::string name;  // the option is --<name>
   std::string help;
-  // Writes the export of one run; `args` carries the exporters' settings (--memory-map-colour).
+  // Writes the export of one run; `args` carries the exporters' settings (--memory-map-colour,
+  // --torch-snapshot-format).
   std::function<void(const Trace&, const RunLog&, const Report&, const RunArgs& args, OutputFile& out)> write;
 };
 

@@ -45,7 +45,16 @@ std::string memory_map_svg(const Trace& trace, const RunLog& log, const Report& 
 // Segments are the model's own where it reports them (RunLog::segments_logged), else the
 // ranges the blocks covered; every entry and block has one frame naming its tensor, role and op
 // (docs/timeline.md).
-std::string torch_snapshot_pickle(const Trace& trace, const RunLog& log, const Report& report);
+// TorchSnapshotFormat::Torch113 writes what torch 1.13's torch.cuda.memory_snapshot() returned
+// instead, the one layout torch 1.13's torch.cuda._memory_viz reads: the pickled list of the end
+// segments, each active block's frame as its one `history` entry, and no entries.
+enum class TorchSnapshotFormat : std::uint8_t {
+  Torch2,    // "2.x": the dict {segments, device_traces} (the default)
+  Torch113,  // "1.13": the list of segments
+};
+std::optional<TorchSnapshotFormat> parse_torch_snapshot_format(std::string_view name);  // "2.x" | "1.13"
+std::string torch_snapshot_pickle(const Trace& trace, const RunLog& log, const Report& report,
+                                  TorchSnapshotFormat format = TorchSnapshotFormat::Torch2);
 // The address a block of the log gets in the snapshot: the model's own, moved up to
 // DeviceMemory::kBaseAddress when the model numbers an arena from 0 (no block may sit at 0,
 // which snapshot readers take for "no address"); address-blind logs get consecutive
