@@ -110,8 +110,19 @@ Limits limits_from_json(const nlohmann::json& section) {
   Limits l;
   l.max_input_bytes = p.get_bytes("max_input_bytes").value;
   if (l.max_input_bytes == 0) throw ConfigError("limits.max_input_bytes", "must be greater than 0");
-  l.max_tensors = count("max_tensors");
-  l.max_events = count("max_events");
+  // Tensors and events are named by 32-bit ids (TensorId, EventId; 2^32 - 1 is their "none"), so
+  // a trace may not hold more than 2^32 - 2 of either, whatever the limit says.
+  auto id_count = [&](const char* key) {
+    const std::uint64_t v = count(key);
+    constexpr std::uint64_t kMaxIds = 0xfffffffeULL;
+    if (v > kMaxIds) {
+      throw ConfigError(std::string("limits.") + key,
+                        fmt::format("must be at most {} (tensors and events have 32-bit ids), got {}", kMaxIds, v));
+    }
+    return v;
+  };
+  l.max_tensors = id_count("max_tensors");
+  l.max_events = id_count("max_events");
   l.max_op_fan_in = count("max_op_fan_in");
   l.max_recompute_depth = count("max_recompute_depth");
   l.max_search_steps = count("max_search_steps");

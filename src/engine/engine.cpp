@@ -15,8 +15,8 @@ namespace coopsim {
 
 namespace {
 
-std::string where(const Trace& trace, std::size_t event) {
-  return (trace.path.empty() ? std::string() : trace.path + ": ") + "event " + std::to_string(event) + ": ";
+std::string where(const Trace& trace, EventId event) {
+  return (trace.path.empty() ? std::string() : trace.path + ": ") + "event " + std::to_string(index_of(event)) + ": ";
 }
 
 }  // namespace

@@ -59,7 +59,7 @@ std::optional<Block> EventLoop::obtain_block(AllocRequest req) {
 bool EventLoop::search_limit_reached() {
   if (rep_.scanned_so_far() <= opt_.max_search_steps) return false;
   stop(RunStatus::Limited);
-  rep_.limited_at(LimitPoint{index_, iteration(), opt_.max_search_steps});
+  rep_.limited_at(LimitPoint{event_index(), iteration(), opt_.max_search_steps});
   return true;
 }
 

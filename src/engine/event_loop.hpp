@@ -57,7 +57,7 @@ class Executor : public MemoryView {
 
   [[nodiscard]] SimTime now() const final;
   [[nodiscard]] const Trace& trace() const final { return trace_; }
-  [[nodiscard]] std::size_t event_index() const final;
+  [[nodiscard]] EventId event_index() const final;
   [[nodiscard]] AllocatorStats allocator_stats() const final;
   [[nodiscard]] const Allocator& allocator() const final;
   [[nodiscard]] Bytes budget() const final;
@@ -95,7 +95,9 @@ class EventLoop : private SegmentObserver {
   // --- For the executors ---
   [[nodiscard]] SimTime now() const { return now_; }
   [[nodiscard]] SimTime op_time() const { return op_time_; }
-  [[nodiscard]] std::size_t event_index() const { return index_; }
+  // The event being processed, as reports and the view name it. EventId is 32 bits: it assumes
+  // fewer than 2^32 - 1 events (limits.max_events defaults to 5 x 10^8 but is not capped there).
+  [[nodiscard]] EventId event_index() const { return EventId{static_cast<std::uint32_t>(index_)}; }
   [[nodiscard]] std::uint32_t iteration() const { return iteration_; }
   [[nodiscard]] bool stopped() const { return oom_; }  // out of memory or thrashing
   [[nodiscard]] Allocator& alloc() const { return alloc_; }
@@ -191,7 +193,7 @@ class EventLoop : private SegmentObserver {
 };
 
 inline SimTime Executor::now() const { return loop_.now(); }
-inline std::size_t Executor::event_index() const { return loop_.event_index(); }
+inline EventId Executor::event_index() const { return loop_.event_index(); }
 inline AllocatorStats Executor::allocator_stats() const { return loop_.alloc().stats(); }
 inline const Allocator& Executor::allocator() const { return loop_.alloc(); }
 inline Bytes Executor::budget() const { return loop_.options().budget; }

@@ -12,13 +12,13 @@ void EventLoop::observe_memory() {
 }
 
 void EventLoop::check_address(std::uint64_t recorded, std::uint64_t placed) {
-  rep_.address_checked(recorded, placed, index_);
+  rep_.address_checked(recorded, placed, event_index());
 }
 
 void EventLoop::record_oom(TensorId t, Bytes requested) {
   stop(RunStatus::OutOfMemory);
   OomPoint p;
-  p.event_index = index_;
+  p.event = event_index();
   p.iteration = iteration_;
   p.tensor_file_id = trace_.tensor(t).file_id;
   p.tensor_name = trace_.tensor(t).name;

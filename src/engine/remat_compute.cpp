@@ -279,10 +279,11 @@ bool RematExecutor::materialize(ValueId target) {
       } else {
         const std::uint64_t max_depth = loop_.options().max_recompute_depth;
         if (stack.size() >= max_depth) {
-          throw Error(fmt::format(
-              "{}: event {}: rematerializing tensor {} needs more than {} nested "
-              "recomputations (limits.max_recompute_depth)",
-              trace_.path, loop_.event_index(), trace_.tensor(graph_.value(target).storage).file_id, max_depth));
+          throw Error(
+              fmt::format("{}: event {}: rematerializing tensor {} needs more than {} nested "
+                          "recomputations (limits.max_recompute_depth)",
+                          trace_.path, index_of(loop_.event_index()),
+                          trace_.tensor(graph_.value(target).storage).file_id, max_depth));
         }
         stack.push_back(frame_for(u));
       }

@@ -16,7 +16,7 @@ void SimrdExecutor::setup() {
   ReportBuilder& rep = loop_.report();
   rep.simulated_elsewhere(r.recomputes, SimTime{r.remat_compute}, r.evictions, r.eager_evictions, r.peak);
   const bool completed = r.outcome == simrd::Outcome::Completed;
-  for (std::size_t e = 0; e < trace_.events.size() && (completed || e < r.stop_event); ++e) {
+  for (std::size_t e = 0; e < trace_.events.size() && (completed || e < index_of(r.stop_event)); ++e) {
     if (trace_.events[e].kind == EventKind::Compute) rep.computed();  // the trace's computes it executed
   }
   switch (r.outcome) {
@@ -28,7 +28,7 @@ void SimrdExecutor::setup() {
     case simrd::Outcome::OutOfMemory: {
       loop_.stop(RunStatus::OutOfMemory);
       OomPoint p;
-      p.event_index = r.stop_event;
+      p.event = r.stop_event;
       p.requested = r.requested;
       rep.out_of_memory_at(p);
       break;

@@ -210,7 +210,7 @@ std::optional<std::pair<std::uint64_t, std::uint64_t>> remainder_from_simulation
     return std::nullopt;  // e.g. expandable ranges without the setting: not this question
   }
   if (rep.addresses.mismatches == 0) return std::nullopt;
-  const std::size_t ev = rep.addresses.first_mismatch_event;
+  const std::size_t ev = index_of(rep.addresses.first_mismatch_event);
   if (ev >= t.events.size() || ev >= entries.size()) return std::nullopt;
   const std::size_t entry = entries[ev];
   const std::uint64_t got = rep.addresses.first_got;

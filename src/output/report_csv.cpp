@@ -41,11 +41,11 @@ std::string csv_row(const Report& r) {
       m.coop_fragmentation_samples ? fmt::format("{:.6f}", m.coop_fragmentation) : std::string(), t.simulated.count(),
       t.trace_compute.count(), t.compute_overhead, t.stall.count(), t.recomputes, t.recompute_time.count(), t.swap_outs,
       t.swap_out_bytes.value, t.swap_ins, t.swap_in_bytes.value, c.forced_evictions, c.eager_evictions, c.allocs,
-      c.frees, c.device_mallocs, c.alloc_retries, r.oom ? std::to_string(r.oom->event_index) : std::string(),
+      c.frees, c.device_mallocs, c.alloc_retries, r.oom ? std::to_string(index_of(r.oom->event)) : std::string(),
       r.oom ? std::to_string(r.oom->requested.value) : std::string(),
       r.search_latency ? std::to_string(r.search_latency->count()) : std::string(), r.addresses.checked,
       r.addresses.mismatches, t.op_time.count(), t.recompute_overhead, c.search_scanned, r.memory_ratio_of_peak,
-      r.memory_ratio_of_sweep_max, r.thrash ? std::to_string(r.thrash->event_index) : std::string(),
+      r.memory_ratio_of_sweep_max, r.thrash ? std::to_string(index_of(r.thrash->event)) : std::string(),
       r.pool ? std::to_string(r.pool->pool_size.value) : std::string(),
       r.pool ? std::to_string(r.pool->peak_fallback_live.value) : std::string(),
       r.pool ? std::to_string(r.pool->mismatched_allocs) : std::string());

@@ -31,7 +31,7 @@ nlohmann::ordered_json to_json(const Report& r) {
   if (r.oom) {
     const OomPoint& o = *r.oom;
     J oj;
-    oj["event_index"] = o.event_index;
+    oj["event_index"] = index_of(o.event);
     oj["iteration"] = o.iteration;
     oj["tensor"] = o.tensor_file_id;
     oj["tensor_name"] = o.tensor_name;
@@ -69,7 +69,7 @@ nlohmann::ordered_json to_json(const Report& r) {
     j["oom"] = nullptr;
   }
   if (r.thrash) {
-    j["thrash"] = {{"event_index", r.thrash->event_index},
+    j["thrash"] = {{"event_index", index_of(r.thrash->event)},
                    {"iteration", r.thrash->iteration},
                    {"recompute_ns", r.thrash->recompute_time.count()},
                    {"op_time_ns", r.thrash->op_time.count()}};
@@ -79,7 +79,7 @@ nlohmann::ordered_json to_json(const Report& r) {
   // Only runs that reach limits.max_search_steps have the key (other reports stay as they were).
   if (r.limit) {
     j["limit"] = {{"key", "limits.max_search_steps"},
-                  {"event_index", r.limit->event_index},
+                  {"event_index", index_of(r.limit->event)},
                   {"iteration", r.limit->iteration},
                   {"search_steps", r.limit->search_steps}};
   }
@@ -161,7 +161,7 @@ nlohmann::ordered_json to_json(const Report& r) {
       {"checked", a.checked},
       {"mismatches", a.mismatches},
       {"first_mismatch", a.mismatches == 0 ? J(nullptr)
-                                           : J{{"event_index", a.first_mismatch_event},
+                                           : J{{"event_index", index_of(a.first_mismatch_event)},
                                                {"recorded", fmt::format("0x{:x}", a.first_expected)},
                                                {"placed", fmt::format("0x{:x}", a.first_got)}}},
   };

@@ -19,7 +19,7 @@ void write_text(std::ostream& os, const Report& r) {
   line("status", std::string(to_string(r.status)));
   if (r.oom) {
     const OomPoint& o = *r.oom;
-    line("oom at event", fmt::format("{} (iteration {})", o.event_index, o.iteration));
+    line("oom at event", fmt::format("{} (iteration {})", index_of(o.event), o.iteration));
     line("oom tensor", fmt::format("{}{}", o.tensor_file_id, o.tensor_name.empty() ? "" : " (" + o.tensor_name + ")"));
     line("oom op", o.has_op ? fmt::format("{} ({})", o.op_file_id, o.op_name) : std::string("-"));
     line("oom requested", format_bytes(o.requested));
@@ -46,11 +46,11 @@ void write_text(std::ostream& os, const Report& r) {
   if (r.limit) {
     line("limit at event", fmt::format("{} (iteration {}): victim searches examined more than {} candidates "
                                        "(limits.max_search_steps)",
-                                       r.limit->event_index, r.limit->iteration, r.limit->search_steps));
+                                       index_of(r.limit->event), r.limit->iteration, r.limit->search_steps));
   }
   if (r.thrash) {
     line("thrash at event",
-         fmt::format("{} (iteration {}): recompute {} over op time {}", r.thrash->event_index, r.thrash->iteration,
+         fmt::format("{} (iteration {}): recompute {} over op time {}", index_of(r.thrash->event), r.thrash->iteration,
                      format_time(r.thrash->recompute_time), format_time(r.thrash->op_time)));
   }
   if (r.infeasible) {
@@ -103,7 +103,7 @@ void write_text(std::ostream& os, const Report& r) {
     const AddressCheck& a = r.addresses;
     line("recorded addresses", fmt::format("{} checked, {} mismatches", a.checked, a.mismatches));
     if (a.mismatches > 0) {
-      line("first mismatch", fmt::format("event {}: recorded 0x{:x}, placed 0x{:x}", a.first_mismatch_event,
+      line("first mismatch", fmt::format("event {}: recorded 0x{:x}, placed 0x{:x}", index_of(a.first_mismatch_event),
                                          a.first_expected, a.first_got));
     }
   }

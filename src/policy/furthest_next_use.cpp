@@ -43,7 +43,7 @@ void FurthestNextUse::admit_swap_ins(const MemoryView& view) {
     const Residency r = view.residency(TensorId{s});
     if (r == Residency::SwappedOut) return false;  // its copy has not started (the swap-in's own
                                                    // allocation may be the one that failed)
-    if (r == Residency::Resident || r == Residency::SwappingIn) push(s, view.event_index());
+    if (r == Residency::Resident || r == Residency::SwappingIn) push(s, index_of(view.event_index()));
     return true;
   });
 }
@@ -64,7 +64,7 @@ void FurthestNextUse::catch_up(std::size_t now) {
 }
 
 std::uint32_t FurthestNextUse::pop_best(const MemoryView& view) {
-  const std::size_t now = view.event_index();
+  const std::size_t now = index_of(view.event_index());
   const auto order = [](const Entry& a, const Entry& b) { return below(a, b); };
   std::uint32_t best = kNoIndex;
   while (!heap_.empty()) {
@@ -90,11 +90,12 @@ std::uint32_t FurthestNextUse::pop_best(const MemoryView& view) {
 }
 
 std::vector<Action> FurthestNextUse::choose(const MemoryView& view) {
-  catch_up(view.event_index());
+  const std::size_t now = index_of(view.event_index());
+  catch_up(now);
   // The event being processed may be done already (a swap-in the policy issued after it needs
   // room): its storages are offered too. catch_up pushes them again once it is past the event,
   // so an entry dropped now (the storage not resident yet) is not lost.
-  if (view.event_index() < trace_.events.size()) push_event(view.event_index());
+  if (now < trace_.events.size()) push_event(now);
   admit_swap_ins(view);
   const std::uint32_t best = pop_best(view);
   if (view.cross_check()) {
@@ -103,13 +104,12 @@ std::vector<Action> FurthestNextUse::choose(const MemoryView& view) {
     if (expected != best) {
       auto describe = [&](std::uint32_t s) {
         if (s == kNoIndex) return std::string("none");
-        return std::to_string(s) + " (next use " + std::to_string(uses_.next_use(s, view.event_index())) + ", " +
-               std::string(to_string(view.residency(TensorId{s}))) + ", storage of itself: " +
-               std::to_string(trace_.storage_of(s) == s) + ")";
+        return std::to_string(s) + " (next use " + std::to_string(uses_.next_use(s, now)) + ", " +
+               std::string(to_string(view.residency(TensorId{s}))) +
+               ", storage of itself: " + std::to_string(trace_.storage_of(s) == s) + ")";
       };
-      throw InvariantError("autoswap/vdnn fallback: the heap chose storage " + describe(best) +
-                           ", the plain search " + describe(expected) + " at event " +
-                           std::to_string(view.event_index()));
+      throw InvariantError("autoswap/vdnn fallback: the heap chose storage " + describe(best) + ", the plain search " +
+                           describe(expected) + " at event " + std::to_string(now));
     }
     return plain;
   }

@@ -322,7 +322,7 @@ void HybridExecutor::set(const std::vector<Gap>& chosen) {
 
 std::vector<Action> HybridExecutor::due(const MemoryView& view) {
   std::vector<Action> out;
-  const std::size_t i = view.event_index();
+  const std::size_t i = index_of(view.event_index());
   const RematGraph* g = view.remat();
   while (next_eviction_ < evictions_.size() && evictions_[next_eviction_].first <= i) {
     const auto [at, s] = evictions_[next_eviction_++];

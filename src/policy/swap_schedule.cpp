@@ -94,7 +94,7 @@ void SwapSchedule::set(std::vector<PlannedSwap> plan) {
 }
 
 std::vector<Action> SwapSchedule::due(const MemoryView& view) {
-  const std::size_t i = view.event_index();
+  const std::size_t i = index_of(view.event_index());
   while (!parked_.empty() && parked_.top().first <= i) {
     awake_.insert(parked_.top().second);
     parked_.pop();
@@ -150,7 +150,7 @@ std::vector<Action> SwapSchedule::due(const MemoryView& view) {
 }
 
 std::vector<Action> furthest_next_use_swap_out(const UseIndex& uses, const MemoryView& view) {
-  const std::size_t now = view.event_index();
+  const std::size_t now = index_of(view.event_index());
   const auto n = static_cast<std::uint32_t>(view.trace().tensors.size());
   std::uint32_t best = kNoIndex;
   std::uint64_t best_next = 0;

@@ -82,7 +82,7 @@ Outcome outcome_of(const Candidate& c, const Report& r, std::uint64_t events) {
   o.alloc_retries = r.counters.alloc_retries;
   o.device_mallocs = r.counters.device_mallocs;
   o.events = events;
-  if (r.oom) o.oom_event = r.oom->event_index;
+  if (r.oom) o.oom_event = index_of(r.oom->event);
   o.simulated = r.time.simulated;
   o.iterations = r.iterations;
   return o;

@@ -53,6 +53,8 @@ bad("dtr: --limit max_input_bytes (byte 39 opens line 2)", imp("dtr", d2, "--lim
     f"{d2}:2: more than 38 bytes of input (limits.max_input_bytes)", [out])
 bad("dtr: --limit max_tensors", imp("dtr", MLP, "--limit", "max_tensors=1"),
     f"{MLP}: more than 1 tensors (limits.max_tensors)", [out])
+bad("dtr: --limit max_events past the 32-bit ids", imp("dtr", MLP, "--limit", "max_events=4294967295"),
+    "limits.max_events: must be at most 4294967294 (tensors and events have 32-bit ids), got 4294967295", [out])
 d3 = write("dup.log", '{"INSTRUCTION":"CONSTANT","NAME":"p","NAME":"q"}\n')
 bad("dtr: duplicate key", imp("dtr", d3), f"{d3}:1: duplicate key 'NAME'", [out])
 bad("dtr: missing file", imp("dtr", path("absent.log")),

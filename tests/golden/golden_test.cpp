@@ -105,7 +105,7 @@ TEST_CASE("golden: a budget below the peak stops keep at the exact point", "[gol
   const Report r = test::audited_run(cfg, trace);
   REQUIRE(r.status == RunStatus::OutOfMemory);
   REQUIRE(r.oom);
-  CHECK(r.oom->event_index == 7);
+  CHECK(r.oom->event == EventId{7});
   CHECK(r.oom->iteration == 0);
   CHECK(r.oom->tensor_file_id == 4);
   CHECK(r.oom->tensor_name == "grad_a");

@@ -99,7 +99,7 @@ TEST_CASE("adversarial: a 2^60-byte tensor is refused; 2^53-byte ones replay wit
     const Report r = run(b.trace(), a.name, "keep", std::uint64_t{1} << 62);
     REQUIRE(r.status == RunStatus::OutOfMemory);
     REQUIRE(r.oom.has_value());
-    CHECK(r.oom->event_index == 512);
+    CHECK(r.oom->event == EventId{512});
     CHECK(r.oom->requested.value == std::uint64_t{1} << 53);
   }
 }

@@ -194,7 +194,7 @@ TEST_CASE("arithmetic: 1,024 live 2^53-byte tensors: SmartPool runs out of memor
     };
     const Report r = simulate(b.trace(), doc(std::uint64_t{1} << 62));
     REQUIRE(r.status == RunStatus::OutOfMemory);
-    CHECK(r.oom->event_index == 512);
+    CHECK(r.oom->event == EventId{512});
     CHECK(r.oom->requested.value == std::uint64_t{1} << 53);
     // The whole 2^64 - 1 budget holds them all.
     const Report all = simulate(b.trace(), doc(std::numeric_limits<std::uint64_t>::max()));

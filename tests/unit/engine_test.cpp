@@ -69,7 +69,7 @@ TEST_CASE("keep reports the exact OOM point", "[engine]") {
   run_engine(b.trace(), alloc, keep, options(700), r);
   REQUIRE(r.status == RunStatus::OutOfMemory);
   REQUIRE(r.oom);
-  CHECK(r.oom->event_index == 2);
+  CHECK(r.oom->event == EventId{2});
   CHECK(r.oom->tensor_file_id == 1);
   CHECK(r.oom->has_op);
   CHECK(r.oom->op_name == "op2");
@@ -89,7 +89,7 @@ TEST_CASE("an address-aware arena runs out where the fungible counter does not",
     Report r;
     run_engine(b.trace(), arena, keep, options(3072), r);
     REQUIRE(r.status == RunStatus::OutOfMemory);
-    CHECK(r.oom->event_index == 5);
+    CHECK(r.oom->event == EventId{5});
     CHECK(r.oom->allocated.value == 1024);
     CHECK(r.oom->largest_free.value == 1024);
   }
@@ -189,7 +189,7 @@ TEST_CASE("recorded addresses are compared with the model's placements", "[engin
   run_engine(b.trace(), arena, keep, options(4096), r);
   CHECK(r.addresses.checked == 2);
   CHECK(r.addresses.mismatches == 1);
-  CHECK(r.addresses.first_mismatch_event == 0);
+  CHECK(r.addresses.first_mismatch_event == EventId{0});
   CHECK(r.addresses.first_expected == 7);
   CHECK(r.addresses.first_got == 0);
 }

@@ -39,7 +39,7 @@ class RoomPolicy final : public Policy {
       : script_(std::move(script)), room_(std::move(room)) {}
   std::vector<Action> after_event(const MemoryView& view) override {
     std::vector<Action> out;
-    auto [b, e] = script_.equal_range(view.event_index());
+    auto [b, e] = script_.equal_range(index_of(view.event_index()));
     for (auto it = b; it != e; ++it) {
       const TensorId t{it->second.storage};
       if (it->second.what == Step::What::SwapOut) {

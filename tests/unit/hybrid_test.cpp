@@ -38,7 +38,7 @@ class ScriptedPolicy final : public Policy {
   std::vector<Action> on_alloc_failure(const AllocRequest&, const MemoryView&) override { return {}; }
   std::vector<Action> after_event(const MemoryView& view) override {
     std::vector<Action> out;
-    auto [b, e] = script_.equal_range(view.event_index());
+    auto [b, e] = script_.equal_range(index_of(view.event_index()));
     for (auto it = b; it != e; ++it) {
       const Step& s = it->second;
       if (s.what == Step::What::Evict) {

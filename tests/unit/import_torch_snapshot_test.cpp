@@ -189,7 +189,7 @@ TEST_CASE("torch snapshot: a hand-worked history converts and replays exactly", 
   const Replay at = replay(t, Bytes{40 * MiB + 123});
   CHECK(at.report.status == RunStatus::OutOfMemory);
   REQUIRE(at.report.oom.has_value());
-  CHECK(at.report.oom->event_index == 9);
+  CHECK(at.report.oom->event == EventId{9});
   CHECK(at.report.oom->requested.value == GiB);
   CHECK(at.report.addresses.checked == 3);
   CHECK(at.report.addresses.mismatches == 0);

@@ -302,7 +302,7 @@ TEST_CASE("policy shapes: a run past limits.max_search_steps stops with status l
     REQUIRE(r.limit.has_value());
     CHECK(r.limit->search_steps == 10);
     CHECK(r.counters.search_scanned > 10);
-    CHECK(r.limit->event_index < t.events.size());
+    CHECK(index_of(r.limit->event) < t.events.size());
     CHECK(to_json(r)["status"] == "limit");
     CHECK(to_json(r)["limit"]["key"] == "limits.max_search_steps");
   }

@@ -81,11 +81,11 @@ TEST_CASE("report builder: overheads from the clocks, thrash and address points"
   rb.recomputed(SimTime{30});
   rb.recomputed(SimTime{10});
   CHECK(rb.delay() == SimTime{60});
-  rb.thrashed_at(7, 2, SimTime{80});
+  rb.thrashed_at(EventId{7}, 2, SimTime{80});
   rb.stopped(RunStatus::Thrashed);
-  rb.address_checked(0x100, 0x100, 1);
-  rb.address_checked(0x200, 0x300, 4);
-  rb.address_checked(0x400, 0x500, 9);  // only the first mismatch is kept
+  rb.address_checked(0x100, 0x100, EventId{1});
+  rb.address_checked(0x200, 0x300, EventId{4});
+  rb.address_checked(0x400, 0x500, EventId{9});  // only the first mismatch is kept
   rb.finished(stats(0, 0, 0), {SimTime{150}, SimTime{100}, SimTime{80}}, std::nullopt, false);
   const Report r = std::move(rb).take();
   CHECK(r.status == RunStatus::Thrashed);
@@ -93,13 +93,13 @@ TEST_CASE("report builder: overheads from the clocks, thrash and address points"
   CHECK(r.time.compute_overhead == 1.5);
   CHECK(r.time.recompute_overhead == 1.5);  // (80 + 40) / 80
   REQUIRE(r.thrash);
-  CHECK((r.thrash->event_index == 7 && r.thrash->iteration == 2));
+  CHECK((r.thrash->event == EventId{7} && r.thrash->iteration == 2));
   CHECK(r.thrash->recompute_time == SimTime{40});
   CHECK(r.thrash->op_time == SimTime{80});
   CHECK(r.addresses.checked == 3);
   CHECK(r.addresses.mismatches == 2);
-  CHECK(
-      (r.addresses.first_mismatch_event == 4 && r.addresses.first_expected == 0x200 && r.addresses.first_got == 0x300));
+  CHECK((r.addresses.first_mismatch_event == EventId{4} && r.addresses.first_expected == 0x200 &&
+         r.addresses.first_got == 0x300));
   CHECK(!r.search_latency);
 
   ReportBuilder idle;  // no time at all: overheads are 1

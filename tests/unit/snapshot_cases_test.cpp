@@ -248,12 +248,12 @@ TEST_CASE("snapshot cases: a recorded OOM fails at the same request at the recor
   const Replay at = replay(t, Bytes{36 * MiB});
   CHECK(at.report.status == RunStatus::OutOfMemory);
   REQUIRE(at.report.oom.has_value());
-  CHECK(at.report.oom->event_index == 3);
+  CHECK(at.report.oom->event == EventId{3});
   CHECK(at.report.oom->requested.value == 30 * MiB);
   CHECK(at.report.oom->reserved.value == 20 * MiB);
   CHECK(at.report.addresses.mismatches == 0);
   // One byte of budget less still fails there, 30 MiB more does not.
-  CHECK(replay(t, Bytes{50 * MiB - 1}).report.oom->event_index == 3);
+  CHECK(replay(t, Bytes{50 * MiB - 1}).report.oom->event == EventId{3});
   const Replay more = replay(t, Bytes{50 * MiB});
   CHECK(more.report.status == RunStatus::Completed);
   CHECK(more.report.addresses.mismatches == 0);

@@ -215,7 +215,7 @@ TEST_CASE("snapshot cases: recordings near the capacity replay exactly at it, re
         ++ooms;
         REQUIRE(r.report.status == RunStatus::OutOfMemory);
         CHECK(t.header.source["ooms"][0]["capacity"] == GiB);
-        CHECK(r.report.oom->event_index == t.header.source["ooms"][0]["event"]);
+        CHECK(index_of(r.report.oom->event) == t.header.source["ooms"][0]["event"]);
       } else {
         CHECK(r.report.status == RunStatus::Completed);
       }

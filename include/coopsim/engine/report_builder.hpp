@@ -97,12 +97,12 @@ class ReportBuilder {
   }
 
   // A recorded device address (an alloc event's "addr") against the model's placement.
-  void address_checked(std::uint64_t recorded, std::uint64_t placed, std::uint64_t event_index) {
+  void address_checked(std::uint64_t recorded, std::uint64_t placed, EventId event) {
     AddressCheck& a = r_.addresses;
     ++a.checked;
     if (recorded == placed) return;
     if (a.mismatches++ == 0) {
-      a.first_mismatch_event = event_index;
+      a.first_mismatch_event = event;
       a.first_expected = recorded;
       a.first_got = placed;
     }
@@ -112,9 +112,9 @@ class ReportBuilder {
   void stopped(RunStatus status) { r_.status = status; }
   [[nodiscard]] RunStatus status() const { return r_.status; }
   void out_of_memory_at(OomPoint p) { r_.oom = std::move(p); }
-  // The recompute limit was passed at `event_index` (the recomputation time is the builder's).
-  void thrashed_at(std::uint64_t event_index, std::uint32_t iteration, SimTime op_time) {
-    r_.thrash = ThrashPoint{event_index, iteration, r_.time.recompute_time, op_time};
+  // The recompute limit was passed at `event` (the recomputation time is the builder's).
+  void thrashed_at(EventId event, std::uint32_t iteration, SimTime op_time) {
+    r_.thrash = ThrashPoint{event, iteration, r_.time.recompute_time, op_time};
   }
   void infeasible_at(InfeasiblePoint p) { r_.infeasible = p; }
   void limited_at(LimitPoint p) { r_.limit = p; }

@@ -38,7 +38,7 @@ struct Result {
   std::uint64_t eager_evictions = 0;  // at release
   Bytes peak;                         // simrd's max_memory (after each op's outputs are charged)
   Bytes requested;                    // the allocation that failed (OutOfMemory)
-  std::size_t stop_event = 0;         // event index where the run stopped (events.size(): at the end)
+  EventId stop_event = kNoEvent;      // the trace event where the run stopped (kNoEvent: it completed)
   // simrd's overhead figure: clock / baseline (its clock starts at 1; the 1 ns is left out).
   [[nodiscard]] double overhead() const {
     return baseline == 0 ? 1.0 : static_cast<double>(clock) / static_cast<double>(baseline);

@@ -48,7 +48,7 @@ inline constexpr std::size_t kOomHolders = 10;
 
 // Where a keep run (or any policy that gave up) ran out of memory.
 struct OomPoint {
-  std::uint64_t event_index = 0;  // 0-based index into the event stream
+  EventId event{};  // the trace event being processed (0-based index into the event stream)
   std::uint32_t iteration = 0;
   std::uint64_t tensor_file_id = 0;
   std::string tensor_name;
@@ -62,7 +62,7 @@ struct OomPoint {
 
 // Where a recompute policy hit its thrash limit.
 struct ThrashPoint {
-  std::uint64_t event_index = 0;
+  EventId event{};
   std::uint32_t iteration = 0;
   SimTime recompute_time{0};  // when it stopped
   SimTime op_time{0};         // trace op time executed so far
@@ -70,7 +70,7 @@ struct ThrashPoint {
 
 // Where a run reached limits.max_search_steps.
 struct LimitPoint {
-  std::uint64_t event_index = 0;
+  EventId event{};
   std::uint32_t iteration = 0;
   std::uint64_t search_steps = 0;  // the cap it went past
 };
@@ -127,7 +127,7 @@ struct CounterFigures {
 struct AddressCheck {
   std::uint64_t checked = 0;
   std::uint64_t mismatches = 0;
-  std::uint64_t first_mismatch_event = 0;  // valid when mismatches > 0
+  EventId first_mismatch_event{};  // valid when mismatches > 0
   std::uint64_t first_expected = 0, first_got = 0;
 };
 

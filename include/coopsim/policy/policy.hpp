@@ -36,7 +36,7 @@ class MemoryView {
   virtual ~MemoryView() = default;
   [[nodiscard]] virtual SimTime now() const = 0;
   [[nodiscard]] virtual const Trace& trace() const = 0;
-  [[nodiscard]] virtual std::size_t event_index() const = 0;  // event being processed
+  [[nodiscard]] virtual EventId event_index() const = 0;  // event being processed
   [[nodiscard]] virtual Residency residency(TensorId storage) const = 0;
   [[nodiscard]] virtual bool pinned(TensorId storage) const = 0;  // used by the current event
   [[nodiscard]] virtual std::optional<Block> block(TensorId storage) const = 0;

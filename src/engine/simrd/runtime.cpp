@@ -195,10 +195,10 @@ Result State::run() {
     result_.outcome = Outcome::Completed;
   } catch (const RunStop& stop) {
     result_.outcome = stop.outcome;
-    result_.stop_event = event_;
+    result_.stop_event = EventId{static_cast<std::uint32_t>(event_)};
     result_.requested = Bytes{static_cast<std::uint64_t>(requested_)};
   }
-  if (result_.outcome == Outcome::Completed) result_.stop_event = trace_.events.size();
+  if (result_.outcome == Outcome::Completed) result_.stop_event = kNoEvent;
   result_.clock = clock_ - 1;
   return result_;
 }
