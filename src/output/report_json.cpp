@@ -1,5 +1,6 @@
 // JSON form of a Report. Key order is fixed (ordered_json) so reports are byte-identical.
 #include "coopsim/model/report.hpp"
+#include "coopsim/output/oom_verdict.hpp"
 
 #include <fmt/format.h>
 
@@ -41,6 +42,11 @@ nlohmann::ordered_json to_json(const Report& r) {
     oj["allocated_bytes"] = o.allocated.value;
     oj["reserved_bytes"] = o.reserved.value;
     oj["largest_free_bytes"] = o.largest_free.value;
+    const OomVerdict verdict = oom_verdict(o, r.budget);
+    oj["verdict"] = {{"kind", std::string(to_string(verdict.kind))},
+                     {"free_bytes", verdict.free.value},
+                     {"short_bytes", verdict.short_by.value},
+                     {"line", verdict.line}};
     const OomSegsum& s = o.segsum;
     J pools = J::array();
     for (const OomPool& p : s.pools) {

@@ -4,6 +4,7 @@
 #include <ostream>
 
 #include "coopsim/model/report.hpp"
+#include "coopsim/output/oom_verdict.hpp"
 
 namespace coopsim {
 namespace {
@@ -19,6 +20,7 @@ void write_text(std::ostream& os, const Report& r) {
   line("status", std::string(to_string(r.status)));
   if (r.oom) {
     const OomPoint& o = *r.oom;
+    line("oom verdict", oom_verdict(o, r.budget).line);
     line("oom at event", fmt::format("{} (iteration {})", index_of(o.event), o.iteration));
     line("oom tensor", fmt::format("{}{}", o.tensor_file_id, o.tensor_name.empty() ? "" : " (" + o.tensor_name + ")"));
     line("oom op", o.has_op ? fmt::format("{} ({})", o.op_file_id, o.op_name) : std::string("-"));
@@ -88,7 +90,9 @@ void write_text(std::ostream& os, const Report& r) {
   line("compute overhead", fmt::format("{:.4f}x", t.compute_overhead));
   line("stall", format_time(t.stall));
   line("recomputes", fmt::format("{} ({})", t.recomputes, format_time(t.recompute_time)));
-  line("recompute overhead (Coop)", fmt::format("{:.4f}x of op time {}", t.recompute_overhead, format_time(t.op_time)));
+  if (t.op_time.count() > 0) {  // a trace without compute (an allocator-only snapshot) has no Coop clock
+    line("recompute overhead (Coop)", fmt::format("{:.4f}x of op time {}", t.recompute_overhead, format_time(t.op_time)));
+  }
   line("swap out / in", fmt::format("{} ({}) / {} ({})", t.swap_outs, format_bytes(t.swap_out_bytes), t.swap_ins,
                                     format_bytes(t.swap_in_bytes)));
   const CounterFigures& c = r.counters;

@@ -4,8 +4,11 @@
 // more than 1 MiB would remain; a split segment cannot be given back).
 #include <catch2/catch.hpp>
 
+#include <sstream>
+
 #include "coopsim/alloc/pytorch.hpp"
 #include "coopsim/engine/engine.hpp"
+#include "coopsim/output/oom_verdict.hpp"
 #include "coopsim/output/report_writers.hpp"
 #include "coopsim/policy/keep.hpp"
 #include "trace_builder.hpp"
@@ -70,4 +73,39 @@ TEST_CASE("an OOM is explained: fragmentation, pools and the largest holders", "
   CHECK(j["pytorch_memory_stats"]["num_ooms"] == 1);
   CHECK(j["oom"]["segsum"]["inactive_split_bytes"] == 4 * MiB);
   CHECK(j["oom"]["segsum"]["largest_holders"][1]["op_name"] == "make_y");
+  // The verdict: 60 - 28 = 32 MiB free >= 30 MiB requested, yet no block of 30 MiB: fragmentation.
+  r.budget = o.budget;  // the simulation layer fills it in a run
+  const OomVerdict v = oom_verdict(*r.oom, r.budget);
+  CHECK(v.kind == OomVerdict::Kind::Fragmentation);
+  CHECK(v.free == Bytes{32 * MiB});
+  CHECK(v.line ==
+        "fragmentation OOM: 32.00 MiB free (4.00 MiB cached in segments, 28.00 MiB not reserved), but no free block "
+        "of 30.00 MiB (largest 4.00 MiB)");
+  const auto jv = to_json(r)["oom"]["verdict"];
+  CHECK(jv["kind"] == "fragmentation");
+  CHECK(jv["free_bytes"] == 32 * MiB);
+}
+
+TEST_CASE("an OOM verdict: capacity, with the bytes short", "[oom][report]") {
+  TraceBuilder b;
+  const auto w = b.tensor(16 * MiB, TensorRole::Parameter, "w");
+  const auto z = b.tensor(50 * MiB, TensorRole::Activation, "z");
+  const auto mk_z = b.op("make_z", 10, {w}, {z});
+  b.alloc(w).alloc(z).compute(mk_z);  // 16 + 50 > 60: 6 MiB short
+  PyTorchCachingAllocator alloc(Bytes{60 * MiB});
+  KeepPolicy keep;
+  EngineOptions o;
+  o.budget = Bytes{60 * MiB};
+  Report r;
+  run_engine(b.trace(), alloc, keep, o, r);
+  REQUIRE(r.oom);
+  r.budget = o.budget;
+  const OomVerdict v = oom_verdict(*r.oom, r.budget);
+  CHECK(v.kind == OomVerdict::Kind::Capacity);
+  CHECK(v.short_by == Bytes{6 * MiB});
+  CHECK(v.line == "capacity OOM: 6.00 MiB short (16.00 MiB live + 50.00 MiB requested > budget 60.00 MiB)");
+  std::ostringstream text;
+  write_text(text, r);
+  CHECK(text.str().find("  oom verdict                    capacity OOM: 6.00 MiB short") != std::string::npos);
+  CHECK(to_json(r)["oom"]["verdict"]["short_bytes"] == 6 * MiB);
 }
