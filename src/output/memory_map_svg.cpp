@@ -11,6 +11,7 @@
 #include <iterator>
 #include <tuple>
 
+#include "coopsim/output/oom_verdict.hpp"
 #include "memory_map.hpp"
 
 namespace coopsim {
@@ -100,6 +101,7 @@ text{{font-family:sans-serif;font-size:12px;fill:#222}}
       stacked_bars();
     }
     time_axis();
+    if (report_.oom) oom_marker();
     out_ += "</svg>\n";
     return std::move(out_);
   }
@@ -124,6 +126,21 @@ text{{font-family:sans-serif;font-size:12px;fill:#222}}
   void y_tick(double y0, const std::string& label) {
     hline(y0, "grid");
     text(kX0 - 6, y0 + 4, nullptr, label, "end");
+  }
+  // Where the run ran out of memory: a red line at that time, the failed request as a red box to the
+  // scale of the budget (its height), and the verdict line.
+  void oom_marker() {
+    const SimTime at = std::min(report_.time.simulated, data_.end);
+    const double xv = data_.end.count() > 0 ? x(at) : kX0 + kPW;
+    const double budget = std::max<double>(1.0, static_cast<double>(report_.budget.value));
+    const double h = std::min(kPH, kPH * static_cast<double>(report_.oom->requested.value) / budget);
+    out_ += fmt::format("<line class=\"budget\" x1=\"{0:.2f}\" y1=\"{1:.1f}\" x2=\"{0:.2f}\" y2=\"{2:.1f}\"/>\n", xv, kY0,
+                        kY0 + kPH);
+    rect(xv - 4, kY0, 8, std::max(1.0, h), "fill=\"#b00000\" fill-opacity=\"0.35\" stroke=\"#b00000\"");
+    text(std::max(kX0, xv - 8), kY0 - 6, "sub",
+         fmt::format("OOM: request of {} failed; {}", format_bytes(report_.oom->requested),
+                     oom_verdict(*report_.oom, report_.budget).line),
+         "end");
   }
   void time_axis() {
     const double end_ms = static_cast<double>(data_.end.count()) / 1e6;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "coopsim/output/export.hpp"
+#include "coopsim/output/oom_verdict.hpp"
 
 namespace coopsim {
 namespace {
@@ -58,6 +59,7 @@ class Writer {
     }
     for (std::uint32_t i = 0; i < log_.records.size(); ++i) record(i, d2h.first, h2d.first);
     counters();
+    if (report_.oom) oom();
     out_ += fmt::format(
         "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{{\"tool\":\"coopsim\",\"version\":{},\"trace\":{},\"model\":{},"
         "\"allocator\":{},\"policy\":{},\"budget_bytes\":{},\"status\":{},\"simulated_ns\":{}}}}}\n",
@@ -155,6 +157,17 @@ class Writer {
       case LogKind::Access:
       case LogKind::Memory: break;  // shown by the counters (Memory) or too fine-grained to draw
     }
+  }
+  // The run's out-of-memory point: a global instant event at the time it stopped, with the verdict.
+  void oom() {
+    const OomPoint& o = *report_.oom;
+    const OomVerdict v = oom_verdict(o, report_.budget);
+    event(fmt::format(
+        R"({{"ph":"i","s":"g","pid":{},"tid":{},"cat":"oom","name":{},"ts":{},"args":{{"requested_bytes":{},)"
+        R"("allocated_bytes":{},"reserved_bytes":{},"largest_free_bytes":{},"verdict":{},"tensor":{},"op":{},"event":{}}}}})",
+        kPid, kComputeTid, json_text(v.line), micros(report_.time.simulated), o.requested.value,
+        o.allocated.value, o.reserved.value, o.largest_free.value, json_text(std::string(to_string(v.kind))),
+        o.tensor_file_id, o.has_op ? std::to_string(o.op_file_id) : std::string("null"), index_of(o.event)));
   }
   // Counter samples in time order; of several at the same time, the last one recorded.
   void counters() {

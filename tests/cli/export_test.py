@@ -178,6 +178,23 @@ code, _, err = run("run", tiny, "-a", "bestfit", "-b", "8KiB", "--memory-map", c
 fills = sorted(r.get("fill") for r in svg_rects(cost_svg, "block")) if code == 0 else []
 case("--memory-map-colour cost colours by producer op time", fills == ["#440154", "#d0d0d0", "#fde725"], (err, fills))
 
+# An OOM in the exports: the tiny trace at 3 KiB (w 1 KiB + x 2 KiB live, g's 1 KiB cannot be placed:
+# capacity, 1 KiB short). The timeline has one global 'oom' instant with the verdict; the memory map a
+# red box for the failed request, 1/3 of the 600 px plot high, and the verdict line.
+oom_json, oom_svg = path("oom.json"), path("oom.svg")
+code, _, err = run("run", tiny, "-a", "bestfit", "-b", "3KiB", "--timeline", oom_json, "--memory-map", oom_svg, "-q")
+events = [e for e in json.load(open(oom_json))["traceEvents"] if e.get("cat") == "oom"] if code == 0 else []
+case("the timeline marks the OOM with its verdict",
+     len(events) == 1 and events[0]["ph"] == "i" and events[0]["s"] == "g" and events[0]["args"]["verdict"] == "capacity"
+     and events[0]["args"]["requested_bytes"] == 1024 and events[0]["name"].startswith("capacity OOM: 1.00 KiB short"),
+     (code, err, events))
+boxes = [r for r in ET.parse(oom_svg).getroot().iter("{http://www.w3.org/2000/svg}rect")
+         if r.get("fill") == "#b00000"] if code == 0 else []
+words = "".join(ET.parse(oom_svg).getroot().itertext()) if code == 0 else ""
+case("the memory map draws the failed request and the verdict",
+     len(boxes) == 1 and boxes[0].get("height") == "200.00" and "OOM: request of 1.00 KiB failed; capacity OOM" in words,
+     (boxes and boxes[0].attrib, words[-200:]))
+
 # --- --audit on every kind of policy ---------------------------------------------------------
 for policy, allocator in (("keep", "pytorch"), ("keep", "fungible"), ("coop", "bestfit"), ("dtr", "fungible"),
                           ("dtr", "pytorch"), ("autoswap", "cnmem")):
