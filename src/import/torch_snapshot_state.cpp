@@ -252,7 +252,8 @@ void Reconstruction::orphan(std::size_t i) {
 
 std::uint32_t Reconstruction::new_initial_tensor(const Preexisting& b) {
   const auto t = static_cast<std::uint32_t>(h_.tensors.size());
-  h_.tensors.push_back({b.requested, b.name});
+  // Without frames the block can only be named by when it was made: OOM reports list it as such.
+  h_.tensors.push_back({b.requested, b.name.empty() ? std::string("allocated before recording") : b.name});
   if (b.free_entry == kNone) {
     ++h_.preexisting_kept;
   } else {

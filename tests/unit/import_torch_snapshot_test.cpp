@@ -92,6 +92,7 @@ TEST_CASE("torch snapshot: a hand-worked history converts and replays exactly", 
   const std::vector<std::uint64_t> sizes{4 * MiB - 100, 3 * MiB, 2 * MiB + 1, 1000, 18 * MiB - 100, GiB};
   for (std::size_t i = 0; i < sizes.size(); ++i) CHECK(t.tensors[i].size.value == sizes[i]);
   CHECK(t.tensors[0].name == "empty_strided");                        // only a factory frame
+  CHECK(t.tensors[1].name == "allocated before recording");           // no frames: named by when it was made
   CHECK(t.tensors[2].name == "zeros_like in forward (model.py:54)");  // factory skipped, torch-free .py
   CHECK(t.tensors[3].name == "forward (model.py:12)");                // Python-only stack
   CHECK(t.tensors[4].name.empty());
