@@ -152,7 +152,10 @@ def test_one_version_everywhere(coopsim_exe):
     with open(os.path.join(ROOT, "CITATION.cff"), encoding="utf-8") as f:
         citation = re.search(r"^version: (\S+)$", f.read(), re.M).group(1)
     import subprocess
-    binary = subprocess.run([coopsim_exe, "--version"], capture_output=True, text=True).stdout.strip()
+    lines = subprocess.run([coopsim_exe, "--version"], capture_output=True, text=True).stdout.splitlines()
+    # coopsim VERSION / commit DESCRIBE / BUILDTYPE build, COMPILER, C++20, CUDA backend on|off
+    assert lines[0] == f"coopsim {meson}" and lines[1].startswith("commit ") and " build, " in lines[2]
+    binary = lines[0].split()[1]
     assert coopsim.__version__ == meson == citation == binary
     if native_module() is not None:
         assert native_module().__version__ == meson

@@ -17,6 +17,7 @@
 #include "coopsim/import/registry.hpp"
 #include "coopsim/planner/planner.hpp"
 #include "coopsim_config.h"
+#include "coopsim_vcs.h"
 #include "cli_errors.hpp"
 
 namespace coopsim {
@@ -34,19 +35,22 @@ void add_initial_state_option(CLI::App* cmd, std::string& value) {
 int run_command_line(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
   CLI::App app{"coopsim " COOPSIM_VERSION " — trace-driven simulator of GPU memory management"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", COOPSIM_VERSION);
+  app.set_version_flag("--version", "coopsim " COOPSIM_VERSION "\ncommit " COOPSIM_COMMIT "\n" COOPSIM_BUILD_INFO);
 
   RunArgs run;
   auto* run_cmd = app.add_subcommand("run", "simulate a trace under an allocator and a policy");
   run_cmd->add_option("trace", run.trace, "trace file (.jsonl or .jsonl.gz)")->required();
   run_cmd->add_option("--config,-c", run.config, "JSON config file");
-  run_cmd->add_option("--allocator,-a", run.allocators, "allocator model; a comma list or 'all' runs each")
+  run_cmd->add_option("--allocator,-a", run.allocators,
+                      "allocator model; a comma list or 'all' runs each (default: the config's, pytorch)")
       ->check(cli::comma_list());
-  run_cmd->add_option("--policy,-p", run.policies, "memory policy; a comma list or 'all' runs each")
+  run_cmd->add_option("--policy,-p", run.policies,
+                      "memory policy; a comma list or 'all' runs each (default: the config's, keep)")
       ->check(cli::comma_list());
   run_cmd
       ->add_option("--budget,-b", run.budgets,
-                   "memory budget, e.g. 8GiB, or N% of the trace's peak live bytes; a comma list runs each")
+                   "memory budget, e.g. 8GiB, or N% of the trace's peak live bytes; a comma list runs each "
+                   "(default: the config's, 80GiB)")
       ->check(cli::comma_list());
   run_cmd->add_option("--set,-s", run.sets, "config override key=value (repeatable)");
   std::string run_initial_state;
