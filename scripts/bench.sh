@@ -14,12 +14,15 @@
 #  - bounded work: a 50,000-layer chain of evictable layers under coop, dtr and dte at 50 %
 #    (limits.max_search_steps ends runs whose searches would run for minutes: status limit);
 #  - scaling: smartpool keep on 100k-800k tiny tensors all alive together (its offline planning);
+#  - merge: `coopsim merge` of a 100,000-run sweep in 4 shards, wall time and peak RSS against the
+#    target of issue 32 (under 300 MB), printed as pass / FAIL;
 #  - peak resident memory of each measurement.
 # Results: bench/results.csv and a printed summary. Targets: >= 1M lines/s, >= 10M events/s
 # under keep, a 100-budget x 3-policy sweep of the largest bundled trace in < 10 s on 2 cores.
 #   scripts/bench.sh [LAYERS] [ITERATIONS]
 #   scripts/bench.sh predict   # before-launch prediction vs the H200 (scripts/predict.py): fake
 #                              # recordings on PyPI's torch 2.x against traces/h200/measured.json
+#   scripts/bench.sh merge     # the merge measurement alone (bench/merge.csv)
 set -eu
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
@@ -31,6 +34,43 @@ coopsim="$build/src/coopsim"
 if [ "${1:-}" = predict ]; then
   coopsim_torch2_venv
   exec python3 scripts/predict.py "$coopsim" "$COOPSIM_TORCH2_PYTHON" --out bench/predict
+fi
+# Merge (issue 32; docs/cluster.md): a sweep of 100,000 runs in 4 shards, merged. The runs: a tiny
+# generated trace (2 layers, batch 2) under bestfit and pytorch at 50,000 budget ratios in (0, 1],
+# nearly all out of memory, whose reports are the largest (about 5.5 KB of results.json each,
+# 550 MB in all). The shards are swept on every core first; then the merge alone is measured:
+# wall seconds and peak RSS (rows `merge` and `rss`). Target: under 300 MB whatever the sweep's
+# size (merge streams; the code that read every shard whole took about 36 KB per run, 3.6 GB).
+bench_merge() {
+  local d=bench/merge-100k k
+  rm -rf "$d"
+  mkdir -p "$d"
+  "$coopsim" generate -o "$d/t.jsonl" --set layers=2 --set batch=2 >/dev/null
+  printf '{"traces": ["t.jsonl"], "allocators": ["bestfit", "pytorch"], "policies": ["keep"],\n "budgets": {"ratios": {"from": 0.00002, "to": 1.0, "step": 0.00002}}}\n' >"$d/sweep.json"
+  for k in 1 2 3 4; do
+    "$coopsim" sweep "$d/sweep.json" -j "$(nproc)" --shard "$k/4" -o "$d/shard-$k" >/dev/null 2>&1
+  done
+  /usr/bin/time -f "%e %M" -o bench/time.txt "$coopsim" merge "$d/shard-1" "$d/shard-2" "$d/shard-3" "$d/shard-4" \
+    -o "$d/merged" >bench/merge-out.txt
+  read -r secs rss <bench/time.txt
+  local runs
+  runs=$(awk '{ print $4 }' bench/merge-out.txt)
+  echo "merge,$runs-runs-4-shards,seconds,$secs,$secs"
+  echo "rss,merge-$runs-runs-4-shards,peak_kib,$rss,$secs"
+  rm -rf "$d"  # some 1.1 GB
+}
+# The merge's peak RSS of a results CSV against the 300 MB target, one line.
+merge_verdict() {
+  awk -F, '$1 == "rss" && $2 ~ /^merge-/ {
+    printf "merge (%s): %.1f s, peak RSS %.1f MB (target < 300 MB): %s\n", $2, $5, $4 * 1024 / 1e6,
+      ($4 * 1024 < 300e6) ? "pass" : "FAIL" }' "$1"
+}
+if [ "${1:-}" = merge ]; then
+  mkdir -p bench
+  { echo "kind,subject,metric,value,seconds"; bench_merge; } >bench/merge.csv
+  column -s, -t bench/merge.csv
+  merge_verdict bench/merge.csv
+  exit 0
 fi
 layers="${1:-200}"
 iterations="${2:-140}"
@@ -155,6 +195,8 @@ with gzip.open(sys.argv[2], "wt") as f:
     echo "scaling,smartpool-tiny-together/$n,seconds,$secs,$secs"
     echo "rss,smartpool-tiny-together-$n,peak_kib,$rss,$secs"
   done
+  bench_merge
 } >bench/results.csv
 echo "== bench/results.csv ($(grep -c . bench/large.jsonl) lines, machine: $(nproc) cores, one used)"
 column -s, -t bench/results.csv
+merge_verdict bench/results.csv

@@ -1,6 +1,7 @@
 // A sweep directory's files (docs/sweep.md): the sweep.json manifest, results.csv rows,
 // results.json entries and the journal of an unfinished sweep, minbudget.csv; reading them back
-// for --resume and merge, and writing the sorted final form.
+// for --resume, and writing the sorted final form (through result_stream.hpp's writers, which
+// `coopsim merge` streams with).
 #include <fmt/format.h>
 
 #include <fstream>
@@ -12,6 +13,7 @@
 #include "coopsim/base/text.hpp"
 #include "coopsim/sweep/sweep.hpp"
 #include "coopsim/output/report_writers.hpp"
+#include "result_stream.hpp"
 
 namespace coopsim::sweep {
 namespace {
@@ -37,22 +39,6 @@ std::vector<std::string> complete_lines(const std::string& text) {
     start = nl + 1;
   }
   return lines;
-}
-
-std::size_t parse_index(const std::string& text, std::size_t limit, const fs::path& file, std::uint64_t line,
-                        const char* what) {
-  std::size_t used = 0;
-  unsigned long long v = 0;
-  try {
-    v = std::stoull(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size() || v >= limit) {
-    throw InputError(file.string(), line,
-                     fmt::format("{} '{}' is not one of this sweep's {} {}s", what, text, limit, what));
-  }
-  return static_cast<std::size_t>(v);
 }
 
 // Rows of a CSV written by a sweep, keyed by their first column (run or search index), and where
@@ -94,6 +80,22 @@ void add_entry(const OJ& e, std::size_t limit, const fs::path& file, std::uint64
 }
 
 }  // namespace
+
+std::size_t parse_index(const std::string& text, std::size_t limit, const fs::path& file, std::uint64_t line,
+                        const char* what) {
+  std::size_t used = 0;
+  unsigned long long v = 0;
+  try {
+    v = std::stoull(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || v >= limit) {
+    throw InputError(file.string(), line,
+                     fmt::format("{} '{}' is not one of this sweep's {} {}s", what, text, limit, what));
+  }
+  return static_cast<std::size_t>(v);
+}
 
 nlohmann::ordered_json manifest_json(const Manifest& m) {
   OJ j;
@@ -206,20 +208,27 @@ void check_sweep_files(const fs::path& dir) {
 }
 
 void write_results(const fs::path& dir, const Manifest& m, const Finished& f) {
-  std::string csv = results_csv_header() + "\n";
-  for (const auto& [i, row] : f.rows) csv += row + "\n";
-  write_file_atomic((dir / "results.csv").string(), csv, OutputFile::Target::Owned);
-  if (m.searches > 0) {
-    std::string mb = minbudget_csv_header() + "\n";
-    for (const auto& [i, row] : f.search_rows) mb += row + "\n";
-    write_file_atomic((dir / "minbudget.csv").string(), mb, OutputFile::Target::Owned);
+  // Through the writers merge streams with (result_stream.hpp): one text for both.
+  BufferedOutput csv(dir / "results.csv");
+  csv.write(results_csv_header() + "\n");
+  for (const auto& [i, row] : f.rows) {
+    csv.write(row);
+    csv.write("\n");
   }
-  OJ doc;
-  doc["coopsim_version"] = m.coopsim_version;
-  doc["config_hash"] = fmt::format("{:016x}", m.config_hash);
-  doc["runs"] = OJ::array();
-  for (const auto& [i, e] : f.entries) doc["runs"].push_back(e);
-  write_file_atomic((dir / "results.json").string(), doc.dump(2) + "\n", OutputFile::Target::Owned);
+  csv.commit();
+  if (m.searches > 0) {
+    BufferedOutput mb(dir / "minbudget.csv");
+    mb.write(minbudget_csv_header() + "\n");
+    for (const auto& [i, row] : f.search_rows) {
+      mb.write(row);
+      mb.write("\n");
+    }
+    mb.commit();
+  }
+  ResultsJsonWriter json(dir / "results.json", m);
+  for (const auto& [i, e] : f.entries) json.add(e);
+  json.finish();
+  json.commit();
   write_file_atomic((dir / "sweep.json").string(), manifest_json(m).dump(2) + "\n", OutputFile::Target::Owned);
   std::error_code ec;
   fs::remove(dir / kJournal, ec);
