@@ -26,7 +26,7 @@ LAYERS = ["base", "model", "formats", "audit", "planner", "alloc", "policy", "en
           "output", "replay", "sim", "sweep", "cli", "app"]
 RANK = {name: i for i, name in enumerate(LAYERS)}
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
-GENERATED = {"coopsim_config.h"}  # written by Meson into the build directory (src/meson.build)
+GENERATED = {"coopsim_config.h", "coopsim_vcs.h"}  # written by Meson into the build directory (include/meson.build)
 # The public API (include/coopsim/coopsim.hpp), implemented in the sim layer (src/sim/facade.cpp).
 FACADE = {"include/coopsim/coopsim.hpp": "sim"}
 # The policy headers the engine may include: the interface and the data it shares with policies,

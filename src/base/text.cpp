@@ -35,12 +35,15 @@ std::size_t utf8_length(std::string_view s, std::size_t i) {
 std::string one_line(std::string_view s) {
   std::string out;
   out.reserve(s.size());
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c == 0x7F) {
+  for (std::size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const std::size_t n = c < 0x80 ? 1 : utf8_length(s, i);
+    if (c < 0x20 || c == 0x7F || n == 0) {  // a control character, or a byte that begins no UTF-8 sequence
       out += fmt::format("\\x{:02x}", c);
+      ++i;
     } else {
-      out += ch;
+      out.append(s.substr(i, n));
+      i += n;
     }
   }
   return out;

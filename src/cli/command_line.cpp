@@ -242,10 +242,10 @@ int run_command_line(int argc, const char* const* argv, std::ostream& out, std::
     if (adv_cmd->parsed()) return command_advise(adv, out);
     if (replay_cmd->parsed()) return command_replay_gpu(replay, out);
   } catch (const UsageError& e) {
-    err << "coopsim: error: " << e.what() << "\n";
+    err << "coopsim: error: " << one_line(e.what()) << "\n";
     return cli::kUsageStatus;
   } catch (const Error& e) {
-    err << "coopsim: error: " << e.what() << "\n";
+    err << "coopsim: error: " << one_line(e.what()) << "\n";  // input bytes quoted in it stay printable UTF-8
     return 1;
   } catch (const std::exception& e) {
     err << "coopsim: internal error: " << excerpt(e.what(), 1024) << "\n";  // still one line

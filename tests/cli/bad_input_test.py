@@ -43,7 +43,7 @@ imp = lambda kind, src, *more: ["import", kind, src, "-o", out, *more]
 # --- the wrong importer: the error names what the file looks like and the importer to use --------
 SNAP = "traces/h200/resnet50_b115.snapshot.pickle.gz"
 bad("kineto on a snapshot pickle names torch-snapshot", imp("kineto", SNAP),
-    f"{SNAP}:1: malformed JSON at column 1: syntax error while parsing value - invalid literal; last read: '\x80'; "
+    f"{SNAP}:1: malformed JSON at column 1: syntax error while parsing value - invalid literal; last read: '\\x80'; "
     f"{SNAP} looks like a pickle (a PyTorch memory snapshot?): try `coopsim import torch-snapshot`", [out])
 bad("torch-snapshot on a coopsim trace says it needs no import", imp("torch-snapshot", "traces/default.jsonl.gz"),
     "traces/default.jsonl.gz: byte 0: unknown opcode 0x7b ('{'); refusing; traces/default.jsonl.gz looks like a "
@@ -51,7 +51,8 @@ bad("torch-snapshot on a coopsim trace says it needs no import", imp("torch-snap
 k1 = write("kineto.json", '{"traceEvents": [], "schemaVersion": 1, "x": ')
 bad("dtr on a (cut) Kineto trace names kineto", imp("dtr", k1),
     f"{k1}:1: malformed JSON: column 46: syntax error while parsing value - unexpected end of input; expected "
-    f"'[', '{{', or a literal; {k1} looks like a Kineto / Chrome trace: try `coopsim import kineto`", [out])
+    f"'[', '{{', or a literal (last line has no newline: truncated file?); {k1} looks like a Kineto / Chrome trace: "
+    "try `coopsim import kineto`", [out])
 
 # --- DTR logs --------------------------------------------------------------------------------
 d1 = write("frob.log", '{"INSTRUCTION":"FROB"}\n')

@@ -8,8 +8,12 @@
 
 using namespace coopsim;
 
-TEST_CASE("one_line escapes control characters only", "[text]") {
+TEST_CASE("one_line escapes control characters and bytes that are not UTF-8", "[text]") {
   CHECK(one_line("plain text, caf\xc3\xa9") == "plain text, caf\xc3\xa9");
+  // a pickle's first byte quoted by a JSON parser, a lone continuation byte, a cut sequence, an overlong '/'
+  CHECK(one_line("last read: '\x80'") == "last read: '\\x80'");
+  CHECK(one_line("\xc3(\xe2\x82") == "\\xc3(\\xe2\\x82");
+  CHECK(one_line("\xc0\xaf \xf0\x9f\x98\x80") == "\\xc0\\xaf \xf0\x9f\x98\x80");
   CHECK(one_line(std::string("a\nb\rc\td\x7f"
                              "e\0f",
                              11)) == "a\\x0ab\\x0dc\\x09d\\x7fe\\x00f");

@@ -11,8 +11,9 @@
 
 namespace coopsim {
 
-// `s` with every control character (below 0x20, and 0x7F) written as \xNN, so that text taken
-// from an input (e.g. a JSON library's "last read" token) keeps an error message on one line.
+// `s` with every control character (below 0x20, and 0x7F) and every byte that begins no
+// well-formed UTF-8 sequence written as \xNN, so that text taken from an input (e.g. a JSON
+// library's "last read" token) keeps an error message on one line, in UTF-8.
 std::string one_line(std::string_view s);
 
 // How much of an input an error message quotes (quote_excerpt, excerpt): enough to recognise the
