@@ -67,7 +67,7 @@ TEST_CASE("dtr errors: syntax and file", "[import][dtr][errors]") {
       {"duplicate key", S + line(R"({"INSTRUCTION":"RELEASE","NAME":"a","NAME":"b"})"), 2, "duplicate key 'NAME'"},
       {"invalid UTF-8", S + line("{\"INSTRUCTION\":\"RELEASE\",\"NAME\":\"\xff\"}"), 2,
        "malformed JSON: column 34: syntax error while parsing value - invalid string: ill-formed UTF-8 byte; last "
-       "read: '\"\xff'"},
+       "read: '\"\\xff'"},  // the byte quoted as \xff: messages stay UTF-8 (one_line)
       {"empty file", "", 1, "empty DTR log: no records"},
       {"blank lines only", "\n  \n\t\n", 4, "empty DTR log: no records"},
       {"no START", P + line(R"({"INSTRUCTION":"RELEASE","NAME":"p"})"), 4,
