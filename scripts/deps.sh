@@ -1,5 +1,5 @@
 # Sourced by quickstart.sh and test.sh: installs the Debian packages coopsim needs.
-COOPSIM_PACKAGES="g++ meson ninja-build pkg-config libfmt-dev nlohmann-json3-dev libcli11-dev catch2 zlib1g-dev python3 python3-dev pybind11-dev python3-matplotlib python3-venv python3-setuptools python3-wheel"
+COOPSIM_PACKAGES="g++ meson ninja-build pkg-config libfmt-dev nlohmann-json3-dev libcli11-dev catch2 zlib1g-dev python3 python3-dev pybind11-dev python3-matplotlib python3-venv python3-setuptools python3-wheel zsh groff-base"
 
 # The CUDA backend (Meson feature `cuda`, auto) needs nvcc on PATH (Meson 1.0 looks nowhere else):
 # add the toolkit's bin directory when nvcc is installed but not on PATH.

@@ -11,7 +11,7 @@
 Importing coopsim imports neither torch nor pandas nor matplotlib: each is imported by what needs it.
 """
 from .recording.trace import read_trace
-from .sim import CoopsimError, advise, find_binary, minbudget, run, sweep, validate
+from .sim import CoopsimError, advise, find_binary, installed_torch_snapshot_format, minbudget, run, sweep, validate
 
 
 def _project_version():
@@ -37,7 +37,7 @@ def _project_version():
 
 
 __version__ = _project_version()  # tests: test_one_version_everywhere
-__all__ = ["record", "fit", "run", "sweep", "minbudget", "advise", "validate", "find_binary", "read_trace", "CoopsimError", "Spec",
+__all__ = ["record", "fit", "run", "installed_torch_snapshot_format", "sweep", "minbudget", "advise", "validate", "find_binary", "read_trace", "CoopsimError", "Spec",
            "MODELS"]
 
 

@@ -47,6 +47,7 @@ from .plot_style import NO_DATA, STATUS_GLYPHS, Style, data_points, no_data, sav
 from .recording.trace import output_file
 
 FORMATS = ("png", "pdf", "svg")
+FIGURES_SCHEMA_VERSION = 1  # figures.json; docs/architecture.md, "JSON documents and their schema version"
 
 
 class PlotError(ValueError):
@@ -352,7 +353,9 @@ def figures(sweep_dir, output=None, overhead="compute", dpi=200, formats=FORMATS
                    colour=colour, hatch=hatch, label=sweep.label)
     target = os.path.join(out, "figures.json")
     with output_file(target) as f:
-        f.write((json.dumps(report, indent=1, sort_keys=True) + "\n").encode("utf-8"))
+        # schema_version: as in every JSON document coopsim writes (docs/architecture.md)
+        document = {"schema_version": FIGURES_SCHEMA_VERSION, "figures": report}
+        f.write((json.dumps(document, indent=1, sort_keys=True) + "\n").encode("utf-8"))
     written.append(target)
     return written
 

@@ -193,18 +193,38 @@ def _read_csv(path):
     return read_csv(path)
 
 
+def installed_torch_snapshot_format():
+    """The --torch-snapshot-format this Python's torch reads: "1.13" for a torch 1.x, "2.x" for a
+    torch 2.x or none (pytorch.org/memory_viz reads 2.x). From the installed package's metadata:
+    torch is not imported."""
+    from importlib import metadata
+    try:
+        version = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return "2.x"
+    return "1.13" if version.startswith("1.") else "2.x"
+
+
 def run(trace, allocator=None, policy=None, budget=None, sets=None, config=None, binary=None, args=(),
-        initial_state=None):
+        initial_state=None, torch_snapshot=None, torch_snapshot_format=None):
     """`coopsim run TRACE ... --csv`: one DataFrame row per run (every allocator x policy x budget
     combination; the CSV columns of docs/architecture.md). allocator, policy and budget take a value
     or a list ('all' for the first two); None leaves the config's (default: pytorch, keep, 80GiB);
     budget: bytes, '8GiB' or '60%'; sets: {'key': value} for --set; config: a JSON config file; args:
     further command-line arguments; initial_state: 'recorded' or 'empty' for a trace imported from a
-    snapshot (--initial-state). The text report is in df.attrs['report']."""
+    snapshot (--initial-state); torch_snapshot: write the run as a PyTorch memory snapshot there, in
+    the layout torch_snapshot_format ('2.x' or '1.13'; default: the one this Python's torch reads,
+    installed_torch_snapshot_format()). The text report is in df.attrs['report']."""
     trace = _path(trace, "trace")
     options = _options(allocator, policy, budget, sets, config)
     if initial_state is not None:
         args = [_option("--initial-state", initial_state), *args]
+    if torch_snapshot is not None:
+        layout = installed_torch_snapshot_format() if torch_snapshot_format is None else torch_snapshot_format
+        args = [_option("--torch-snapshot", _path(torch_snapshot, "torch_snapshot")),
+                _option("--torch-snapshot-format", _value(layout, "torch_snapshot_format")), *args]
+    elif torch_snapshot_format is not None:
+        raise ValueError("torch_snapshot_format: only with torch_snapshot (the file to write)")
     with tempfile.TemporaryDirectory(prefix="coopsim-run-") as tmp:
         csv = os.path.join(tmp, "results.csv")
         report = call(["run", *options, *args, _option("--csv", csv), "--", trace], binary)

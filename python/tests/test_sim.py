@@ -204,3 +204,39 @@ def test_docs_running_the_simulator_block_as_written(tmp_path, monkeypatch):
     assert scope["found"]["found"] and scope["found"]["min_budget_bytes"] > 0
     shown = re.search(r'advice\["verdict"\]: "(.*?) \.\.\."', code).group(1)
     assert scope["advice"]["verdict"].startswith(shown), scope["advice"]["verdict"]
+
+
+def test_run_torch_snapshot_follows_the_installed_torch(tmp_path, coopsim_bin):
+    import pickle
+    layout = coopsim.installed_torch_snapshot_format()
+    default = tmp_path / "default.pickle"
+    coopsim.run(TRACE, budget="60%", binary=coopsim_bin, torch_snapshot=default)
+    with open(default, "rb") as f:
+        snap = pickle.load(f)
+    # torch 1.13's viewer reads the list of segments; 2.x's the dict with the history.
+    assert isinstance(snap, list if layout == "1.13" else dict)
+    for chosen, kind in (("1.13", list), ("2.x", dict)):
+        path = tmp_path / f"{chosen}.pickle"
+        coopsim.run(TRACE, budget="60%", binary=coopsim_bin, torch_snapshot=path, torch_snapshot_format=chosen)
+        with open(path, "rb") as f:
+            assert isinstance(pickle.load(f), kind)
+    with pytest.raises(ValueError, match="only with torch_snapshot"):
+        coopsim.run(TRACE, binary=coopsim_bin, torch_snapshot_format="2.x")
+    with pytest.raises(coopsim.CoopsimError, match="expected 2.x, 1.13 or auto"):
+        coopsim.run(TRACE, binary=coopsim_bin, torch_snapshot=tmp_path / "bad.pickle", torch_snapshot_format="3")
+    assert not (tmp_path / "bad.pickle").exists()
+
+
+def test_installed_torch_snapshot_format_reads_the_package_version(monkeypatch):
+    from importlib import metadata
+
+    def version(answer):
+        def fake(name):
+            assert name == "torch"
+            if answer is None:
+                raise metadata.PackageNotFoundError(name)
+            return answer
+        return fake
+    for answer, layout in (("1.13.1", "1.13"), ("2.15.0+cpu", "2.x"), (None, "2.x")):
+        monkeypatch.setattr(metadata, "version", version(answer))
+        assert coopsim.installed_torch_snapshot_format() == layout

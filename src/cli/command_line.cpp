@@ -19,6 +19,7 @@
 #include "coopsim_config.h"
 #include "coopsim_vcs.h"
 #include "cli_errors.hpp"
+#include "cli_model.hpp"
 
 namespace coopsim {
 namespace {
@@ -70,9 +71,10 @@ int run_command_line(int argc, const char* const* argv, std::ostream& out, std::
       ->check(cli::one_of({"role", "cost"}));
   run_cmd
       ->add_option("--torch-snapshot-format", run.torch_snapshot_format,
-                   "torch snapshot layout: 2.x (torch 2.x's dict with the history, default) or 1.13 (the list of "
-                   "segments torch 1.13's torch.cuda._memory_viz reads)")
-      ->check(cli::one_of({"2.x", "1.13"}));
+                   "torch snapshot layout: 2.x (torch 2.x's dict with the history, default; pytorch.org/memory_viz "
+                   "reads it), 1.13 (the list of segments torch 1.13's torch.cuda._memory_viz reads) or auto (the "
+                   "one the torch of $COOPSIM_PYTHON, else python3, reads)")
+      ->check(cli::one_of({"2.x", "1.13", "auto"}));
   run_cmd->add_flag("--audit", run.audit,
                     "check the run's event log with the independent auditor; exit 5 on a violation");
 
@@ -157,8 +159,9 @@ int run_command_line(int argc, const char* const* argv, std::ostream& out, std::
   auto* minb_cmd = app.add_subcommand("minbudget", "bisect for the smallest budget a run completes in (docs/sweep.md)");
   minb_cmd->add_option("trace", minb.trace, "trace file")->required();
   minb_cmd->add_option("--config,-c", minb.config, "JSON config file");
-  minb_cmd->add_option("--policy,-p", minb.policy, "memory policy");
-  minb_cmd->add_option("--allocator,-a", minb.allocator, "allocator model");
+  // Optional as in run: the config's, else keep on pytorch; the first output line names both.
+  minb_cmd->add_option("--policy,-p", minb.policy, "memory policy (default: the config's, keep)");
+  minb_cmd->add_option("--allocator,-a", minb.allocator, "allocator model (default: the config's, pytorch)");
   double minb_overhead = 0.0;
   auto* minb_overhead_opt = minb_cmd->add_option("--max-overhead", minb_overhead, "also require compute overhead <= X")
                                 ->check(cli::number());
@@ -203,6 +206,14 @@ int run_command_line(int argc, const char* const* argv, std::ostream& out, std::
   replay_cmd->add_flag("--no-graph", replay.no_graph,
                        "issue every step from the host instead of a captured CUDA graph");
 
+  std::string completion_shell;
+  auto* completion_cmd = app.add_subcommand(
+      "completion", "print the shell completion script (bash or zsh), made from this command line and the registries");
+  completion_cmd->add_option("shell", completion_shell, "the shell: bash or zsh")
+      ->required()
+      ->check(cli::one_of({"bash", "zsh"}));
+  auto* man_cmd = app.add_subcommand("man", "print the manual page coopsim(1) in roff (read it with: man -l FILE)");
+
   cli::refuse_empty_values(app);
   try {
     app.parse(argc, argv);
@@ -241,6 +252,14 @@ int run_command_line(int argc, const char* const* argv, std::ostream& out, std::
     if (minb_cmd->parsed()) return command_minbudget(minb, out);
     if (adv_cmd->parsed()) return command_advise(adv, out);
     if (replay_cmd->parsed()) return command_replay_gpu(replay, out);
+    if (completion_cmd->parsed()) {
+      out << (completion_shell == "bash" ? cli::bash_completion(app) : cli::zsh_completion(app));
+      return 0;
+    }
+    if (man_cmd->parsed()) {
+      out << cli::man_page(app);
+      return 0;
+    }
   } catch (const UsageError& e) {
     err << "coopsim: error: " << one_line(e.what()) << "\n";
     return cli::kUsageStatus;

@@ -5,6 +5,7 @@
 
 #include "coopsim/base/error.hpp"
 #include "coopsim/output/export.hpp"
+#include "installed_torch.hpp"
 #include "run_exports.hpp"
 
 namespace coopsim {
@@ -28,10 +29,13 @@ const ExporterRegistry& run_exporters() {
            }});
     r.add({"torch-snapshot", "write the run as a PyTorch memory snapshot pickle (pytorch.org/memory_viz)",
            [](const Trace& t, const RunLog& log, const Report& rep, const RunArgs& args, OutputFile& out) {
-             const auto format = parse_torch_snapshot_format(args.torch_snapshot_format);
+             const std::string name = args.torch_snapshot_format == "auto"
+                                          ? cli::torch_snapshot_format_for(cli::installed_torch_version())
+                                          : args.torch_snapshot_format;
+             const auto format = parse_torch_snapshot_format(name);
              if (!format) {
                throw ConfigError("--torch-snapshot-format",
-                                 "'" + args.torch_snapshot_format + "' is not one of: 2.x, 1.13");
+                                 "'" + args.torch_snapshot_format + "' is not one of: 2.x, 1.13, auto");
              }
              out.write(torch_snapshot_pickle(t, log, rep, *format));
            }});

@@ -4,6 +4,7 @@
 
 #include <ostream>
 
+#include "coopsim/base/schema_version.hpp"
 #include "coopsim/cli/exporters.hpp"
 #include "coopsim/import/registry.hpp"
 #include "coopsim/planner/planner.hpp"
@@ -72,6 +73,7 @@ int command_list(bool json, std::ostream& out) {
   const ImporterRegistry importer_list = builtin_importers();
   if (json) {
     nlohmann::ordered_json j;
+    j["schema_version"] = schema_version::kListing;
     j["config"] = docs_json(top_level_docs());
     j["allocators"] = section_json(c.allocators);
     j["policies"] = section_json(c.policies);

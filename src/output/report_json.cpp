@@ -1,5 +1,6 @@
 // JSON form of a Report. Key order is fixed (ordered_json) so reports are byte-identical.
 #include "coopsim/model/report.hpp"
+#include "coopsim/base/schema_version.hpp"
 #include "coopsim/output/oom_verdict.hpp"
 
 #include <fmt/format.h>
@@ -20,6 +21,7 @@ std::string_view to_string(RunStatus s) {
 nlohmann::ordered_json to_json(const Report& r) {
   using J = nlohmann::ordered_json;
   J j;
+  j["schema_version"] = schema_version::kReport;
   j["coopsim_version"] = r.coopsim_version;
   j["trace"] = {{"path", r.trace_path},
                 {"model", r.model},

@@ -6,6 +6,7 @@
 #include <optional>
 #include <ostream>
 
+#include "coopsim/base/schema_version.hpp"
 #include "coopsim/sweep/advise.hpp"
 
 namespace coopsim::advise {
@@ -134,6 +135,7 @@ OJ to_json(const Advice& a) {
   auto bytes_or_null = [](const std::optional<Bytes>& b) { return b ? OJ(b->value) : OJ(nullptr); };
   const Outcome* best = a.answer();
   OJ j;
+  j["schema_version"] = schema_version::kAdvice;
   j["trace"] = a.trace;
   j["capacity_bytes"] = a.capacity.value;
   j["reserve_bytes"] = a.reserve.value;

@@ -6,6 +6,7 @@
 
 #include <ostream>
 
+#include "coopsim/base/schema_version.hpp"
 #include "coopsim/base/error.hpp"
 #include "coopsim/sweep/sweep.hpp"
 #include "coopsim/formats/trace_file.hpp"
@@ -121,6 +122,7 @@ int command_minbudget(const MinBudgetArgs& args, std::ostream& out) {
   const std::string policy = top.get_string("policy");
   if (args.json) {
     nlohmann::ordered_json j;
+    j["schema_version"] = schema_version::kMinBudget;
     j["trace"] = args.trace;
     j["allocator"] = allocator;
     j["policy"] = policy;

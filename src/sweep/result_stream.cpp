@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "coopsim/base/schema_version.hpp"
 #include "coopsim/base/error.hpp"
 #include "coopsim/base/text.hpp"
 
@@ -230,8 +231,8 @@ void BufferedOutput::commit() {
 }
 
 ResultsJsonWriter::ResultsJsonWriter(const fs::path& path, const Manifest& m) : out_(path) {
-  out_.write("{\n  \"coopsim_version\": " + OJ(m.coopsim_version).dump() +
-             ",\n  \"config_hash\": " + OJ(fmt::format("{:016x}", m.config_hash)).dump() + ",\n  \"runs\": [");
+  out_.write("{\n  \"schema_version\": " + std::to_string(schema_version::kSweepResults) +
+             ",\n  \"coopsim_version\": " + OJ(m.coopsim_version).dump() + ",\n  \"config_hash\": " + OJ(fmt::format("{:016x}", m.config_hash)).dump() + ",\n  \"runs\": [");
 }
 
 void ResultsJsonWriter::add(const OJ& entry) {

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "coopsim/base/schema_version.hpp"
 #include "coopsim/base/error.hpp"
 #include "coopsim/base/json_document.hpp"
 #include "coopsim/base/output_file.hpp"
@@ -99,6 +100,7 @@ std::size_t parse_index(const std::string& text, std::size_t limit, const fs::pa
 
 nlohmann::ordered_json manifest_json(const Manifest& m) {
   OJ j;
+  j["schema_version"] = schema_version::kSweepManifest;
   j["coopsim_version"] = m.coopsim_version;
   j["config_hash"] = fmt::format("{:016x}", m.config_hash);
   j["runs"] = m.runs;
@@ -111,6 +113,12 @@ Manifest read_manifest(const fs::path& dir) {
   const fs::path file = dir / "sweep.json";
   if (!fs::exists(file)) throw Error(file.string() + ": missing: not a sweep output directory");
   const OJ j = parse_ordered_json_document(read_text(file), file.string());
+  // A manifest from before schema_version (absent) reads as version 1; a later one is refused.
+  if (const auto v = j.find("schema_version");
+      v != j.end() && !(v->is_number_unsigned() && v->get<std::uint64_t>() == schema_version::kSweepManifest)) {
+    throw Error(fmt::format("{}: schema_version {} (this coopsim reads sweep manifests of version {})", file.string(),
+                            excerpt(v->dump(), 40), schema_version::kSweepManifest));
+  }
   Manifest m;
   try {
     m.coopsim_version = j.at("coopsim_version").get<std::string>();

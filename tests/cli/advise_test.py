@@ -122,7 +122,7 @@ row_keys = ["rank", "policy", "conf", "settings", "origin", "fits", "status", "p
             "peak_allocated_bytes", "compute_overhead", "alloc_retries", "device_mallocs", "oom_event", "step_ms",
             "in_pytorch", "run"]
 case("--json: top-level keys",
-     list(j) == ["trace", "capacity_bytes", "reserve_bytes", "usable_bytes", "peak_live_bytes", "events", "iterations",
+     list(j) == ["schema_version", "trace", "capacity_bytes", "reserve_bytes", "usable_bytes", "peak_live_bytes", "events", "iterations",
                  "initial_state", "verdict", "fits", "fits_with_settings", "fits_with_policy", "spare_bytes",
                  "short_bytes", "min_capacity_bytes", "step_ms", "use", "answer", "settings", "not_tried", "policies",
                  "policies_skipped", "link"], f"{list(j)}")

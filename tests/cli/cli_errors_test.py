@@ -15,12 +15,12 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tap import registry_names  # noqa: E402
+from tap import command_names, registry_names  # noqa: E402
 
 COOPSIM = sys.argv[1]
 results = []
 tmp = tempfile.mkdtemp(prefix="coopsim-cli-errors-")
-COMMANDS = "run, validate, list, generate, import, bench, plan, sweep, merge, minbudget, advise, replay-gpu"
+COMMANDS = ", ".join(command_names(COOPSIM))
 ALLOCATORS = ", ".join(registry_names(COOPSIM, "allocators"))
 UNITLESS = "(plain numbers below 1024 are not taken as bytes"
 

@@ -11,6 +11,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tap import command_names  # noqa: E402
+
 COOPSIM = sys.argv[1]
 TRACE = "traces/default.jsonl.gz"
 GOLDEN = "tests/data/golden/small_step.jsonl"
@@ -262,8 +265,7 @@ case("keep runs a trace without dataflow", code == 0, err)
 
 # Usage errors (exit 2, one line) in detail: cli_errors_test.py.
 bad("unknown subcommand is a usage error", ["frobnicate"],
-    "coopsim: error: unknown command 'frobnicate' (commands: run, validate, list, generate, import, bench, plan, sweep, "
-    "merge, minbudget, advise, replay-gpu)", status=2)
+    f"coopsim: error: unknown command 'frobnicate' (commands: {', '.join(command_names(COOPSIM))})", status=2)
 bad("missing trace argument is a usage error", ["run"], "coopsim: error: run: missing argument TRACE", status=2)
 
 print(f"1..{len(results)}")

@@ -72,7 +72,10 @@ def plot(sweep_dir, plots, name, every_axis_has_data=True):
         failures.append(f"{name}: plot.py failed: {p.stderr.strip()[-500:]}")
         return None
     with open(os.path.join(plots, "figures.json")) as f:
-        report = json.load(f)
+        document = json.load(f)
+    if document.get("schema_version") != 1:
+        failures.append(f"{name}: figures.json has schema_version {document.get('schema_version')!r}, not 1")
+    report = document.get("figures", {})
     drawn = [n for n in FIGURES if n in report and not report[n].get("skipped")]
     if sorted(report) != sorted(FIGURES) or "overhead_vs_memory" not in drawn:
         failures.append(f"{name}: figures.json lists {sorted(report)}")

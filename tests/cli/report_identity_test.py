@@ -43,7 +43,9 @@ ADDITIONS = [("pytorch_memory_stats",), ("counters", "ooms"), ("oom", "segsum"),
              ("config", "params", "bestfit", "small_area"), ("config", "params", "bestfit", "small_threshold"),
              ("config", "params", "coop", "compat"),
              # issue 32: the OOM verdict (capacity or fragmentation) beside the figures it is made from
-             ("oom", "verdict")]
+             ("oom", "verdict"),
+             # issue 32: every JSON document names its schema version first
+             ("schema_version",)]
 # Config keys renamed after dea8c1b so that each word has one meaning (issue 30; docs/architecture.md,
 # "Names"): each run's JSON object is hashed under the old name, so its figures are still compared
 # with dea8c1b's; the whole-file JSON hashes were regenerated (--update) with the rename.

@@ -20,6 +20,14 @@ def registry_names(coopsim, kind):
     return [c["name"] for c in json.loads(p.stdout)[kind]]
 
 
+def command_names(coopsim):
+    """The commands in the order `coopsim --help` lists them (its Subcommands section): tests
+    take the list from there, so a new command needs no test edit."""
+    import re
+    p = subprocess.run([coopsim, "--help"], capture_output=True, text=True, timeout=60, check=True)
+    return re.findall(r"^  (\S+)\s", p.stdout.split("Subcommands:")[1], re.M)
+
+
 def finish(results, scratch=None):
     """Prints the TAP plan and one line per case (the detail of a failure as a comment), removes
     the scratch directory, and exits 0 when every case passed, else 1."""

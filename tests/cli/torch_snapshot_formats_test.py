@@ -97,6 +97,30 @@ same = code == 0 and open(path("explicit-2.x.pickle"), "rb").read() == open(path
 case("--torch-snapshot-format 2.x is the default (the same bytes)", same, err)
 
 
+# --- auto: the layout of the torch that $COOPSIM_PYTHON imports ------------------------------------
+# Stand-in Pythons (shell scripts) answer the version question as a Python with that torch would;
+# one fails as a Python without torch does, one is not there at all.
+def fake_python(name, body):
+    p = path(name)
+    with open(p, "w") as f:
+        f.write("#!/bin/sh\n" + body + "\n")
+    os.chmod(p, 0o755)
+    return p
+
+
+for label, python, expected in (("torch 1.13.1", fake_python("py113", "echo 1.13.1"), "1.13"),
+                                ("torch 2.15.0+cpu", fake_python("py215", "echo 2.15.0+cpu"), "2.x"),
+                                ("no torch (exit 1)", fake_python("pynone", "exit 1"), "2.x"),
+                                ("no such Python", path("absent-python"), "2.x")):
+    out_file = path(f"auto-{expected}-{len(results)}.pickle")
+    p = subprocess.run([COOPSIM, "run", TRACE, "-p", "coop", "-b", "60%", "-q", "--torch-snapshot", out_file,
+                        "--torch-snapshot-format", "auto"], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "COOPSIM_PYTHON": python})
+    want = path(f"pytorch-{expected}.pickle")
+    same = p.returncode == 0 and open(out_file, "rb").read() == open(want, "rb").read()
+    case(f"--torch-snapshot-format auto with {label} writes the {expected} layout", same, p.stderr)
+
+
 def layout_problems(new, old):
     """Where the 1.13 export (a list of segments) differs from the 2.x export's segments."""
     if not isinstance(old, list):
@@ -159,7 +183,7 @@ def expected(name):
 bad = path("bad.pickle")
 code, out, err = run("run", TRACE, "-p", "coop", "-b", "60%", "--torch-snapshot", bad, "--torch-snapshot-format", "3")
 case("--torch-snapshot-format 3 is refused in one line (status 2), no file written",
-     code == 2 and out == "" and err == "coopsim: error: --torch-snapshot-format: expected 2.x or 1.13, got '3'\n"
+     code == 2 and out == "" and err == "coopsim: error: --torch-snapshot-format: expected 2.x, 1.13 or auto, got '3'\n"
      and not os.path.exists(bad), (code, out[-200:], err))
 
 # --- torch 1.13's viewer on the 1.13 export ------------------------------------------------------
