@@ -53,7 +53,19 @@ int command_replay_gpu(const ReplayGpuArgs& args, std::ostream& out) {
   const gpu::LinkFit d2h = gpu::fit_link(samples, true), h2d = gpu::fit_link(samples, false);
   const auto report = gpu::replay_report_json(plan, args.plan, device, settings, m, d2h, h2d);
   if (report_file) report_file->write(report.dump(2) + "\n");
-  if (link_file) link_file->write(gpu::link_preset_json(d2h, h2d, device.name).dump(2) + "\n");
+  if (link_file) {
+    // The link as the plan's own copies ran (beside compute and each other), when both directions
+    // can be fitted; else the isolated copies' fit (docs/cuda-validation.md, "Copy model").
+    const auto copies = gpu::replay_copy_samples(plan, m);
+    try {
+      link_file->write(gpu::link_preset_json(gpu::fit_link(copies, true), gpu::fit_link(copies, false), device.name,
+                                             fmt::format("{} copies during the replay", copies.size()))
+                           .dump(2) +
+                       "\n");
+    } catch (const Error&) {
+      link_file->write(gpu::link_preset_json(d2h, h2d, device.name).dump(2) + "\n");
+    }
+  }
   if (report_file) report_file->commit();
   if (link_file) link_file->commit();
   const auto& it = report.at("iteration");

@@ -39,6 +39,16 @@ Json fit_json(const LinkFit& f) {
               {"samples", f.samples}};
 }
 
+// {"d2h": fit, "h2d": fit} of the replay's own copies, or null when a direction cannot be fitted
+// (fewer than two sizes, or time not growing with size).
+Json in_replay_link_json(const std::vector<LinkSample>& samples) {
+  try {
+    return Json{{"d2h", fit_json(fit_link(samples, true))}, {"h2d", fit_json(fit_link(samples, false))}};
+  } catch (const Error&) {
+    return nullptr;
+  }
+}
+
 struct Sum {
   std::uint64_t steps = 0, bytes = 0;
   double simulated = 0.0, measured = 0.0, abs_step_error = 0.0;
@@ -80,9 +90,20 @@ LinkFit fit_link(const std::vector<LinkSample>& samples, bool device_to_host) {
   return f;
 }
 
-Json link_preset_json(const LinkFit& d2h, const LinkFit& h2d, const std::string& device_name) {
+std::vector<LinkSample> replay_copy_samples(const Plan& plan, const ReplayMeasurement& m) {
+  std::vector<LinkSample> out;
+  for (std::uint32_t i = 0; i < plan.steps.size() && i < m.step_ns.size(); ++i) {
+    const PlanStep& s = plan.steps[i];
+    if ((s.kind != StepKind::SwapOut && s.kind != StepKind::SwapIn) || !(m.step_ns[i] > 0.0)) continue;
+    out.push_back(LinkSample{s.kind == StepKind::SwapOut, s.bytes.value, m.step_ns[i]});
+  }
+  return out;
+}
+
+Json link_preset_json(const LinkFit& d2h, const LinkFit& h2d, const std::string& device_name,
+                      const std::string& source) {
   auto latency = [](const LinkFit& f) { return static_cast<std::int64_t>(std::llround(std::max(0.0, f.latency_ns))); };
-  return Json{{"description", "host<->device link measured by coopsim replay-gpu on " + device_name},
+  return Json{{"description", "host<->device link measured by coopsim replay-gpu on " + device_name + " (" + source + ")"},
               {"link", Json{{"preset", "pcie4-x16"},
                             {"d2h_gbps", 1.0 / d2h.ns_per_byte},
                             {"h2d_gbps", 1.0 / h2d.ns_per_byte},
@@ -195,6 +216,18 @@ Json replay_report_json(const Plan& plan, const std::string& plan_path, const De
   };
   r["transfers"] = Json{{"d2h", transfer(out)}, {"h2d", transfer(in)}};
   r["link"] = Json{{"d2h", fit_json(d2h)}, {"h2d", fit_json(h2d)}};
+  // Every copy as [step id, bytes, simulated ns, measured ns], per direction: what a copy model is
+  // fitted to (scripts/copy_model.py), and the link as it ran in this replay, when each direction
+  // had copies of two sizes or more.
+  Json copies{{"d2h", Json::array()}, {"h2d", Json::array()}};
+  for (std::uint32_t i = 0; i < plan.steps.size() && i < m.step_ns.size(); ++i) {
+    const PlanStep& s = plan.steps[i];
+    if (s.kind != StepKind::SwapOut && s.kind != StepKind::SwapIn) continue;
+    copies[s.kind == StepKind::SwapOut ? "d2h" : "h2d"].push_back(
+        Json::array({i, s.bytes.value, (s.end - s.start).count(), m.step_ns[i]}));
+  }
+  r["copies"] = copies;
+  r["link_in_replay"] = in_replay_link_json(replay_copy_samples(plan, m));
   return r;
 }
 

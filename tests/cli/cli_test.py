@@ -216,7 +216,7 @@ bad("unknown policy parameter", ["run", GOLDEN, "-p", "dtr", "--set", "dtr.bogus
 bad("malformed --set", ["run", GOLDEN, "--set", "budget", "-o", rep3],
     "coopsim: error: --set budget: expected key=value", outs)
 bad("bad link preset", ["run", GOLDEN, "--set", "link.preset=pcie9", "-o", rep3],
-    "coopsim: error: link.preset: invalid value 'pcie9' (valid: pcie3-x16, pcie4-x16, pcie5-x16, nvlink-c2c)", outs)
+    "coopsim: error: link.preset: invalid value 'pcie9' (valid: pcie3-x16, pcie4-x16, pcie5-x16, nvlink-c2c, h200)", outs)
 badcfg = write("badcfg.json", '{\n  "budget": "1GiB",\n  "allocator": "cnmem",,\n}\n')
 bad("config with a JSON error names file:line", ["run", GOLDEN, "-c", badcfg, "-o", rep3],
     f"coopsim: error: {badcfg}:3: invalid JSON: ", outs, prefix=True)

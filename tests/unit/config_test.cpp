@@ -50,7 +50,7 @@ TEST_CASE("config errors name the file and key and list valid choices", "[config
   CHECK_THROWS_WITH(check_config(from({{"budget", 0}})), "cfg.json: budget: must be greater than 0");
   CHECK_THROWS_WITH(check_config(from({{"link", {{"preset", "pcie9"}}}})),
                     "cfg.json: link.preset: invalid value 'pcie9' (valid: pcie3-x16, pcie4-x16, pcie5-x16, "
-                    "nvlink-c2c)");
+                    "nvlink-c2c, h200)");
   CHECK_THROWS_WITH(check_config(from({{"params", {{"cnmem", {{"bogus", 1}}}}}})),
                     Catch::StartsWith("cfg.json: cnmem.bogus: unknown parameter (valid for cnmem: "));
   CHECK_THROWS_WITH(check_config(from({{"params", {{"tlsf", nlohmann::json::object()}}}})),

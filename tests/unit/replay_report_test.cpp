@@ -64,7 +64,7 @@ TEST_CASE("link fit: the written link is a config coopsim run accepts") {
   CHECK(m.h2d.ns_per_byte == Approx(0.04));
   CHECK(m.d2h.latency == SimTime{5000});
   CHECK(m.h2d.latency == SimTime{2000});
-  CHECK(cfg.doc.at("description") == "host<->device link measured by coopsim replay-gpu on Test GPU");
+  CHECK(cfg.doc.at("description") == "host<->device link measured by coopsim replay-gpu on Test GPU (isolated copies)");
 }
 
 TEST_CASE("replay report: measured against simulated, per op class and per transfer direction") {
@@ -120,6 +120,44 @@ TEST_CASE("replay report: measured against simulated, per op class and per trans
   CHECK(d2h.at("error").get<double>() == Approx(0.5));
   CHECK(r.at("transfers").at("h2d").at("mean_abs_step_error").get<double>() == Approx(0.25));
   CHECK(r.at("link").at("d2h").at("gbps").get<double>() == Approx(20.0));
+  // Each copy as [step, bytes, simulated, measured]; one copy per direction: no in-replay fit.
+  CHECK(r.at("copies").at("d2h") == nlohmann::ordered_json::parse("[[7, 1000, 200, 300.0]]"));
+  CHECK(r.at("copies").at("h2d") == nlohmann::ordered_json::parse("[[11, 1000, 200, 150.0]]"));
+  CHECK(r.at("link_in_replay").is_null());
+}
+
+TEST_CASE("replay report: the link as the replay's own copies ran") {
+  // Plans whose copies come in two sizes: the copies' measured times are 1000 ns + 0.02 ns/B
+  // (50 GB/s) out and 2000 ns + 0.025 ns/B (40 GB/s) in, so the in-replay fit finds exactly that,
+  // whatever the isolated copies said.
+  Plan plan;
+  const std::uint64_t sizes[] = {1000000, 4000000, 1000000, 4000000};
+  ReplayMeasurement m;
+  for (std::uint32_t i = 0; i < 8; ++i) {
+    PlanStep s;
+    s.kind = i < 4 ? StepKind::SwapOut : StepKind::SwapIn;
+    s.bytes = Bytes{sizes[i % 4]};
+    plan.steps.push_back(s);
+    const double bytes = static_cast<double>(sizes[i % 4]);
+    m.step_ns.push_back(i < 4 ? 1000.0 + 0.02 * bytes : 2000.0 + 0.025 * bytes);
+  }
+  m.step_ns[2] = 0.0;  // not timed (no event pair): left out
+  const auto samples = replay_copy_samples(plan, m);
+  CHECK(samples.size() == 7);
+  const LinkFit out = fit_link(samples, true), in = fit_link(samples, false);
+  CHECK(1.0 / out.ns_per_byte == Approx(50.0));
+  CHECK(out.latency_ns == Approx(1000.0));
+  CHECK(1.0 / in.ns_per_byte == Approx(40.0));
+  CHECK(in.latency_ns == Approx(2000.0));
+  const auto s = line_samples();
+  const auto r = replay_report_json(plan, "p.json", DeviceInfo{}, ReplaySettings{}, m, fit_link(s, true),
+                                    fit_link(s, false));
+  CHECK(r.at("link_in_replay").at("d2h").at("gbps").get<double>() == Approx(50.0));
+  CHECK(r.at("link_in_replay").at("h2d").at("latency_ns").get<double>() == Approx(2000.0));
+  CHECK(r.at("copies").at("d2h").size() == 4);
+  const auto link = link_preset_json(out, in, "Test GPU", "7 copies during the replay");
+  CHECK(link.at("description") == "host<->device link measured by coopsim replay-gpu on Test GPU (7 copies during the replay)");
+  CHECK(link.at("link").at("h2d_gbps").get<double>() == Approx(40.0));
 }
 
 TEST_CASE("replay-gpu input checks are thinned only as far as the op's duration needs") {

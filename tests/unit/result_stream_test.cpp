@@ -68,6 +68,7 @@ std::string write_doc(const fs::path& file, const Manifest& m, const std::vector
 
 std::string dumped(const Manifest& m, const std::vector<OJ>& es) {
   OJ doc;
+  doc["schema_version"] = 1;  // include/coopsim/base/schema_version.hpp, kSweepResults
   doc["coopsim_version"] = m.coopsim_version;
   doc["config_hash"] = "0123456789abcdef";
   doc["runs"] = OJ::array();

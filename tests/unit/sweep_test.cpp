@@ -112,7 +112,7 @@ TEST_CASE("sweep config errors name the file and key", "[sweep]") {
                     "dir/s.json: base.budget: the sweep's budgets list sets it");
   CHECK_THROWS_WITH(parse(with("base", "{\"link\": {\"preset\": \"pcie9\"}}")),
                     "dir/s.json: base.link.preset: invalid value 'pcie9' (valid: pcie3-x16, pcie4-x16, pcie5-x16, "
-                    "nvlink-c2c)");
+                    "nvlink-c2c, h200)");
   CHECK_THROWS_WITH(parse(with("base", "{\"params\": {\"cnmem\": {\"bogus\": 1}}}")),
                     Catch::StartsWith("dir/s.json: base.cnmem.bogus: unknown parameter (valid for cnmem: "));
   CHECK_THROWS_WITH(parse(with("variants", "{\"a b\": {}}")),

@@ -40,7 +40,7 @@ TEST_CASE("config errors stay on one line whatever the command line holds", "[te
   apply_override(d, "link.preset=a\nb");
   CHECK_THROWS_WITH(check_config(d),
                     "link.preset: invalid value 'a\\x0ab' (valid: pcie3-x16, pcie4-x16, pcie5-x16, "
-                    "nvlink-c2c)");
+                    "nvlink-c2c, h200)");
   // Command-line text need not be UTF-8: the message shows U+FFFD instead of failing.
   SimConfig e;
   apply_override(e, "budget=\xff");

@@ -95,6 +95,12 @@ struct LinkFit {
 // Throws Error when the samples hold fewer than two distinct sizes or time does not grow with size.
 LinkFit fit_link(const std::vector<LinkSample>& samples, bool device_to_host);
 
+// The plan's swap steps as the replay timed them (m.step_ns), one sample per copy with a measured
+// time: the link as copies run during training, beside compute and the other direction's copies.
+// On the H200 those ran at 0.90 of the bandwidth isolated copies reach (docs/cuda-validation.md,
+// "Copy model"), so this fit, not measure_link's, is the link a simulation should use.
+std::vector<LinkSample> replay_copy_samples(const Plan& plan, const ReplayMeasurement& m);
+
 // The backend: defined only in builds with CUDA (COOPSIM_HAVE_CUDA), in src/replay/*.cu.
 namespace cuda {
 // Number of usable devices; 0 with `why` set when there is none or no driver.

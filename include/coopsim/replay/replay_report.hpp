@@ -12,7 +12,9 @@ namespace coopsim::gpu {
 
 // A config file holding a "description" and a "link" section (include/coopsim/model/link.hpp keys)
 // with the fitted bandwidths and latencies: `coopsim run -c FILE` simulates with the measured link.
-nlohmann::ordered_json link_preset_json(const LinkFit& d2h, const LinkFit& h2d, const std::string& device_name);
+// `source` says which copies were fitted (the description names it).
+nlohmann::ordered_json link_preset_json(const LinkFit& d2h, const LinkFit& h2d, const std::string& device_name,
+                                        const std::string& source = "isolated copies");
 
 // The gpu-report.json document (docs/cuda-validation.md describes its keys).
 nlohmann::ordered_json replay_report_json(const Plan& plan, const std::string& plan_path, const DeviceInfo& device,
