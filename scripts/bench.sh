@@ -23,6 +23,8 @@
 #   scripts/bench.sh predict   # before-launch prediction vs the H200 (scripts/predict.py): fake
 #                              # recordings on PyPI's torch 2.x against traces/h200/measured.json
 #   scripts/bench.sh merge     # the merge measurement alone (bench/merge.csv)
+#   scripts/bench.sh simrd     # the simrd profile against simrd itself, per point (bench/simrd.md;
+#                              # DTR_PROTOTYPE=<checkout of uwsampl/dtr-prototype>, see below)
 set -eu
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
@@ -65,6 +67,26 @@ merge_verdict() {
     printf "merge (%s): %.1f s, peak RSS %.1f MB (target < 300 MB): %s\n", $2, $5, $4 * 1024 / 1e6,
       ($4 * 1024 < 300e6) ? "pass" : "FAIL" }' "$1"
 }
+# simrd (issue 34; docs/performance.md "The simrd profile"): coopsim's simrd profile against DTR's
+# reference simulator on the public DTR logs, point by point: 8 logs x dtr, msps, dtr-eq x ratios
+# 0.3, 0.5, 0.8, whole-process CPU seconds, median of BENCH_SIMRD_REPEAT runs (3), same verdict and
+# clock checked (scripts/bench_simrd.py). simrd is never part of coopsim: pass a checkout of
+# uwsampl/dtr-prototype (its simrd/ and the logs unzipped from simrd/logs.zip into simrd/logs) as
+# DTR_PROTOTYPE or as the second argument; without one the measurement is skipped.
+# BENCH_SIMRD_ARGS adds options (e.g. "--only unet,lstm --simrd-cache bench/simrd-cache.csv").
+if [ "${1:-}" = simrd ]; then
+  dtr="${2:-${DTR_PROTOTYPE:-}}"
+  if [ -z "$dtr" ] || [ ! -d "$dtr/simrd/simrd" ] || [ ! -d "$dtr/simrd/logs" ]; then
+    echo "bench.sh simrd: skipped: no simrd checkout (set DTR_PROTOTYPE or pass the path of uwsampl/dtr-prototype" \
+      "with simrd/simrd and the logs unzipped into simrd/logs)" >&2
+    exit 0
+  fi
+  mkdir -p bench
+  # shellcheck disable=SC2086  # BENCH_SIMRD_ARGS is a list of options
+  python3 scripts/bench_simrd.py --simrd "$dtr/simrd" --logs "$dtr/simrd/logs" --coopsim "$coopsim" \
+    --repeat "${BENCH_SIMRD_REPEAT:-3}" ${BENCH_SIMRD_ARGS:-} | tee bench/simrd.md
+  exit 0
+fi
 if [ "${1:-}" = merge ]; then
   mkdir -p bench
   { echo "kind,subject,metric,value,seconds"; bench_merge; } >bench/merge.csv

@@ -57,6 +57,12 @@ def with_big_stack(f, *args):
 def simrd_log(args):
     """All points of one log under simrd: (baseline memory, baseline compute, {(h, r): (verdict, overhead)})."""
     simrd_path, log, heuristics, ratios = args
+    return simrd_points(simrd_path, log, [(h, r) for h in heuristics for r in ratios])
+
+
+def simrd_points(simrd_path, log, points):
+    """The (heuristic, ratio) points of one log under simrd, in this process (also used by
+    scripts/bench_simrd.py, one point per process)."""
     sys.path.insert(0, simrd_path)
     from simrd.parse import parse_file
     from simrd.runtime import RuntimeV1, RuntimeV2EagerOptimized
@@ -72,21 +78,20 @@ def simrd_log(args):
         callback(rt)
         base_mem = rt.telemetry.summary['max_memory']
         base_compute = rt.telemetry.summary['model_compute']
-        points = {}
-        for h in heuristics:
-            for r in ratios:
-                rt = RuntimeV2EagerOptimized(int(base_mem * r), getattr(H, HEURISTICS[h])(),
-                                             remat_limit=base_compute * (OVERHEAD_LIMIT - 1),
-                                             stats=False, trace=False)
-                verdict = 'completed'
-                try:
-                    callback(rt)
-                except MemoryError:
-                    verdict = 'oom'
-                except RematExceededError:
-                    verdict = 'thrash'
-                points[(h, r)] = (verdict, rt.clock / base_compute, rt.clock - 1)
-        return base_mem, base_compute, points
+        results = {}
+        for h, r in points:
+            rt = RuntimeV2EagerOptimized(int(base_mem * r), getattr(H, HEURISTICS[h])(),
+                                         remat_limit=base_compute * (OVERHEAD_LIMIT - 1),
+                                         stats=False, trace=False)
+            verdict = 'completed'
+            try:
+                callback(rt)
+            except MemoryError:
+                verdict = 'oom'
+            except RematExceededError:
+                verdict = 'thrash'
+            results[(h, r)] = (verdict, rt.clock / base_compute, rt.clock - 1)
+        return base_mem, base_compute, results
     return with_big_stack(run)
 
 

@@ -3,13 +3,13 @@
 // uwsampl/dtr-prototype@eff53cc4 simrd/simrd/.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
-#include <list>
-#include <unordered_set>
 #include <vector>
 
 #include "coopsim/engine/simrd.hpp"
+#include "id_set.hpp"
 
 namespace coopsim::simrd::detail {
 
@@ -33,30 +33,59 @@ struct STensor {
   std::uint32_t storage = kNone;
   std::int64_t size = 0;  // its own bytes (0 for a view)
   bool defined = false;
-  std::vector<std::uint32_t> children;  // tensors computed from it (duplicates kept)
 };
 
 // optimization/region.py Region: evicted storages reachable from a base storage (children
-// direction, or parents when reverse), and the material storages bounding them.
+// direction, or parents when reverse), and the material storages bounding them. Upstream keeps
+// Python sets; only membership and sums are ever read (never an order), so both are vectors of
+// distinct ids. The interior's membership index is built when the region first absorbs another
+// after a rebuild, and kept by later absorbs (a hub absorbs once per eviction next to it).
 struct SRegion {
-  std::unordered_set<std::uint32_t> interior, frontier;
+  std::vector<std::uint32_t> interior, frontier;
   Cost compute = 0;
+  IdSet interior_index;
+  bool indexed = false;  // interior_index holds exactly `interior`
+};
+
+// Membership marks over ids 0..n-1 that are cleared in O(1): an id is marked when its stamp
+// equals the current epoch. Used for the set operations of regions and neighbourhoods without
+// hashing or allocating.
+class Marks {
+ public:
+  // Starts a new, empty set over at least n ids.
+  void reset(std::size_t n) {
+    if (stamp_.size() < n) stamp_.resize(n, 0);
+    if (++epoch_ == 0) {  // the stamps would repeat: clear them once every 2^32 sets
+      std::fill(stamp_.begin(), stamp_.end(), 0);
+      epoch_ = 1;
+    }
+  }
+  // true when `id` was not marked yet (it is now).
+  bool mark(std::uint32_t id) {
+    if (stamp_[id] == epoch_) return false;
+    stamp_[id] = epoch_;
+    return true;
+  }
+  [[nodiscard]] bool marked(std::uint32_t id) const { return stamp_[id] == epoch_; }
+
+ private:
+  std::vector<std::uint32_t> stamp_;
+  std::uint32_t epoch_ = 0;
 };
 
 // tensor.py Storage, with the runtime's meta (last_access_int, region, region_rev, ecn).
 struct SStorage {
   std::int64_t size = 0;
-  Cost compute = 0;  // Storage.get_compute: sum over the distinct ops of its tensors
-  bool material = false;
   bool pinned = false;
   bool created = false;
   std::uint32_t locks = 0;                                        // ref_int
   std::vector<std::uint32_t> tensors;                             // tensors[0] is the root
   double last_access = -std::numeric_limits<double>::infinity();  // last_access_int
-  std::list<std::uint32_t>::iterator in_pool;
   bool pooled = false;
+  std::uint32_t pool_prev = kNone, pool_next = kNone;  // links of the pool, in pool order
   SRegion fwd, rev;
   std::uint32_t ecn = kNone;  // eq-class node while evicted
+  bool stale_fwd = false, stale_rev = false;  // a rebuild of the region is pending (flush_rebuilds)
 };
 
 struct RunStop {
@@ -90,12 +119,14 @@ class State {
   }
   // graph.cpp: heuristic state and costs
   void rebuild(std::uint32_t base, bool reverse);
+  void request_rebuild(std::uint32_t base, bool reverse);
+  void flush_rebuilds();
   void absorb(std::uint32_t base, bool reverse, std::uint32_t evicted);
   void after_evict(std::uint32_t s);
   void after_compute(const std::vector<std::uint32_t>& remat_storages);
   void update_compute(std::uint32_t s);
-  [[nodiscard]] double cost(std::uint32_t s) const;
-  [[nodiscard]] std::uint32_t choose() const;
+  [[nodiscard]] double cost(std::uint32_t s);
+  [[nodiscard]] std::uint32_t choose();
   // clock_ += cost, or an Error naming the event when the clock would pass 2^63 - 1 ns (as the
   // engine does; docs/limits.md, "Arithmetic").
   void advance(std::int64_t cost);
@@ -105,13 +136,24 @@ class State {
   std::uint32_t find(std::uint32_t n) const;
   [[nodiscard]] bool uses_regions() const;
   [[nodiscard]] bool uses_eq_classes() const;
+  [[nodiscard]] bool keeps_interior(bool reverse) const;
 
   const Trace& trace_;
   Config config_;
   std::vector<SOp> ops_;
   std::vector<STensor> tensors_;         // indexed by trace tensor index
   std::vector<SStorage> storages_;       // indexed by the storage root's trace tensor index
-  std::list<std::uint32_t> pool_;        // storage_pool: in the order storages became evictable
+  // Per storage, apart from SStorage: what every step of a region walk reads.
+  std::vector<std::uint8_t> material_;  // Storage.material
+  std::vector<Cost> compute_;           // Storage.get_compute: sum over the distinct ops of its tensors
+  // The storages of the tensors computed from this storage's tensors (children direction) and of
+  // the inputs of the ops that computed its tensors (parents direction): Storage.
+  // evicted_neighbors and the steps of Region.rebuild, per storage rather than per tensor.
+  // Repeats within one op are dropped; repeats across ops are kept (every use is a set insert).
+  std::vector<std::vector<std::uint32_t>> children_, parents_;
+  // storage_pool, in the order storages became evictable: a list linked through the storages
+  // (SStorage::pool_prev / pool_next), so joining and leaving it allocate nothing.
+  std::uint32_t pool_head_ = kNone, pool_tail_ = kNone;
   std::vector<std::uint32_t> producer_;  // trace tensor -> trace op producing it (kNone: constant)
   // Zero-byte tensors the trace's ops leave out: the ops' full lists, the storage roots of views
   // of zero-byte storages, and when those storages die (event index, root).
@@ -125,6 +167,10 @@ class State {
   std::vector<std::uint8_t> released_;
   mutable std::vector<std::uint32_t> uf_parent_;  // eq-class nodes (optimization/eqclass.py)
   std::vector<Cost> uf_value_;
+  // Scratch space of graph.cpp, kept so that the hot path does not allocate.
+  Marks marks_, marks2_;
+  std::vector<std::uint32_t> stack_, scratch_, scratch2_;
+  std::vector<std::pair<std::uint32_t, bool>> stale_;  // requested rebuilds (storage, reverse)
   std::int64_t clock_ = 1;  // RuntimeBase: clock starts at 1
   std::int64_t memory_ = 0;
   double remat_limit_ = std::numeric_limits<double>::infinity();

@@ -16,7 +16,10 @@
 //  C3 regions (optimization/region.py Region, RuntimeV2Optimized): rebuilt from scratch for the
 //     storages an op makes material and for the material storages on their frontiers; on an
 //     eviction, the regions that had the storage on their frontier absorb its region (as kept
-//     incrementally, not recomputed).
+//     incrementally, not recomputed). Same values, less work (docs/performance.md, "The simrd
+//     profile"): walks over a storage graph kept per storage, pinned storages' regions (never
+//     read) left alone, the frontier rebuilds deferred to the next read, msps without the
+//     children direction's interiors, which it never reads.
 //  C4 eq classes (optimization/eqclass.py, RuntimeV2Optimized._evict/_compute): an evicted storage
 //     gets a new class node of value c, merged with the classes of its evicted neighbours (the
 //     storages of its tensors' parents and children); when it becomes material again its class
@@ -58,6 +61,11 @@ bool State::uses_regions() const {
   return config_.heuristic == EvictionScore::Dtr || config_.heuristic == EvictionScore::Msps;
 }
 
+// msps reads only the parents direction's compute; the children direction's interior feeds
+// nothing but that direction's interiors (its frontier, which drives the absorbs and rebuilds of
+// the parents direction, is kept either way).
+bool State::keeps_interior(bool reverse) const { return reverse || config_.heuristic != EvictionScore::Msps; }
+
 bool State::uses_eq_classes() const { return config_.heuristic == EvictionScore::DtrEq; }
 
 void State::update_compute(std::uint32_t s) {
@@ -69,47 +77,111 @@ void State::update_compute(std::uint32_t s) {
     seen.push_back(op);
     c += ops_[op].compute;
   }
-  storages_[s].compute = c;
+  compute_[s] = c;
 }
 
+// A pinned storage (a constant, or an output pinned at the end) is locked for good: it never
+// enters the pool, is never evicted and never rematerialized, so nothing ever reads its regions
+// again (costs are read for pool members, regions as `e` of absorb for evicted storages, frontiers
+// for storages just computed or evicted). Upstream keeps them up to date all the same; skipping
+// them gives the same decisions and spares the rebuilds of every weight's region, whose children
+// are all the ops that read it.
 void State::rebuild(std::uint32_t base, bool reverse) {
+  if (storages_[base].pinned) return;
+  (reverse ? storages_[base].stale_rev : storages_[base].stale_fwd) = false;
   SRegion& r = reverse ? storages_[base].rev : storages_[base].fwd;
   r.interior.clear();
   r.frontier.clear();
   r.compute = 0;
-  std::vector<std::uint32_t> stack{base};
-  while (!stack.empty()) {
-    const std::uint32_t s = stack.back();
-    stack.pop_back();
-    for (std::uint32_t t : storages_[s].tensors) {
-      const auto& next = reverse ? ops_[tensors_[t].op].inputs : tensors_[t].children;
-      for (std::uint32_t u : next) {
-        const std::uint32_t us = tensors_[u].storage;
-        if (storages_[us].material) {
-          if (us != base) r.frontier.insert(us);
-          continue;
+  r.indexed = false;
+  marks_.reset(storages_.size());   // r.interior
+  marks2_.reset(storages_.size());  // r.frontier
+  const bool keep = keeps_interior(reverse);
+  stack_.assign(1, base);
+  while (!stack_.empty()) {
+    const std::uint32_t s = stack_.back();
+    stack_.pop_back();
+    for (std::uint32_t us : reverse ? parents_[s] : children_[s]) {
+      if (material_[us] != 0) {
+        if (us != base && marks2_.mark(us)) r.frontier.push_back(us);
+        continue;
+      }
+      if (marks_.mark(us)) {
+        if (keep) {
+          r.interior.push_back(us);
+          r.compute += compute_[us];
         }
-        if (r.interior.insert(us).second) {
-          r.compute += storages_[us].compute;
-          stack.push_back(us);
-        }
+        stack_.push_back(us);
       }
     }
   }
 }
 
+// The rebuilds of the regions bordering a storage made material are deferred until a region is
+// next read or the graph changes: the first eviction (absorb reads regions and the eviction
+// changes reachability), choose (costs) or new op (new edges); flush_rebuilds then rebuilds each
+// requested region once. The result is the one of the eager rebuilds: a rebuild is a function of
+// the graph and of which storages are material, and between two flushes storages only become
+// material. A region of base b that was requested and not requested again by a later compute
+// reaches none of the storages that compute made material (the first of them on a path from b
+// would have b on its rebuilt frontier, and b's region would have been requested again), so its
+// interior and frontier are the same after that compute as before it.
+void State::request_rebuild(std::uint32_t base, bool reverse) {
+  bool& stale = reverse ? storages_[base].stale_rev : storages_[base].stale_fwd;
+  if (stale || storages_[base].pinned) return;
+  stale = true;
+  stale_.emplace_back(base, reverse);
+}
+
+void State::flush_rebuilds() {
+  for (const auto& [base, reverse] : stale_) {
+    bool& stale = reverse ? storages_[base].stale_rev : storages_[base].stale_fwd;
+    if (!stale) continue;  // rebuilt eagerly since
+    stale = false;
+    rebuild(base, reverse);
+  }
+  stale_.clear();
+}
+
 void State::absorb(std::uint32_t base, bool reverse, std::uint32_t evicted) {
+  if (storages_[base].pinned) return;  // see rebuild
   SRegion& r = reverse ? storages_[base].rev : storages_[base].fwd;
   const SRegion& e = reverse ? storages_[evicted].rev : storages_[evicted].fwd;
-  r.frontier.erase(evicted);
-  r.frontier.insert(e.frontier.begin(), e.frontier.end());
-  std::unordered_set<std::uint32_t> diff;
-  for (std::uint32_t x : e.interior) {
-    if (r.interior.count(x) == 0) diff.insert(x);
+  if (const auto it = std::find(r.frontier.begin(), r.frontier.end(), evicted); it != r.frontier.end()) {
+    *it = r.frontier.back();
+    r.frontier.pop_back();
   }
-  diff.insert(evicted);  // added even if already inside, as upstream does
-  for (std::uint32_t x : diff) r.compute += storages_[x].compute;
-  r.interior.insert(diff.begin(), diff.end());
+  if (&r == &e) {  // a storage on its own frontier: the unions below add nothing
+    r.compute += compute_[evicted];
+    if (std::find(r.interior.begin(), r.interior.end(), evicted) == r.interior.end()) {
+      r.interior.push_back(evicted);
+      r.indexed = false;
+    }
+    return;
+  }
+  marks2_.reset(storages_.size());
+  for (std::uint32_t x : r.frontier) marks2_.mark(x);
+  for (std::uint32_t x : e.frontier) {
+    if (marks2_.mark(x)) r.frontier.push_back(x);
+  }
+  if (!keeps_interior(reverse)) return;
+  // diff = e.interior - r.interior, plus `evicted` even if r already holds it (as upstream)
+  if (!r.indexed) {
+    r.interior_index.clear();
+    for (std::uint32_t x : r.interior) r.interior_index.insert(x);
+    r.indexed = true;
+  }
+  bool evicted_in_diff = false;
+  for (std::uint32_t x : e.interior) {
+    if (!r.interior_index.insert(x)) continue;
+    r.interior.push_back(x);
+    r.compute += compute_[x];
+    evicted_in_diff = evicted_in_diff || x == evicted;
+  }
+  if (!evicted_in_diff) {
+    r.compute += compute_[evicted];
+    if (r.interior_index.insert(evicted)) r.interior.push_back(evicted);
+  }
 }
 
 std::uint32_t State::find(std::uint32_t n) const {
@@ -122,95 +194,90 @@ std::uint32_t State::find(std::uint32_t n) const {
 
 void State::after_evict(std::uint32_t s) {
   if (uses_regions()) {
-    const std::vector<std::uint32_t> up(storages_[s].rev.frontier.begin(), storages_[s].rev.frontier.end());
-    for (std::uint32_t p : up) absorb(p, /*reverse=*/false, s);
-    const std::vector<std::uint32_t> down(storages_[s].fwd.frontier.begin(), storages_[s].fwd.frontier.end());
-    for (std::uint32_t c : down) absorb(c, /*reverse=*/true, s);
+    scratch_ = storages_[s].rev.frontier;  // absorb may change s's own regions (s on its frontier)
+    for (std::uint32_t p : scratch_) absorb(p, /*reverse=*/false, s);
+    scratch_ = storages_[s].fwd.frontier;
+    for (std::uint32_t c : scratch_) absorb(c, /*reverse=*/true, s);
     for (SRegion* r : {&storages_[s].fwd, &storages_[s].rev}) {
       r->interior.clear();
       r->frontier.clear();
       r->compute = 0;
+      r->indexed = false;
     }
   }
   if (uses_eq_classes()) {
     const auto node = static_cast<std::uint32_t>(uf_parent_.size());
     uf_parent_.push_back(node);
-    uf_value_.push_back(storages_[s].compute);
+    uf_value_.push_back(compute_[s]);
     storages_[s].ecn = node;
-    std::unordered_set<std::uint32_t> neighbours;
-    for (std::uint32_t t : storages_[s].tensors) {
-      for (const auto* list : {&ops_[tensors_[t].op].inputs, &tensors_[t].children}) {
-        for (std::uint32_t u : *list) {
-          const std::uint32_t us = tensors_[u].storage;
-          if (!storages_[us].material && us != s) neighbours.insert(us);
-        }
+    // Merged with each distinct evicted neighbour's class; the classes and their values do not
+    // depend on the order of the merges.
+    marks_.reset(storages_.size());
+    for (const auto* list : {&parents_[s], &children_[s]}) {
+      for (std::uint32_t n : *list) {
+        if (material_[n] != 0 || n == s || !marks_.mark(n)) continue;
+        if (storages_[n].ecn == kNone) throw std::logic_error("simrd profile: evicted storage without a class");
+        const std::uint32_t l = find(storages_[n].ecn), r = find(node);
+        if (l == r) continue;
+        uf_parent_[l] = r;
+        uf_value_[r] += uf_value_[l];
       }
-    }
-    for (std::uint32_t n : neighbours) {
-      if (storages_[n].ecn == kNone) throw std::logic_error("simrd profile: evicted storage without a class");
-      const std::uint32_t l = find(storages_[n].ecn), r = find(node);
-      if (l == r) continue;
-      uf_parent_[l] = r;
-      uf_value_[r] += uf_value_[l];
     }
   }
 }
 
 void State::after_compute(const std::vector<std::uint32_t>& remat_storages) {
   if (uses_regions()) {
-    std::unordered_set<std::uint32_t> affected, affected_rev;
+    // The regions that border a storage made material: the parents direction of each storage on
+    // its children frontier, and the children direction of each on its parents frontier.
     for (std::uint32_t s : remat_storages) {
       rebuild(s, false);
       rebuild(s, true);
-      affected.insert(storages_[s].rev.frontier.begin(), storages_[s].rev.frontier.end());
-      affected_rev.insert(storages_[s].fwd.frontier.begin(), storages_[s].fwd.frontier.end());
     }
-    for (std::uint32_t s : affected) rebuild(s, false);
-    for (std::uint32_t s : affected_rev) rebuild(s, true);
+    for (std::uint32_t s : remat_storages) {
+      for (std::uint32_t a : storages_[s].rev.frontier) request_rebuild(a, false);
+      for (std::uint32_t a : storages_[s].fwd.frontier) request_rebuild(a, true);
+    }
   }
   if (uses_eq_classes()) {
     for (std::uint32_t s : remat_storages) {
       if (storages_[s].ecn == kNone) throw std::logic_error("simrd profile: computed storage without a class");
-      uf_value_[find(storages_[s].ecn)] -= storages_[s].compute;
+      uf_value_[find(storages_[s].ecn)] -= compute_[s];
       storages_[s].ecn = kNone;
     }
   }
 }
 
-double State::cost(std::uint32_t s) const {
+double State::cost(std::uint32_t s) {
   const SStorage& st = storages_[s];
   switch (config_.heuristic) {
     case EvictionScore::Dtr:
-      return ratio(st.compute + st.fwd.compute + st.rev.compute, st.size, st.last_access, clock_);
+      return ratio(compute_[s] + st.fwd.compute + st.rev.compute, st.size, st.last_access, clock_);
     case EvictionScore::DtrEq: {
-      Cost c = st.compute;
-      std::vector<std::uint32_t> roots;
-      for (std::uint32_t t : st.tensors) {
-        for (const auto* list : {&ops_[tensors_[t].op].inputs, &tensors_[t].children}) {
-          for (std::uint32_t u : *list) {
-            const std::uint32_t us = tensors_[u].storage;
-            if (storages_[us].material || us == s) continue;
-            const std::uint32_t r = find(storages_[us].ecn);
-            if (std::find(roots.begin(), roots.end(), r) != roots.end()) continue;
-            roots.push_back(r);
-            c += uf_value_[r];
-          }
+      Cost c = compute_[s];
+      marks_.reset(uf_parent_.size());  // the distinct class roots
+      for (const auto* list : {&parents_[s], &children_[s]}) {
+        for (std::uint32_t us : *list) {
+          if (material_[us] != 0 || us == s) continue;
+          const std::uint32_t r = find(storages_[us].ecn);
+          if (marks_.mark(r)) c += uf_value_[r];
         }
       }
       return ratio(c, st.size, st.last_access, clock_);
     }
-    case EvictionScore::DtrLocal: return ratio(st.compute, st.size, st.last_access, clock_);
-    case EvictionScore::Msps: return st.size > 0 ? quotient(st.compute + st.rev.compute, st.size) : kInf;
+    case EvictionScore::DtrLocal: return ratio(compute_[s], st.size, st.last_access, clock_);
+    case EvictionScore::Msps: return st.size > 0 ? quotient(compute_[s] + st.rev.compute, st.size) : kInf;
     case EvictionScore::Lru: return st.last_access;
     case EvictionScore::Largest: return st.size > 0 ? 1.0 / static_cast<double>(st.size) : kInf;
     default: throw std::logic_error("simrd profile: unsupported heuristic");
   }
 }
 
-std::uint32_t State::choose() const {
+std::uint32_t State::choose() {
+  flush_rebuilds();
   double best = kInf;
   std::uint32_t victim = kNone;
-  for (std::uint32_t s : pool_) {
+  for (std::uint32_t s = pool_head_; s != kNone; s = storages_[s].pool_next) {
     const double c = cost(s);
     if (c <= best) {  // R6: the last of equal costs wins
       best = c;

@@ -90,6 +90,10 @@ State::State(const Trace& trace, const Config& config)
       config_(config),
       tensors_(trace.tensors.size()),
       storages_(trace.tensors.size()),
+      material_(trace.tensors.size(), 0),
+      compute_(trace.tensors.size(), 0),
+      children_(trace.tensors.size()),
+      parents_(trace.tensors.size()),
       producer_(trace.tensors.size(), kNone),
       full_inputs_(trace.ops.size()),
       full_outputs_(trace.ops.size()),
@@ -205,6 +209,7 @@ Result State::run() {
 
 std::uint32_t State::new_op(std::int64_t compute, std::vector<std::uint32_t> inputs,
                             const std::vector<std::uint32_t>& outputs) {
+  flush_rebuilds();  // requested before these edges existed
   const auto id = static_cast<std::uint32_t>(ops_.size());
   SOp op;
   op.compute = compute;
@@ -228,9 +233,23 @@ std::uint32_t State::new_op(std::int64_t compute, std::vector<std::uint32_t> inp
     }
     s.tensors.push_back(o);
   }
-  for (std::uint32_t p : op.inputs) {
-    auto& c = tensors_[p].children;
-    c.insert(c.end(), outputs.begin(), outputs.end());
+  // The storage graph's edges of this op (SStorage::children / parents), each pair once.
+  auto distinct_storages = [&](const std::vector<std::uint32_t>& ts, std::vector<std::uint32_t>& out) {
+    out.clear();
+    marks_.reset(storages_.size());
+    for (std::uint32_t t : ts) {
+      if (marks_.mark(tensors_[t].storage)) out.push_back(tensors_[t].storage);
+    }
+  };
+  distinct_storages(op.inputs, scratch_);
+  distinct_storages(outputs, scratch2_);
+  for (std::uint32_t in : scratch_) {
+    auto& c = children_[in];
+    c.insert(c.end(), scratch2_.begin(), scratch2_.end());
+  }
+  for (std::uint32_t out : scratch2_) {
+    auto& p = parents_[out];
+    p.insert(p.end(), scratch_.begin(), scratch_.end());
   }
   ops_.push_back(std::move(op));
   for (std::uint32_t o : outputs) update_compute(tensors_[o].storage);  // Storage.get_compute
@@ -282,7 +301,7 @@ void State::on_compute(std::uint32_t op_index) {
 
 void State::on_release(std::uint32_t s) {
   SStorage& st = storages_[s];
-  if (!st.created || !st.material || st.pinned) return;  // R2: a pinned constant stays resident
+  if (!st.created || material_[s] == 0 || st.pinned) return;  // R2: a pinned constant stays resident
   if (st.locks != 0) throw std::logic_error("simrd profile: release of a locked storage");
   evict(s);
   ++result_.eager_evictions;
@@ -327,9 +346,9 @@ void State::compute(std::uint32_t t, bool remat) {
       continue;
     }
     (tensors_[u].defined ? dup : fresh).push_back(u);
-    if (!storages_[tensors_[u].storage].material) remat_storages.push_back(tensors_[u].storage);
+    if (material_[tensors_[u].storage] == 0) remat_storages.push_back(tensors_[u].storage);
   }
-  if (!storages_[tensors_[t].storage].material) remat_storages.push_back(tensors_[t].storage);
+  if (material_[tensors_[t].storage] == 0) remat_storages.push_back(tensors_[t].storage);
   advance(op.compute);  // remat_compute below is a part of the clock
   memory_ += op.total_size;
   result_.peak = std::max(result_.peak, Bytes{static_cast<std::uint64_t>(memory_)});
@@ -337,10 +356,10 @@ void State::compute(std::uint32_t t, bool remat) {
     result_.remat_compute += op.compute;
     ++result_.recomputes;
   }
-  storages_[tensors_[t].storage].material = true;
+  material_[tensors_[t].storage] = 1;
   tensors_[t].defined = true;
   for (std::uint32_t u : fresh) {
-    storages_[tensors_[u].storage].material = true;
+    material_[tensors_[u].storage] = 1;
     tensors_[u].defined = true;
   }
   for (std::uint32_t u : dup) memory_ -= tensors_[u].size;  // R4: outputs computed twice
@@ -357,7 +376,7 @@ bool State::fits(std::int64_t size) const {
 
 void State::free_until(std::int64_t size) {
   while (!fits(size)) {
-    if (pool_.empty()) {
+    if (pool_head_ == kNone) {
       requested_ = size;
       throw RunStop{Outcome::OutOfMemory};  // R7
     }
@@ -379,20 +398,26 @@ void State::unlock(std::uint32_t s) {
 void State::make_evictable(std::uint32_t s) {
   SStorage& st = storages_[s];
   if (st.pooled) return;
-  st.in_pool = pool_.insert(pool_.end(), s);
+  st.pool_prev = pool_tail_;
+  st.pool_next = kNone;
+  (pool_tail_ == kNone ? pool_head_ : storages_[pool_tail_].pool_next) = s;
+  pool_tail_ = s;
   st.pooled = true;
 }
 
 void State::make_unevictable(std::uint32_t s) {
   SStorage& st = storages_[s];
   if (!st.pooled) return;
-  pool_.erase(st.in_pool);
+  (st.pool_prev == kNone ? pool_head_ : storages_[st.pool_prev].pool_next) = st.pool_next;
+  (st.pool_next == kNone ? pool_tail_ : storages_[st.pool_next].pool_prev) = st.pool_prev;
+  st.pool_prev = st.pool_next = kNone;
   st.pooled = false;
 }
 
 void State::evict(std::uint32_t s) {
+  flush_rebuilds();  // requested while s was material
   SStorage& st = storages_[s];
-  st.material = false;
+  material_[s] = 0;
   memory_ -= st.size;
   make_unevictable(s);
   for (std::uint32_t t : st.tensors) tensors_[t].defined = false;  // views are destroyed too
