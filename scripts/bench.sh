@@ -25,6 +25,7 @@
 #   scripts/bench.sh merge     # the merge measurement alone (bench/merge.csv)
 #   scripts/bench.sh simrd     # the simrd profile against simrd itself, per point (bench/simrd.md;
 #                              # DTR_PROTOTYPE=<checkout of uwsampl/dtr-prototype>, see below)
+#   scripts/bench.sh snapshots # snapshot import vs Python's pickle.load (bench/snapshots.csv)
 set -eu
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
@@ -67,6 +68,54 @@ merge_verdict() {
     printf "merge (%s): %.1f s, peak RSS %.1f MB (target < 300 MB): %s\n", $2, $5, $4 * 1024 / 1e6,
       ($4 * 1024 < 300e6) ? "pass" : "FAIL" }' "$1"
 }
+# Snapshots (issue 35; docs/import-torch-snapshot.md): `coopsim import torch-snapshot` of PyTorch
+# memory snapshots of about 14.5 MB, 290 MB and 1 GB (BENCH_SNAPSHOT_SIZES, in MB), written by
+# scripts/make_snapshot.sh into bench/snapshots (kept between runs: the 1 GB one takes minutes to
+# make), against Python's pickle.load of the same file (/usr/bin/python3; only the unpickling is
+# timed, RSS is the process's peak). Rows: snapshot,<MB>-<entries>-entries,<tool>_seconds|
+# <tool>_peak_kib. Targets: 290 MB in under 5 s and 1 GB, 1 GB in under 20 s and 2 GB.
+bench_snapshots() {
+  local d=bench/snapshots mb f secs rss entries py_secs
+  mkdir -p "$d"
+  for mb in ${BENCH_SNAPSHOT_SIZES:-14.5 290 1000}; do
+    f="$d/snapshot-${mb}MB.pickle"
+    [ -f "$f" ] || scripts/make_snapshot.sh "$coopsim" "$mb" "$f" >&2
+    /usr/bin/time -f "%e %M" -o bench/time.txt /usr/bin/python3 -c 'import pickle, sys, time
+with open(sys.argv[1], "rb") as f:
+    t = time.perf_counter(); d = pickle.load(f); t = time.perf_counter() - t
+print(sum(len(x) for x in d["device_traces"]), f"{t:.2f}")' "$f" >bench/snapshot-py.txt
+    read -r entries py_secs <bench/snapshot-py.txt
+    read -r secs rss <bench/time.txt
+    local subject
+    subject="$(awk -v b="$(stat -c %s "$f")" 'BEGIN { printf "%.1fMB", b / 1e6 }')-$entries-entries"
+    echo "snapshot,$subject,python_pickle_load_seconds,$py_secs,$secs"
+    echo "snapshot,$subject,python_peak_kib,$rss,$secs"
+    /usr/bin/time -f "%e %M" -o bench/time.txt "$coopsim" import torch-snapshot "$f" -o "$d/imported.jsonl" \
+      >/dev/null
+    read -r secs rss <bench/time.txt
+    echo "snapshot,$subject,coopsim_import_seconds,$secs,$secs"
+    echo "snapshot,$subject,coopsim_import_peak_kib,$rss,$secs"
+    rm -f "$d/imported.jsonl"
+  done
+}
+# The snapshot rows as the table of issue 35, with the targets' verdicts.
+snapshot_table() {
+  awk -F, '$1 == "snapshot" { split($2, p, "-"); key = p[1] " | " p[2]; keys[key] = 1; order[++n] = key; v[key, $3] = $4 }
+    END {
+      print "| snapshot | entries | coopsim import | Python pickle.load |"
+      for (i = 1; i <= n; i++) {
+        k = order[i]; if (done[k]++) continue
+        printf "| %s | %.2f s, %.0f MB RSS | %.2f s, %.0f MB |\n", k, v[k, "coopsim_import_seconds"],
+          v[k, "coopsim_import_peak_kib"] * 1024 / 1e6, v[k, "python_pickle_load_seconds"], v[k, "python_peak_kib"] * 1024 / 1e6
+      }
+    }' "$1"
+}
+if [ "${1:-}" = snapshots ]; then
+  mkdir -p bench
+  { echo "kind,subject,metric,value,seconds"; bench_snapshots; } >bench/snapshots.csv
+  snapshot_table bench/snapshots.csv
+  exit 0
+fi
 # simrd (issue 34; docs/performance.md "The simrd profile"): coopsim's simrd profile against DTR's
 # reference simulator on the public DTR logs, point by point: 8 logs x dtr, msps, dtr-eq x ratios
 # 0.3, 0.5, 0.8, whole-process CPU seconds, median of BENCH_SIMRD_REPEAT runs (3), same verdict and

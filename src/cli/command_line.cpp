@@ -112,6 +112,12 @@ int run_command_line(int argc, const char* const* argv, std::ostream& out, std::
   import_cmd->add_option("--limit", imp.limits,
                          "input cap KEY=VALUE of the limits config section, e.g. max_tensors=100000000 (repeatable)");
 
+  SnapshotArgs snap;
+  auto* snap_cmd = app.add_subcommand(
+      "snapshot", "summarise a PyTorch memory snapshot of any size as its viewer (torch.cuda._memory_viz) does");
+  snap_cmd->add_option("action", snap.action, "stats | segsum")->required()->check(cli::one_of({"stats", "segsum"}));
+  snap_cmd->add_option("input", snap.input, "snapshot pickle (.pickle or .pickle.gz)")->required();
+
   BenchArgs bench;
   auto* bench_cmd = app.add_subcommand("bench", "measure parse and simulation rates (wall clock; for scripts/bench.sh)");
   bench_cmd->add_option("trace", bench.trace, "trace file")->required();
@@ -245,6 +251,7 @@ int run_command_line(int argc, const char* const* argv, std::ostream& out, std::
     if (list_cmd->parsed()) return command_list(list_json, out);
     if (gen_cmd->parsed()) return command_generate(gen, out);
     if (import_cmd->parsed()) return command_import(imp, out);
+    if (snap_cmd->parsed()) return command_snapshot(snap, out);
     if (bench_cmd->parsed()) return command_bench(bench, out);
     if (plan_cmd->parsed()) return command_plan(plan, out);
     if (sweep_cmd->parsed()) return command_sweep(sweep, out);

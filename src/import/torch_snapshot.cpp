@@ -24,6 +24,7 @@
 #include "coopsim/policy/keep.hpp"
 
 #include "coopsim/base/error.hpp"
+#include "coopsim/formats/pickle_stream.hpp"
 #include "torch_snapshot_detail.hpp"
 
 namespace coopsim {
@@ -74,15 +75,17 @@ nlohmann::json final_segments_json(const Snapshot& snap, const History& h) {
 
 class Builder {
  public:
-  Builder(const Snapshot& snap, const History& h, Trace& t) : snap_(snap), h_(h), t_(t) {}
+  // Takes the tensor names out of `h` (a new round reconstructs it anew).
+  Builder(const Snapshot& snap, History& h, Trace& t) : snap_(snap), h_(h), t_(t) {}
 
   void run() {
+    t_.tensors.reserve(h_.tensors.size());
     for (std::size_t i = 0; i < h_.tensors.size(); ++i) {
       TensorInfo info;
       info.id = TensorId{static_cast<std::uint32_t>(i)};
       info.file_id = i;
       info.size = Bytes{h_.tensors[i].requested};
-      info.name = h_.tensors[i].name;
+      info.name = std::move(h_.tensors[i].name);
       t_.tensors.push_back(std::move(info));
     }
     t_.initial_segments = h_.initial;
@@ -104,6 +107,11 @@ class Builder {
         if (a.time_us >= 0) origin_ = std::min(origin_, a.time_us);
       }
     }
+    // At most one event per entry, three per oom: reserved whole, as growing would copy them.
+    std::size_t most = h_.start_allocs.size() + snap_.annotations.size() + snap_.entries.size();
+    for (const Entry& en : snap_.entries) most += en.action == Action::Oom ? 2 : 0;
+    t_.events.reserve(most);
+    event_entry_.reserve(most);
     for (const std::uint32_t tensor : h_.start_allocs) push(TraceEvent::alloc(TensorId{tensor}), -1);
     // Annotations go after the entries recorded at or before their time.
     std::vector<const Annotation*> anns;
@@ -128,7 +136,7 @@ class Builder {
         case Action::Alloc: push(TraceEvent::alloc(TensorId{tensor}, stream, en.addr), en.time_us); break;
         case Action::FreeCompleted: push(TraceEvent::free(TensorId{tensor}, stream), en.time_us); break;
         case Action::FreeRequested: break;  // the block is not reusable yet: nothing changes for the allocator
-        case Action::Annotate: mark(en.name.empty() ? "annotate" : "annotate " + en.name, en.time_us); break;
+        case Action::Annotate: mark(en.name == 0 ? "annotate" : "annotate " + snap_.names[en.name], en.time_us); break;
         case Action::Oom:
           mark("oom", en.time_us);
           if (tensor == ~std::uint32_t{0}) break;  // a 0-byte request: mark only
@@ -173,7 +181,7 @@ class Builder {
   }
 
   const Snapshot& snap_;
-  const History& h_;
+  History& h_;
   Trace& t_;
   std::map<std::string, std::uint32_t> labels_;
   std::int64_t origin_ = 0;
@@ -254,9 +262,9 @@ Trace import_value(const pickle::Value& root, const std::string& path, const Tor
   return import_value(root, path, options, memory);
 }
 
-Trace import_value(const pickle::Value& root, const std::string& path, const TorchSnapshotOptions& options,
-                   MemoryCap& memory) {
-  const Snapshot snap = read_snapshot(root, path, options.device, memory);
+namespace {
+
+Trace import_snapshot(const Snapshot& snap, const std::string& path, const TorchSnapshotOptions& options) {
   PyTorchOptions opts;
   try {
     opts = allocator_options(snap.allocator_settings);
@@ -337,14 +345,61 @@ Trace import_value(const pickle::Value& root, const std::string& path, const Tor
   return t;
 }
 
+}  // namespace
+
+Trace import_value(const pickle::Value& root, const std::string& path, const TorchSnapshotOptions& options,
+                   MemoryCap& memory) {
+  EntryReader entries(path, memory);
+  return import_snapshot(read_snapshot(root, path, options.device, memory, entries), path, options);
+}
+
+namespace {
+
+// The history streams into Entry records (torch_snapshot_entries.cpp); the rest of the snapshot
+// (segments, settings) is small and read as a tree. `stream(memory, sink)` reads the pickle with
+// the sink; `tree(memory)` reads it whole, for the rare pickle whose taken entries turn out to
+// be referenced elsewhere too.
+template <class Stream, class Tree>
+Trace import_streaming(const std::string& path, const TorchSnapshotOptions& options, std::uint64_t max_memory,
+                       Stream stream, Tree tree) {
+  {
+    MemoryCap memory(max_memory);
+    EntryReader entries(path, memory);
+    EntrySink sink(entries);
+    pickle::ValuePtr root = stream(memory, sink);
+    const pickle::Value* traces = root->get("device_traces");
+    if (sink.empty() || (traces != nullptr && sink.only_in(*traces))) {
+      const Snapshot snap = read_snapshot(*root, path, options.device, memory, entries, &sink);
+      root.reset();  // the tree and the lists of taken() are done with
+      sink.clear();
+      return import_snapshot(snap, path, options);
+    }
+  }
+  MemoryCap memory(max_memory);
+  return import_value(*tree(memory), path, options, memory);
+}
+
+}  // namespace
+
+Trace import_bytes(std::string_view bytes, const std::string& path, const TorchSnapshotOptions& options,
+                   std::uint64_t max_memory) {
+  return import_streaming(
+      path, options, max_memory,
+      [&](MemoryCap& memory, EntrySink& sink) { return pickle::stream(bytes, path, memory, sink); },
+      [&](MemoryCap& memory) { return pickle::parse(bytes, path, memory); });
+}
+
 }  // namespace torch_snapshot
 
 Trace import_torch_snapshot(const std::string& path, const TorchSnapshotOptions& options, const Limits& limits) {
   Trace t;
   try {
-    MemoryCap memory(limits.max_memory);
-    const pickle::ValuePtr root = pickle::parse_file(path, limits.max_input_bytes, memory);
-    t = torch_snapshot::import_value(*root, path, options, memory);
+    t = torch_snapshot::import_streaming(
+        path, options, limits.max_memory,
+        [&](MemoryCap& memory, torch_snapshot::detail::EntrySink& sink) {
+          return pickle::stream_file(path, limits.max_input_bytes, memory, sink);
+        },
+        [&](MemoryCap& memory) { return pickle::parse_file(path, limits.max_input_bytes, memory); });
   } catch (const std::bad_alloc&) {
     throw out_of_memory(path, limits.max_memory);
   }

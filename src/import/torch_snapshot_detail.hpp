@@ -1,5 +1,6 @@
 // Internals of the PyTorch memory-snapshot importer (private to src/import):
 //  * torch_snapshot_read.cpp    the snapshot dict -> Snapshot (checked, one device)
+//  * torch_snapshot_entries.cpp trace entries -> Entry, also while the pickle streams
 //  * torch_snapshot_frames.cpp  tensor names from stack frames
 //  * torch_snapshot_state.cpp   tensor identity and the initial allocator state
 //  * torch_snapshot.cpp         the trace: definitions, events, marks, header
@@ -7,6 +8,7 @@
 #pragma once
 
 #include <array>
+#include <deque>
 #include <string_view>
 #include <utility>
 
@@ -15,11 +17,13 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "coopsim/alloc/pytorch.hpp"
 #include "coopsim/alloc/allocator.hpp"
 #include "coopsim/formats/pickle.hpp"
+#include "coopsim/formats/pickle_stream.hpp"
 #include "coopsim/model/memory_cap.hpp"
 #include "coopsim/model/trace.hpp"
 
@@ -53,16 +57,19 @@ inline constexpr std::array<std::pair<std::string_view, Action>, 10> kActionName
 inline std::string_view action_name(Action a) { return kActionNames[static_cast<std::size_t>(a)].first; }
 
 // One TraceEntry of device_traces[device].
-struct Entry {
-  std::size_t index = 0;  // position in device_traces[device]
-  Action action = Action::Alloc;
+struct Entry {                    // fields ordered to pack: tens of millions of these are held at once
+  std::size_t index = 0;          // position in device_traces[device]
   std::uint64_t addr = 0;         // absent for oom (0)
   std::uint64_t size = 0;         // requested bytes (alloc / free_*), segment or mapping bytes, oom request
   std::uint64_t stream = 0;       // as recorded (a cudaStream_t value)
   std::int64_t time_us = -1;      // -1 when the file has no time_us
   std::uint64_t device_free = 0;  // oom only
-  std::string name;               // from frames (alloc) or user_metadata (annotate)
+  std::uint32_t name = 0;         // in Snapshot::names: from frames (alloc, oom) or user_metadata (annotate)
+  Action action = Action::Alloc;
 };
+// A deque: the history can hold tens of millions of entries, and a vector's growth would hold
+// the old and the new copy at once.
+using Entries = std::deque<Entry>;
 
 enum class BlockState : std::uint8_t { Allocated, AwaitingFree, Inactive };
 
@@ -90,7 +97,8 @@ struct Snapshot {
   int device = 0;
   std::size_t devices = 0;              // entries of device_traces
   std::vector<SnapSegment> segments;    // this device's, in address order
-  std::vector<Entry> entries;           // this device's trace, in order
+  Entries entries;                      // this device's trace, in order
+  std::vector<std::string> names{""};   // Entry::name -> text (0: none)
   std::vector<Annotation> annotations;  // this device's external annotations
   nlohmann::json allocator_settings;    // null when the file has none
   bool has_time = false;                // every entry has time_us
@@ -103,15 +111,71 @@ struct Snapshot {
 // trace's tensor and events, the builder's maps, and for a block its "final_segments" JSON.
 inline constexpr std::uint64_t kEntryBytes =
     2 * (sizeof(Entry) + sizeof(std::string) + 8 + sizeof(TensorInfo) + 2 * (sizeof(TraceEvent) + 8) + 8);
+// A name's bytes besides its text (counted three times: the table, the reconstruction, the trace).
+inline constexpr std::uint64_t kNameBytes = 3 * sizeof(std::string);
 inline constexpr std::uint64_t kBlockBytes = 2 * (sizeof(SnapBlock) + 2 * sizeof(InitialBlock)) + std::uint64_t{6} * 96;
 // Most values the header's copy of allocator_settings may have once the pickle's shared
 // references are expanded: real settings have tens; a dict of dicts shared through the memo
 // can describe 2^100.
 inline constexpr std::uint64_t kMaxSettingsValues = 65536;
 
+// A dict's value for `key` as the shared reference the dict holds; nullptr when absent.
+const pickle::ValuePtr* member(const pickle::Value& dict, std::string_view key);
+// A value in an error message: ints and bools as Python prints them, text quoted, else "a <kind>".
+std::string describe(const pickle::Value& v);
+
+// Converts trace entries and names stack frames, counting what it keeps in `memory`.
+class EntryReader {
+ public:
+  EntryReader(const std::string& path, MemoryCap& memory) : path_(path), memory_(memory) {}
+  // The entry at `base`[`index`]; throws Error("<path>: <base>[<index>]...: problem").
+  Entry read(const pickle::Value& e, std::string_view base, std::size_t index);
+  // Appends `en` to `entries`, counting it, or throws naming `base`[`index`].
+  void keep(Entries& entries, Entry en, std::string_view base, std::size_t index);
+  // The tensor name of a frames list (name_from_frames), computed once per shared list: its
+  // number in names() (0: no frames, or no name in them).
+  std::uint32_t name_of(const pickle::ValuePtr* frames);
+  std::uint32_t add_name(std::string name);
+  [[nodiscard]] const std::vector<std::string>& names() const { return names_; }
+  std::vector<std::string> take_names() { return std::exchange(names_, {""}); }
+
+ private:
+  const std::string& path_;
+  MemoryCap& memory_;
+  std::vector<std::string> names_{""};
+  // A shared frames list (kept alive here) -> its name.
+  std::unordered_map<const pickle::Value*, std::pair<pickle::ValuePtr, std::uint32_t>> shared_frames_;
+};
+
+// Takes every dict with an "action" key appended to any list while a snapshot streams,
+// converted; one that does not convert is left in the tree. Which list is device_traces[d] is
+// known only at the end: the entries are kept per list.
+class EntrySink : public pickle::ItemSink {
+ public:
+  explicit EntrySink(EntryReader& reader) : reader_(reader) {}
+  bool take(const pickle::ValuePtr& list, const pickle::Value& item) override;
+  // The entries taken from `list`, in order (one per taken() it holds); nullptr if none.
+  Entries* entries_of(const pickle::Value* list);
+  // Whether every list it took from is an item of `device_traces` and held nowhere else (else
+  // a taken() would stand for an entry somewhere the importer reads as plain values).
+  bool only_in(const pickle::Value& device_traces) const;
+  [[nodiscard]] bool empty() const { return lists_.empty(); }
+  void clear() { lists_.clear(); }
+
+ private:
+  struct Taken {
+    pickle::ValuePtr list;  // kept alive: its address names it
+    Entries entries;
+  };
+  EntryReader& reader_;
+  std::unordered_map<const pickle::Value*, Taken> lists_;
+};
+
 // Checks and extracts one device's part of a snapshot dict. Throws Error("<path>: <key>: ...").
-// What it keeps is counted in `memory` (limits.max_memory).
-Snapshot read_snapshot(const pickle::Value& root, const std::string& path, int device, MemoryCap& memory);
+// What it keeps is counted in `memory` (limits.max_memory). With `sink`, the entries it took
+// while the pickle streamed stand for the taken() items of device_traces[device].
+Snapshot read_snapshot(const pickle::Value& root, const std::string& path, int device, MemoryCap& memory,
+                       EntryReader& entries, EntrySink* sink = nullptr);
 
 // Plain-data conversion of a pickle value for the trace header (dict keys as strings). The
 // caller bounds its expanded size first (expanded_values).

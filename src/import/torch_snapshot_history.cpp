@@ -48,19 +48,20 @@ void Reconstruction::walk_history() {
   std::map<std::uint64_t, std::uint32_t> live;  // address -> in-history tensor
   h_.tensor_of_entry.assign(snap_.entries.size(), kNoTensor);
   for (const Entry& e : snap_.entries) {
-    const std::string where = fmt::format("{}: device_traces[{}][{}]", snap_.path, snap_.device, e.index);
+    // Built only for an error: formatting it for every entry would cost more than the walk.
+    const auto where = [&] { return fmt::format("{}: device_traces[{}][{}]", snap_.path, snap_.device, e.index); };
     switch (e.action) {
       case Action::Alloc: {
         if (auto it = live.find(e.addr); it != live.end()) {
-          throw Error(fmt::format("{}: alloc at {:#x}, which is still allocated (since entry {})", where, e.addr,
+          throw Error(fmt::format("{}: alloc at {:#x}, which is still allocated (since entry {})", where(), e.addr,
                                   trace_alloc_entry_[it->second]));
         }
         if (auto p = pre_live_.find(e.addr); p != pre_live_.end()) {
           throw Error(fmt::format("{}: alloc at {:#x}, where a block allocated before the recording is still live",
-                                  where, e.addr));
+                                  where(), e.addr));
         }
         const auto t = static_cast<std::uint32_t>(trace_tensors_.size());
-        trace_tensors_.push_back({e.size, e.name});
+        trace_tensors_.push_back({e.size, snap_.names[e.name]});
         trace_alloc_entry_.push_back(e.index);
         live.emplace(e.addr, t);
         touched_.insert(e.addr);
@@ -75,7 +76,7 @@ void Reconstruction::walk_history() {
         if (auto it = live.find(e.addr); it != live.end()) {
           const Tensor& t = trace_tensors_[it->second];
           if (t.requested != e.size) {
-            throw Error(fmt::format("{}: {} of {} bytes at {:#x}, allocated with {} bytes", where,
+            throw Error(fmt::format("{}: {} of {} bytes at {:#x}, allocated with {} bytes", where(),
                                     completed ? "free_completed" : "free_requested", e.size, e.addr, t.requested));
           }
           h_.tensor_of_entry[e.index] = it->second;
@@ -90,7 +91,7 @@ void Reconstruction::walk_history() {
             throw Error(
                 fmt::format("{}: {} at {:#x}, which is not allocated (the history freed it and did not "
                             "allocate it again)",
-                            where, completed ? "free_completed" : "free_requested", e.addr));
+                            where(), completed ? "free_completed" : "free_requested", e.addr));
           }
           Preexisting b;
           b.addr = e.addr;
@@ -102,7 +103,7 @@ void Reconstruction::walk_history() {
         }
         Preexisting& b = pre_[p->second];
         if (b.requested != e.size) {
-          throw Error(fmt::format("{}: free_completed of {} bytes at {:#x}, its free_requested said {} bytes", where,
+          throw Error(fmt::format("{}: free_completed of {} bytes at {:#x}, its free_requested said {} bytes", where(),
                                   e.size, e.addr, b.requested));
         }
         h_.tensor_of_entry[e.index] = kPreFlag | static_cast<std::uint32_t>(p->second);
@@ -141,7 +142,8 @@ void Reconstruction::walk_history() {
         // the trace allocates and frees at once; at the recorded capacity the simulation fails there.
         if (e.size == 0) break;
         const auto t = static_cast<std::uint32_t>(trace_tensors_.size());
-        trace_tensors_.push_back({e.size, e.name.empty() ? std::string("OOM request") : "OOM request: " + e.name});
+        const std::string& name = snap_.names[e.name];
+        trace_tensors_.push_back({e.size, name.empty() ? std::string("OOM request") : "OOM request: " + name});
         trace_alloc_entry_.push_back(e.index);
         h_.tensor_of_entry[e.index] = t;
         break;

@@ -23,13 +23,12 @@ using Kind = pickle::Value::Kind;
 
 class Reader {
  public:
-  Reader(const std::string& path, int device, MemoryCap& memory) : path_(path), device_(device), memory_(memory) {}
+  Reader(const std::string& path, int device, MemoryCap& memory, EntryReader& entries, EntrySink* sink)
+      : path_(path), device_(device), memory_(memory), entries_(entries), sink_(sink) {}
 
   [[noreturn]] void fail(const std::string& key, const std::string& problem) const {
     throw Error(fmt::format("{}: {}: {}", path_, key, problem));
   }
-
-  static std::string kind_of(const pickle::Value& v) { return std::string(pickle::Value::kind_name(v.kind)); }
 
   const pickle::Value& field(const pickle::Value& dict, std::string_view name, const std::string& key) const {
     const pickle::Value* v = dict.get(name);
@@ -69,14 +68,6 @@ class Reader {
       fail(key + "." + std::string(name), fmt::format("expected a str (got {})", describe(v)));
     return v.text;
   }
-  static std::string describe(const pickle::Value& v) {
-    switch (v.kind) {
-      case Kind::Int: return std::to_string(v.integer);
-      case Kind::String: return quote_excerpt(v.text);  // escapes control characters: one line
-      case Kind::Bool: return v.boolean ? "True" : "False";
-      default: return "a " + kind_of(v);
-    }
-  }
   const pickle::Value& list(const pickle::Value& v, const std::string& key) const {
     if (v.kind != Kind::List && v.kind != Kind::Tuple) fail(key, fmt::format("expected a list (got {})", describe(v)));
     return v;
@@ -89,18 +80,6 @@ class Reader {
   template <class T>
   void room_to_append(const std::vector<T>& v, const std::string& key) {
     if (!memory_.fits_append(v)) fail(key, memory_.problem());
-  }
-
-  // The tensor name of a frames list: computed once per list, as a pickle may share one list
-  // among many entries (their work would otherwise multiply).
-  std::string name_of(const pickle::Value* frames) {
-    if (frames == nullptr) return {};
-    const auto it = names_.find(frames);
-    if (it != names_.end()) return it->second;
-    std::string name = name_from_frames(frames);
-    hold(64 + memory_cost::text(name.size()), "frames");
-    names_.emplace(frames, name);
-    return name;
   }
 
   Snapshot run(const pickle::Value& root) {
@@ -126,6 +105,7 @@ class Reader {
       s.allocator_settings = to_json(*settings);
     }
     if (const pickle::Value* ann = root.get("external_annotations"); ann != nullptr) read_annotations(*ann, s);
+    s.names = entries_.take_names();  // after the entries and blocks: their numbers
     return s;
   }
 
@@ -214,7 +194,7 @@ class Reader {
       fail(key + ".requested_size", fmt::format("{} does not fit its block of {} bytes", b.requested, b.size));
     }
     if (!b.active()) b.requested = 0;
-    b.name = name_of(v.get("frames"));
+    b.name = entries_.names()[entries_.name_of(member(v, "frames"))];
     hold(kBlockBytes + 3 * memory_cost::text(b.name.size()), key);
     return b;
   }
@@ -236,57 +216,26 @@ class Reader {
     }
     const std::string base = fmt::format("device_traces[{}]", device_);
     const pickle::Value& entries = list(*traces.items[static_cast<std::size_t>(device_)], base);
-    s.has_time = !entries.items.empty();
-    for (std::size_t i = 0; i < entries.items.size(); ++i) {
-      const std::string key = fmt::format("{}[{}]", base, i);
-      const pickle::Value& e = *entries.items[i];
-      if (e.kind != Kind::Dict) fail(key, fmt::format("expected a dict (got {})", describe(e)));
-      Entry en;
-      en.index = i;
-      en.action = parse_action(text_field(e, "action", key), key);
-      if (en.action == Action::Oom) {
-        if (const pickle::Value* f = e.get("device_free"); f != nullptr)
-          en.device_free = uint(*f, key + ".device_free");
-      } else if (en.action != Action::Snapshot && en.action != Action::Annotate) {
-        en.addr = uint_field(e, "addr", key);
+    Entries* taken = sink_ != nullptr ? sink_->entries_of(&entries) : nullptr;
+    if (taken != nullptr && taken->size() == entries.items.size()) {
+      // Every entry was taken while the pickle streamed (the usual case): already counted.
+      s.entries = std::move(*taken);
+      for (std::size_t i = 0; i < s.entries.size(); ++i) s.entries[i].index = i;
+    } else {
+      std::size_t next_taken = 0;
+      for (std::size_t i = 0; i < entries.items.size(); ++i) {
+        const pickle::ValuePtr& e = entries.items[i];
+        if (e == pickle::taken() && taken != nullptr && next_taken < taken->size()) {
+          Entry en = std::move((*taken)[next_taken++]);
+          en.index = i;
+          s.entries.push_back(std::move(en));
+          continue;
+        }
+        entries_.keep(s.entries, entries_.read(*e, base, i), base, i);
       }
-      const bool needs_size =
-          en.action != Action::Snapshot && en.action != Action::Annotate && en.action != Action::Oom;
-      if (const pickle::Value* sz = e.get("size"); sz != nullptr) {
-        // An oom entry's size is the failed request, which may be any number.
-        en.size = needs_size ? bytes(*sz, key + ".size") : uint(*sz, key + ".size");
-      }
-      if (needs_size && en.size == 0)
-        fail(key + ".size", fmt::format("missing or 0 for a '{}' entry", action_name(en.action)));
-      if (needs_size && en.addr > ~std::uint64_t{0} - en.size)
-        fail(key, "extends past the end of the 64-bit address space");
-      if (const pickle::Value* st = e.get("stream"); st != nullptr) en.stream = uint(*st, key + ".stream");
-      if (const pickle::Value* t = e.get("time_us"); t != nullptr) {
-        // time_us is CPU wall-clock time in microseconds; int in every known version.
-        en.time_us = time_us(*t, key + ".time_us");
-      } else {
-        s.has_time = false;
-      }
-      if (en.action == Action::Alloc || en.action == Action::Oom) {
-        en.name = name_of(e.get("frames"));
-      } else if (en.action == Action::Annotate) {
-        if (const pickle::Value* m = e.get("user_metadata"); m != nullptr && m->kind == Kind::String)
-          en.name = to_utf8(m->text);
-      }
-      room_to_append(s.entries, key);
-      hold(kEntryBytes + 4 * memory_cost::text(en.name.size()), key);
-      s.entries.push_back(std::move(en));
     }
-  }
-
-  Action parse_action(const std::string& a, const std::string& key) const {
-    for (const auto& [name, action] : kActionNames) {
-      if (name == a) return action;
-    }
-    fail(key + ".action",
-         fmt::format("unknown action {} (known: alloc, free_requested, free_completed, segment_alloc, segment_free, "
-                     "segment_map, segment_unmap, snapshot, oom, annotate)",
-                     quote_excerpt(a)));
+    s.has_time = !s.entries.empty();
+    for (const Entry& en : s.entries) s.has_time = s.has_time && en.time_us >= 0;
   }
 
   void read_annotations(const pickle::Value& v, Snapshot& s) {
@@ -314,13 +263,15 @@ class Reader {
   const std::string& path_;
   int device_;
   MemoryCap& memory_;
-  std::unordered_map<const pickle::Value*, std::string> names_;  // frames list -> name
+  EntryReader& entries_;
+  EntrySink* sink_;
 };
 
 }  // namespace
 
-Snapshot read_snapshot(const pickle::Value& root, const std::string& path, int device, MemoryCap& memory) {
-  return Reader(path, device, memory).run(root);
+Snapshot read_snapshot(const pickle::Value& root, const std::string& path, int device, MemoryCap& memory,
+                       EntryReader& entries, EntrySink* sink) {
+  return Reader(path, device, memory, entries, sink).run(root);
 }
 
 std::uint64_t expanded_values(const pickle::Value& root) {

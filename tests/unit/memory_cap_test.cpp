@@ -173,15 +173,15 @@ TEST_CASE("memory: 2^28 Nones in a 256 KB gzip pickle stop at the budget", "[mem
     REQUIRE(gzclose(f) == Z_OK);
   }
   CHECK(fs::file_size(p) < 300'000);
-  // Reading counts 258 chunks of 1 MiB (the last two hold 5 and 0 bytes) and the MARK 8 bytes;
-  // then each None is a 40-byte stack slot (None itself is one shared value). When the stack
-  // is full at 2^22 slots, growing it would copy 160 MiB beside the 418 MiB held: the
-  // 2^22 + 1st None, at byte 3 + 2^22, is refused.
+  // The import streams the pickle (pickle_stream.hpp): a 1 MiB window of it is held, and the
+  // MARK 8 bytes; then each None is a 48-byte stack slot (None itself is one shared value). When
+  // the stack is full at 2^23 slots (384 MiB), growing it would copy them beside themselves: the
+  // 2^23 + 1st None, at byte 3 + 2^23, is refused.
   CHECK(error_of([&] { (void)import_torch_snapshot(p, {}, budget(512 * kMiB)); }) ==
-        p + ": byte 4194307: NONE: more than 536870912 bytes of memory (limits.max_memory)");
-  // Below the input's size the read itself stops.
+        p + ": byte 8388611: NONE: more than 536870912 bytes of memory (limits.max_memory)");
+  // With 64 MiB, at 2^20 slots (48 MiB): the 2^20 + 1st None, at byte 3 + 2^20.
   CHECK(error_of([&] { (void)import_torch_snapshot(p, {}, budget(64 * kMiB)); }) ==
-        p + ": more than 67108864 bytes of memory (limits.max_memory)");
+        p + ": byte 1048579: NONE: more than 67108864 bytes of memory (limits.max_memory)");
 }
 
 TEST_CASE("memory: 3*10^8 mark events in an 8 MB gzip trace stop at the budget", "[memory]") {

@@ -6,7 +6,9 @@
 #include <string>
 
 #include "coopsim/base/error.hpp"
+#include "coopsim/base/limits.hpp"
 #include "coopsim/formats/pickle.hpp"
+#include "coopsim/formats/pickle_stream.hpp"
 
 namespace pickle_test {
 
@@ -14,15 +16,38 @@ using namespace std::string_literals;
 
 inline coopsim::pickle::ValuePtr P(const std::string& bytes) { return coopsim::pickle::parse(bytes, "t.pkl"); }
 
-// The message of the error that parsing `bytes` must throw.
-inline std::string error_of(const std::string& bytes) {
+// Streaming sinks (coopsim/formats/pickle_stream.hpp): one that takes no item, one that takes all.
+struct TakeNone : coopsim::pickle::ItemSink {
+  bool take(const coopsim::pickle::ValuePtr&, const coopsim::pickle::Value&) override { return false; }
+};
+struct TakeAll : coopsim::pickle::ItemSink {
+  bool take(const coopsim::pickle::ValuePtr&, const coopsim::pickle::Value&) override { return true; }
+};
+
+// The message of the error that reading `bytes` with `read` must throw.
+template <class Read>
+std::string error_from(const std::string& bytes, Read read) {
   try {
-    P(bytes);
+    read();
   } catch (const coopsim::pickle::PickleError& e) {
     return e.what();
   }
   FAIL("no PickleError for a pickle of " << bytes.size() << " bytes");
   return {};
+}
+
+// The message of the error that parsing `bytes` must throw; streaming them must throw the same,
+// whether the sink takes list items or not.
+inline std::string error_of(const std::string& bytes) {
+  const std::string parsed = error_from(bytes, [&] { P(bytes); });
+  for (const bool take_all : {false, true}) {
+    coopsim::MemoryCap memory(coopsim::Limits::default_max_memory());
+    TakeNone none;
+    TakeAll all;
+    coopsim::pickle::ItemSink& sink = take_all ? static_cast<coopsim::pickle::ItemSink&>(all) : none;
+    CHECK(error_from(bytes, [&] { coopsim::pickle::stream(bytes, "t.pkl", memory, sink); }) == parsed);
+  }
+  return parsed;
 }
 
 // pickle.dumps({'a': [1, 2], 'b': (None, True)}, protocol=2), worked by hand:

@@ -59,12 +59,30 @@ inline void write(pickle::Writer& w, const Value& v) {
   }
 }
 
+// The same trace, field by field (segment addresses compared by their records' parts).
+inline void require_same(const Trace& a, const Trace& b) {
+  REQUIRE(a.header == b.header);
+  REQUIRE(a.tensors == b.tensors);
+  REQUIRE(a.events == b.events);
+  REQUIRE(a.labels == b.labels);
+  REQUIRE(a.initial_segments == b.initial_segments);
+  REQUIRE(a.segment_addresses.size() == b.segment_addresses.size());
+  for (std::size_t i = 0; i < a.segment_addresses.size(); ++i) {
+    const SegmentAddress &x = a.segment_addresses[i], &y = b.segment_addresses[i];
+    REQUIRE((x.addr == y.addr && x.size == y.size && x.stream == y.stream && x.pool == y.pool &&
+             x.expandable == y.expandable));
+  }
+}
+
+// Imported from the parsed tree and, as files are, streamed: both must give the same trace.
 inline Trace import(const Snap& s, int device = 0) {
   pickle::Writer w;
   write(w, *s.build());
   const std::string bytes = w.finish();
-  return torch_snapshot::import_value(*pickle::parse(bytes, "snap.pickle"), "snap.pickle",
-                                      TorchSnapshotOptions{device});
+  Trace tree = torch_snapshot::import_value(*pickle::parse(bytes, "snap.pickle"), "snap.pickle",
+                                            TorchSnapshotOptions{device});
+  require_same(tree, torch_snapshot::import_bytes(bytes, "snap.pickle", TorchSnapshotOptions{device}));
+  return tree;
 }
 
 inline std::string end_difference(const Trace& t, const Replay& r) {

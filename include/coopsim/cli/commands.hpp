@@ -81,6 +81,12 @@ struct ImportArgs {
 };
 int command_import(const ImportArgs& args, std::ostream& out);
 
+struct SnapshotArgs {
+  std::string action;  // stats | segsum
+  std::string input;   // a PyTorch memory snapshot pickle
+};
+int command_snapshot(const SnapshotArgs& args, std::ostream& out);
+
 struct BenchArgs {
   std::string trace;
   std::vector<std::string> allocators;  // empty = all

@@ -9,9 +9,11 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "coopsim/alloc/pytorch.hpp"
+#include "coopsim/base/limits.hpp"
 #include "coopsim/alloc/allocator.hpp"
 #include "coopsim/import/importers.hpp"
 #include "coopsim/formats/pickle.hpp"
@@ -28,6 +30,11 @@ namespace coopsim::torch_snapshot {
 Trace import_value(const pickle::Value& root, const std::string& path, const TorchSnapshotOptions& options);
 Trace import_value(const pickle::Value& root, const std::string& path, const TorchSnapshotOptions& options,
                    MemoryCap& memory);
+
+// The same from a pickle's bytes, read as import_torch_snapshot() reads a file: the history
+// streams into the importer's records instead of being built as a tree (pickle_stream.hpp).
+Trace import_bytes(std::string_view bytes, const std::string& path, const TorchSnapshotOptions& options,
+                   std::uint64_t max_memory = Limits::default_max_memory());
 
 // The `pytorch` model's options for a recorded `allocator_settings` dict (as the importer keeps
 // it in the header): max_split_size (-1 = off), max_non_split_rounding_size,

@@ -14,12 +14,14 @@
 #include "coopsim/base/limits.hpp"
 #include "pickle_builder.hpp"
 #include "pickle_detail.hpp"
+#include "pickle_input.hpp"
 #include "pickle_opcodes.hpp"
 
 namespace coopsim::pickle {
 namespace {
 
 using Kind = Value::Kind;
+using detail::Input;
 
 // Work allowed for dict-key comparisons: far above anything a real pickle needs (one
 // comparison per key), yet bounded for crafted ones.
@@ -28,16 +30,19 @@ constexpr std::uint64_t kCompareBudgetBase = 1'000'000;
 
 class Reader {
  public:
-  Reader(std::string_view bytes, const std::string& name, MemoryCap& memory)
-      : in_(bytes), name_(name), build_(kCompareBudgetBase + kCompareBudgetPerByte * bytes.size(), memory) {}
+  Reader(Input& in, const std::string& name, MemoryCap& memory)
+      : in_(in), name_(name), build_(kCompareBudgetBase + kCompareBudgetPerByte * in.size(), memory) {}
+
+  // Streaming (pickle_stream.hpp): keep only the memo entries in `fetched`; `sink` takes items.
+  void stream(const detail::IndexSet& fetched, ItemSink& sink) { build_.stream(fetched, sink); }
 
   ValuePtr run() {
     for (;;) {
-      op_at_ = pos_;
-      if (pos_ == in_.size()) {
-        fail(in_.empty() ? "empty input: no pickle" : "input ends before STOP (truncated pickle)");
+      op_at_ = in_.pos();
+      if (in_.left() == 0) {
+        fail(in_.size() == 0 ? "empty input: no pickle" : "input ends before STOP (truncated pickle)");
       }
-      op_ = static_cast<unsigned char>(in_[pos_++]);
+      op_ = in_.byte();
       try {
         if (op_ == op::kStop) return stop();
         step();
@@ -51,7 +56,7 @@ class Reader {
   [[noreturn]] void fail(const std::string& problem) const { throw PickleError(name_, op_at_, problem); }
   [[noreturn]] void fail_op(const std::string& problem) const { fail(fmt::format("{}: {}", op::name(op_), problem)); }
 
-  std::size_t left() const { return in_.size() - pos_; }
+  std::uint64_t left() const { return in_.left(); }
 
   // The next n bytes of the current opcode's argument.
   std::string_view take(std::uint64_t n, const char* what = "argument") {
@@ -59,9 +64,7 @@ class Reader {
       fail_op(fmt::format("{} of {} byte{} runs past the end of the input ({} left; truncated?)", what, n,
                           n == 1 ? "" : "s", left()));
     }
-    const std::string_view s = in_.substr(pos_, static_cast<std::size_t>(n));
-    pos_ += static_cast<std::size_t>(n);
-    return s;
+    return in_.take(static_cast<std::size_t>(n));
   }
 
   std::uint64_t le(std::size_t n) {
@@ -75,12 +78,9 @@ class Reader {
 
   // A protocol-0 argument: the bytes up to the next newline, which is consumed.
   std::string_view line() {
-    const void* nl = std::memchr(in_.data() + pos_, '\n', left());
-    if (nl == nullptr) fail_op("argument has no terminating newline (truncated input)");
-    const auto n = static_cast<std::size_t>(static_cast<const char*>(nl) - (in_.data() + pos_));
-    const std::string_view s = in_.substr(pos_, n);
-    pos_ += n + 1;
-    return s;
+    const std::optional<std::string_view> s = in_.line();
+    if (!s) fail_op("argument has no terminating newline (truncated input)");
+    return *s;
   }
 
   void check(const std::string& problem) const {
@@ -176,10 +176,9 @@ class Reader {
   void step();
   ValuePtr stop();
 
-  std::string_view in_;
+  Input& in_;
   const std::string& name_;
-  std::size_t pos_ = 0;    // next byte to read
-  std::size_t op_at_ = 0;  // offset of the current opcode
+  std::uint64_t op_at_ = 0;  // offset of the current opcode
   unsigned char op_ = 0;
   detail::Builder build_;
 };
@@ -321,8 +320,8 @@ void Reader::step() {
 
 ValuePtr Reader::stop() {
   ValuePtr result = build_.finish();
-  if (pos_ != in_.size()) {
-    op_at_ = pos_;
+  if (in_.left() != 0) {
+    op_at_ = in_.pos();
     fail(fmt::format("{} trailing byte{} after STOP", left(), left() == 1 ? "" : "s"));
   }
   return result;
@@ -331,8 +330,20 @@ ValuePtr Reader::stop() {
 }  // namespace
 
 ValuePtr parse(std::string_view bytes, const std::string& name, MemoryCap& memory) {
-  return Reader(bytes, name, memory).run();
+  Input in(bytes);
+  return Reader(in, name, memory).run();
 }
+
+namespace detail {
+
+ValuePtr read_streaming(Input& in, const std::string& name, MemoryCap& memory, const IndexSet& fetched,
+                        ItemSink& sink) {
+  Reader reader(in, name, memory);
+  reader.stream(fetched, sink);
+  return reader.run();
+}
+
+}  // namespace detail
 
 ValuePtr parse(std::string_view bytes, const std::string& name) {
   MemoryCap memory(Limits::default_max_memory());

@@ -15,6 +15,14 @@ using Kind = Value::Kind;
 
 namespace {
 [[noreturn]] void fail(std::string problem) { throw BuildError{std::move(problem)}; }
+
+// Room for `more` elements, growing geometrically: a list filled by many APPENDS batches (a
+// pickler writes 1000 items per batch) must not be copied whole at every batch.
+template <class T>
+void grow_for(std::vector<T>& v, std::size_t more) {
+  if (v.capacity() - v.size() >= more) return;
+  v.reserve(std::max(v.size() + more, 2 * v.capacity()));
+}
 }  // namespace
 
 void Builder::hold(std::uint64_t bytes) {
@@ -58,17 +66,15 @@ std::size_t Builder::take_mark() {
   return first;
 }
 
-std::uint32_t Builder::depth_of(const Slot& s) const {
-  return s.container != kNoContainer ? containers_[s.container].depth : s.depth;
-}
+std::uint32_t Builder::depth_of(const Slot& s) const { return s.container ? s.container->depth : s.depth; }
 
 void Builder::check_depth(std::size_t depth) const {
   if (depth > kMaxDepth) fail(fmt::format("nesting deeper than {} levels; refusing", kMaxDepth));
 }
 
 std::uint32_t Builder::adopt(const Slot& child) {
-  if (child.container != kNoContainer) {
-    Container& c = containers_[child.container];
+  if (child.container) {
+    Container& c = *child.container;
     c.complete = true;
     c.key_hashes = {};  // no more insertions: the key lookup state can go
     c.index.reset();
@@ -99,10 +105,8 @@ void Builder::push_empty(Kind kind) {
     s.hash = tuple_hash_seed(0);
   } else {
     s.hashable = false;
-    if (!memory_.fits_append(containers_)) fail(memory_.problem());
     hold(kContainer);
-    s.container = static_cast<std::uint32_t>(containers_.size());
-    containers_.emplace_back();
+    s.container = std::make_shared<Container>();
   }
   push_slot(std::move(s));
 }
@@ -172,7 +176,7 @@ Builder::Container& Builder::mutable_target(const Slot& target, Kind kind, const
     fail(fmt::format("needs a {} below the {}, found a {}", Value::kind_name(kind), what,
                      Value::kind_name(target.value->kind)));
   }
-  Container& c = containers_[target.container];
+  Container& c = *target.container;
   if (c.complete) {
     fail(
         fmt::format("the {} was already placed inside another container; changing it afterwards is refused "
@@ -189,6 +193,12 @@ void Builder::insert_item(const Slot& list, const Slot& item) {
   c.depth = std::max(c.depth, depth);
   if (!memory_.fits_append(list.value->items)) fail(memory_.problem());
   hold(kItem);
+  if (sink_ != nullptr && sink_->take(list.value, *item.value)) {
+    // Given back when the stack lets go of it (unless the memo or another container keeps it).
+    memory_.remove(held_by(item.value));
+    list.value->items.push_back(taken());
+    return;
+  }
   list.value->items.push_back(item.value);
 }
 
@@ -203,7 +213,7 @@ void Builder::appends() {
   if (first <= fence()) fail("stack underflow: no list below the MARK");
   const Slot& list = stack_[first - 1];
   mutable_target(list, Kind::List, "MARK");
-  list.value->items.reserve(list.value->items.size() + (stack_.size() - first));
+  grow_for(list.value->items, stack_.size() - first);
   for (std::size_t i = first; i < stack_.size(); ++i) insert_item(list, stack_[i]);
   stack_.resize(first);
 }
@@ -267,12 +277,26 @@ void Builder::set_items() {
   if ((stack_.size() - first) % 2 != 0) fail("odd number of items for SETITEMS");
   const Slot& dict = stack_[first - 1];
   mutable_target(dict, Kind::Dict, "MARK");
-  dict.value->entries.reserve(dict.value->entries.size() + (stack_.size() - first) / 2);
+  grow_for(dict.value->entries, (stack_.size() - first) / 2);
   for (std::size_t i = first; i < stack_.size(); i += 2) insert_entry(dict, stack_[i], stack_[i + 1]);
   stack_.resize(first);
 }
 
 void Builder::put(std::uint64_t index, const Slot& slot) {
+  if (fetched_ != nullptr) {
+    // Streaming: an entry no GET reads is never needed; only its index is remembered, for the
+    // count MEMOIZE uses.
+    if (memo_set_.insert(index)) ++memo_count_;
+    const auto rank = fetched_->rank(index);
+    if (!rank) return;
+    if (memo_kept_.empty()) {
+      // One slot per index some GET reads (at most one per GET opcode of the input).
+      hold(fetched_->size() * sizeof(Slot));
+      memo_kept_.resize(static_cast<std::size_t>(fetched_->size()));
+    }
+    memo_kept_[static_cast<std::size_t>(*rank)] = slot;
+    return;
+  }
   if (index < memo_.size()) {
     memo_[index] = slot;
     return;
@@ -294,7 +318,11 @@ void Builder::put(std::uint64_t index, const Slot& slot) {
 
 void Builder::memoize() {
   need(1);
-  put(memo_.size() + memo_sparse_.size(), stack_.back());  // Python: memo[len(memo)] = top
+  put(memo_entries(), stack_.back());  // Python: memo[len(memo)] = top
+}
+
+std::uint64_t Builder::memo_entries() const {
+  return fetched_ != nullptr ? memo_count_ : memo_.size() + memo_sparse_.size();
 }
 
 void Builder::memo_put(std::uint64_t index) {
@@ -303,15 +331,54 @@ void Builder::memo_put(std::uint64_t index) {
 }
 
 void Builder::memo_get(std::uint64_t index) {
+  if (fetched_ != nullptr) {
+    const auto rank = fetched_->rank(index);
+    if (rank && !memo_kept_.empty() && memo_kept_[static_cast<std::size_t>(*rank)].value) {
+      return push_slot(memo_kept_[static_cast<std::size_t>(*rank)]);
+    }
+    if (memo_set_.contains(index)) fail(fmt::format("internal: memo index {} was not kept", index));
+    fail(fmt::format("memo index {} is not set ({} entries)", index, memo_entries()));
+  }
   if (index < memo_.size()) {
     push_slot(memo_[index]);
     return;
   }
   const auto it = memo_sparse_.find(index);
   if (it == memo_sparse_.end()) {
-    fail(fmt::format("memo index {} is not set ({} entries)", index, memo_.size() + memo_sparse_.size()));
+    fail(fmt::format("memo index {} is not set ({} entries)", index, memo_entries()));
   }
   push_slot(it->second);
+}
+
+std::uint64_t Builder::held_by(const std::shared_ptr<Value>& root) const {
+  // Mirrors what the value's making counted (push_scalar, push_empty, build_tuple,
+  // insert_item, insert_entry); shared constants (None, True, False, taken()) count nothing.
+  std::uint64_t bytes = 0;
+  std::vector<const Value*> work;
+  if (root.use_count() == 1) work.push_back(root.get());
+  while (!work.empty()) {
+    const Value& v = *work.back();
+    work.pop_back();
+    switch (v.kind) {
+      case Kind::None:
+      case Kind::Bool: continue;
+      case Kind::Int:
+      case Kind::Float:
+      case Kind::String:
+      case Kind::Bytes: bytes += kValue + memory_cost::text(v.text.size()); continue;
+      case Kind::Tuple: bytes += kValue + kItem * v.items.size(); break;
+      case Kind::List: bytes += kValue + kContainer + kItem * v.items.size(); break;
+      case Kind::Dict: bytes += kValue + kContainer + kEntry * v.entries.size(); break;
+    }
+    for (const auto& item : v.items) {
+      if (item.use_count() == 1) work.push_back(item.get());
+    }
+    for (const auto& [k, val] : v.entries) {
+      if (k.use_count() == 1) work.push_back(k.get());
+      if (val.use_count() == 1) work.push_back(val.get());
+    }
+  }
+  return bytes;
 }
 
 ValuePtr Builder::finish() {

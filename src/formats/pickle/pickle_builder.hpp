@@ -13,7 +13,9 @@
 #include <vector>
 
 #include "coopsim/formats/pickle.hpp"
+#include "coopsim/formats/pickle_stream.hpp"
 #include "coopsim/model/memory_cap.hpp"
+#include "pickle_index_set.hpp"
 
 namespace coopsim::pickle::detail {
 
@@ -28,6 +30,13 @@ class Builder {
   // for every value, stack slot, memo entry, item and entry as it is made (values dropped
   // later are not given back: the count only grows).
   Builder(std::uint64_t compare_budget, MemoryCap& memory) : compare_budget_(compare_budget), memory_(memory) {}
+  // Streaming (pickle_stream.hpp): only the memo entries in `fetched` (every index a GET reads
+  // anywhere in the pickle) are kept, and `sink` is offered each item appended to a list. Both
+  // outlive the builder; `fetched` is frozen (IndexSet::freeze).
+  void stream(const IndexSet& fetched, ItemSink& sink) {
+    fetched_ = &fetched;
+    sink_ = &sink;
+  }
 
   void push_scalar(std::shared_ptr<Value> v);    // None, bool, int, float, str, bytes
   void push_constant(std::shared_ptr<Value> v);  // a shared None, True or False: no new value
@@ -52,22 +61,21 @@ class Builder {
   ValuePtr finish();
 
  private:
-  static constexpr std::uint32_t kNoContainer = 0xffffffffU;
   static constexpr std::size_t kIndexAfter = 16;  // dicts past this many entries get a hash index
 
-  struct Slot {
-    std::shared_ptr<Value> value;
-    std::uint64_t hash = 0;                  // when hashable
-    std::uint32_t depth = 1;                 // scalars and tuples; lists and dicts: Container
-    std::uint32_t container = kNoContainer;  // lists and dicts: index into containers_
-    bool hashable = true;
-  };
   // Parser-side state of one list or dict, shared by every slot that refers to it.
   struct Container {
     std::uint32_t depth = 1;
     bool complete = false;                  // placed inside another container: no further mutation
     std::vector<std::uint64_t> key_hashes;  // dicts: hash of each entry's key
     std::unique_ptr<std::unordered_multimap<std::uint64_t, std::size_t>> index;
+  };
+  struct Slot {  // 48 bytes: one per stack entry and kept memo entry
+    std::shared_ptr<Value> value;
+    std::shared_ptr<Container> container;  // lists and dicts, shared by every slot of it
+    std::uint64_t hash = 0;                // when hashable
+    std::uint32_t depth = 1;               // scalars and tuples; lists and dicts: Container
+    bool hashable = true;
   };
 
   // Bytes counted per part (pickle.hpp, "Memory"): a value (make_shared: the Value, the
@@ -99,12 +107,21 @@ class Builder {
   void insert_entry(const Slot& dict, const Slot& key, const Slot& value);
   void build_tuple(std::size_t first);
   void put(std::uint64_t index, const Slot& slot);
+  std::uint64_t memo_entries() const;  // distinct indices set: Python's len(memo)
+  // Bytes counted for `v` and, when the caller holds its only reference, for everything only it
+  // holds: what dropping it gives back (streaming).
+  std::uint64_t held_by(const std::shared_ptr<Value>& v) const;
 
   std::vector<Slot> stack_;
   std::vector<std::size_t> marks_;
   std::vector<Slot> memo_;                     // indices 0..size-1
   std::map<std::uint64_t, Slot> memo_sparse_;  // indices past memo_.size() (crafted pickles)
-  std::vector<Container> containers_;
+  // Streaming: memo entries kept (those some GET reads) and every index set so far.
+  std::vector<Slot> memo_kept_;  // by rank in *fetched_
+  IndexSet memo_set_;
+  std::uint64_t memo_count_ = 0;
+  const IndexSet* fetched_ = nullptr;
+  ItemSink* sink_ = nullptr;
   std::uint64_t compare_budget_;
   MemoryCap& memory_;
   std::size_t stack_peak_ = 0, marks_peak_ = 0;  // slots counted so far (vectors keep capacity)

@@ -1,0 +1,168 @@
+// Trace entries of a snapshot (device_traces[d][i], the TraceEntry of pytorch/pytorch @001074d2
+// c10/cuda/CUDACachingAllocator.h) as the importer's Entry, checked; and the sink that converts
+// them while the pickle streams (coopsim/formats/pickle_stream.hpp), so the history's dicts are
+// never all held at once. Keys in errors are built only when an entry is refused.
+#include <fmt/format.h>
+
+#include <limits>
+
+#include "coopsim/base/error.hpp"
+#include "coopsim/base/text.hpp"
+#include "torch_snapshot_detail.hpp"
+
+namespace coopsim::torch_snapshot::detail {
+namespace {
+
+using Kind = pickle::Value::Kind;
+
+constexpr std::uint64_t kMaxBytes = std::uint64_t{1} << 53;  // trace v1's largest tensor
+constexpr std::int64_t kMaxTimeUs = std::numeric_limits<std::int64_t>::max() / 1000;
+
+}  // namespace
+
+const pickle::ValuePtr* member(const pickle::Value& dict, std::string_view key) {
+  if (dict.kind != Kind::Dict) return nullptr;
+  for (const auto& [k, v] : dict.entries) {
+    if (k->kind == Kind::String && k->text == key) return &v;
+  }
+  return nullptr;
+}
+
+std::string describe(const pickle::Value& v) {
+  switch (v.kind) {
+    case Kind::Int: return std::to_string(v.integer);
+    case Kind::String: return quote_excerpt(v.text);  // escapes control characters: one line
+    case Kind::Bool: return v.boolean ? "True" : "False";
+    default: return "a " + std::string(pickle::Value::kind_name(v.kind));
+  }
+}
+
+std::uint32_t EntryReader::add_name(std::string name) {
+  if (name.empty()) return 0;
+  if (!memory_.fits_append(names_) || !memory_.add(kNameBytes + 3 * memory_cost::text(name.size())) ||
+      names_.size() >= std::numeric_limits<std::uint32_t>::max()) {
+    throw Error(fmt::format("{}: frames: {}", path_, memory_.problem()));
+  }
+  names_.push_back(std::move(name));
+  return static_cast<std::uint32_t>(names_.size() - 1);
+}
+
+std::uint32_t EntryReader::name_of(const pickle::ValuePtr* frames) {
+  if (frames == nullptr) return 0;
+  // A list held elsewhere too (a pickle's shared frames table) is named once and kept alive
+  // here, so its address cannot come back as another list's; one held only by its entry is
+  // dropped with the entry while the pickle streams, and named each time.
+  const bool shared = frames->use_count() > 1;
+  if (shared) {
+    const auto it = shared_frames_.find(frames->get());
+    if (it != shared_frames_.end()) return it->second.second;
+  }
+  const std::uint32_t id = add_name(name_from_frames(frames->get()));
+  if (shared) {
+    if (!memory_.add(64)) throw Error(fmt::format("{}: frames: {}", path_, memory_.problem()));
+    shared_frames_.emplace(frames->get(), std::make_pair(*frames, id));
+  }
+  return id;
+}
+
+Entry EntryReader::read(const pickle::Value& e, std::string_view base, std::size_t index) {
+  auto fail = [&](std::string_view field, const std::string& problem) {
+    throw Error(fmt::format("{}: {}[{}]{}{}: {}", path_, base, index, field.empty() ? "" : ".", field, problem));
+  };
+  auto field = [&](std::string_view name) -> const pickle::Value& {
+    const pickle::Value* v = e.get(name);
+    if (v == nullptr) fail("", fmt::format("missing field '{}'", name));
+    return *v;
+  };
+  auto uint = [&](const pickle::Value& v, std::string_view name) {
+    if (v.kind != Kind::Int || v.integer < 0)
+      fail(name, fmt::format("expected a non-negative int (got {})", describe(v)));
+    return static_cast<std::uint64_t>(v.integer);
+  };
+  if (e.kind != Kind::Dict) fail("", fmt::format("expected a dict (got {})", describe(e)));
+  Entry en;
+  en.index = index;
+  const pickle::Value& action = field("action");
+  if (action.kind != Kind::String) fail("action", fmt::format("expected a str (got {})", describe(action)));
+  bool known = false;
+  for (const auto& [name, a] : kActionNames) {
+    if (name == action.text) {
+      en.action = a;
+      known = true;
+      break;
+    }
+  }
+  if (!known) {
+    fail("action", fmt::format("unknown action {} (known: alloc, free_requested, free_completed, segment_alloc, "
+                               "segment_free, segment_map, segment_unmap, snapshot, oom, annotate)",
+                               quote_excerpt(action.text)));
+  }
+  if (en.action == Action::Oom) {
+    if (const pickle::Value* f = e.get("device_free"); f != nullptr) en.device_free = uint(*f, "device_free");
+  } else if (en.action != Action::Snapshot && en.action != Action::Annotate) {
+    en.addr = uint(field("addr"), "addr");
+  }
+  const bool needs_size = en.action != Action::Snapshot && en.action != Action::Annotate && en.action != Action::Oom;
+  if (const pickle::Value* sz = e.get("size"); sz != nullptr) {
+    en.size = uint(*sz, "size");
+    // An oom entry's size is the failed request, which may be any number.
+    if (needs_size && en.size > kMaxBytes) fail("size", fmt::format("{} bytes is more than 2^53", en.size));
+  }
+  if (needs_size && en.size == 0) fail("size", fmt::format("missing or 0 for a '{}' entry", action_name(en.action)));
+  if (needs_size && en.addr > ~std::uint64_t{0} - en.size) fail("", "extends past the end of the 64-bit address space");
+  if (const pickle::Value* st = e.get("stream"); st != nullptr) en.stream = uint(*st, "stream");
+  if (const pickle::Value* t = e.get("time_us"); t != nullptr) {
+    // time_us is CPU wall-clock time in microseconds; int in every known version.
+    if (t->kind != Kind::Int || t->integer < 0 || t->integer > kMaxTimeUs) {
+      fail("time_us", fmt::format("expected a non-negative int of at most {} (got {})", kMaxTimeUs, describe(*t)));
+    }
+    en.time_us = t->integer;
+  }
+  if (en.action == Action::Alloc || en.action == Action::Oom) {
+    en.name = name_of(member(e, "frames"));
+  } else if (en.action == Action::Annotate) {
+    if (const pickle::Value* m = e.get("user_metadata"); m != nullptr && m->kind == Kind::String) {
+      en.name = add_name(to_utf8(m->text));
+    }
+  }
+  return en;
+}
+
+void EntryReader::keep(Entries& entries, Entry en, std::string_view base, std::size_t index) {
+  if (!memory_.add(kEntryBytes)) {
+    throw Error(fmt::format("{}: {}[{}]: {}", path_, base, index, memory_.problem()));
+  }
+  entries.push_back(std::move(en));
+}
+
+bool EntrySink::take(const pickle::ValuePtr& list, const pickle::Value& item) {
+  // Only what looks like a trace entry; anything else stays in the tree.
+  if (item.kind != pickle::Value::Kind::Dict || item.get("action") == nullptr) return false;
+  Taken& t = lists_[list.get()];
+  if (!t.list) t.list = list;
+  try {
+    reader_.keep(t.entries, reader_.read(item, "?", t.entries.size()), "?", t.entries.size());
+  } catch (const Error&) {
+    // Refused here, where its key is not known yet: it stays in the tree and is read again, and
+    // refused with its key, if it turns out to be an entry of the device imported.
+    return false;
+  }
+  return true;
+}
+
+Entries* EntrySink::entries_of(const pickle::Value* list) {
+  const auto it = lists_.find(list);
+  return it == lists_.end() ? nullptr : &it->second.entries;
+}
+
+bool EntrySink::only_in(const pickle::Value& device_traces) const {
+  for (const auto& [list, t] : lists_) {
+    long in_traces = 0;
+    for (const auto& item : device_traces.items) in_traces += item.get() == list ? 1 : 0;
+    // Held by this sink and by device_traces, nowhere else.
+    if (t.list.use_count() != 1 + in_traces || in_traces == 0) return false;
+  }
+  return true;
+}
+
+}  // namespace coopsim::torch_snapshot::detail

@@ -1,0 +1,176 @@
+// Streaming pickle reading (coopsim/formats/pickle_stream.hpp): items taken as lists fill, memo
+// entries kept only where a GET reads them, memory given back, files read in chunks; and the
+// snapshot importer's streamed path against the tree it replaces. (Every error case of the
+// pickle tests is also streamed: pickle_test_support.hpp error_of.)
+#include <catch2/catch.hpp>
+
+#include <zlib.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "coopsim/formats/pickle_stream.hpp"
+#include "coopsim/formats/pickle_writer.hpp"
+#include "coopsim/import/torch_snapshot.hpp"
+#include "pickle_test_support.hpp"
+#include "test_paths.hpp"
+
+using namespace coopsim;
+using namespace pickle_test;
+using Kind = pickle::Value::Kind;
+
+namespace {
+
+// Takes the dicts appended to any list, keeping their "n".
+struct Collect : pickle::ItemSink {
+  bool take(const pickle::ValuePtr& list, const pickle::Value& item) override {
+    if (item.kind != Kind::Dict || item.get("n") == nullptr) return false;
+    lists.push_back(list.get());
+    ns.push_back(item.get("n")->integer);
+    return true;
+  }
+  std::vector<const pickle::Value*> lists;
+  std::vector<std::int64_t> ns;
+};
+
+// {"entries": [{"n": 0}, ..., {"n": count-1}], "more": [{"n": 7}, 8]} by coopsim's writer
+// (every string memoized, so "n" is fetched again by every dict after the first).
+std::string entries_pickle(int count) {
+  pickle::Writer w;
+  w.begin_dict();
+  w.text("entries");
+  w.begin_list();
+  for (int i = 0; i < count; ++i) {
+    w.begin_dict();
+    w.text("n");
+    w.integer(i);
+    w.end();
+  }
+  w.end();
+  w.text("more");
+  w.begin_list();
+  w.begin_dict();
+  w.text("n");
+  w.integer(7);
+  w.end();
+  w.integer(8);
+  w.end();
+  w.end();
+  return w.finish();
+}
+
+}  // namespace
+
+TEST_CASE("pickle stream: list items are taken in order, the rest is built as parse builds it", "[pickle]") {
+  const std::string bytes = entries_pickle(2500);  // three APPENDS batches
+  MemoryCap memory(Limits::default_max_memory());
+  Collect sink;
+  const pickle::ValuePtr root = pickle::stream(bytes, "t.pkl", memory, sink);
+  REQUIRE(sink.ns.size() == 2501);
+  for (int i = 0; i < 2500; ++i) CHECK(sink.ns[static_cast<std::size_t>(i)] == i);
+  CHECK(sink.ns.back() == 7);
+  const pickle::Value& entries = *root->get("entries");
+  REQUIRE(entries.items.size() == 2500);
+  for (const auto& item : entries.items) CHECK(item == pickle::taken());
+  CHECK(sink.lists.front() == &entries);
+  const pickle::Value& more = *root->get("more");
+  REQUIRE(more.items.size() == 2);
+  CHECK(more.items[0] == pickle::taken());
+  CHECK(more.items[1]->integer == 8);
+  CHECK(sink.lists.back() == &more);
+  // Taken items were given back: a fraction of what the tree holds.
+  MemoryCap tree(Limits::default_max_memory());
+  (void)pickle::parse(bytes, "t.pkl", tree);
+  CHECK(memory.used() * 4 < tree.used());
+}
+
+TEST_CASE("pickle stream: a taken item fetched again from the memo is whole there", "[pickle]") {
+  // PROTO 4, EMPTY_DICT, MEMOIZE(0), MARK, 'l', MEMOIZE(1), EMPTY_LIST, MEMOIZE(2),
+  // EMPTY_DICT, MEMOIZE(3), 'n', MEMOIZE(4), BININT1 5, SETITEM, APPEND,
+  // 'again', MEMOIZE(5), BINGET 3, SETITEMS, STOP: {"l": [d], "again": d} with d = {"n": 5}.
+  const std::string bytes =
+      "\x80\x04}\x94(\x8c\x01l\x94]\x94}\x94\x8c\x01n\x94K\x05s"
+      "a\x8c\x05"
+      "again\x94h\x03u."s;
+  MemoryCap memory(Limits::default_max_memory());
+  Collect sink;
+  const pickle::ValuePtr root = pickle::stream(bytes, "t.pkl", memory, sink);
+  CHECK(sink.ns == std::vector<std::int64_t>{5});
+  CHECK(root->get("l")->items.at(0) == pickle::taken());
+  REQUIRE(root->get("again")->get("n") != nullptr);
+  CHECK(root->get("again")->get("n")->integer == 5);
+}
+
+TEST_CASE("pickle stream: files are read in chunks, plain and gzip, with parse_file's errors", "[pickle]") {
+  const auto dir = test::scratch_dir("pickle-stream");
+  const std::string bytes = entries_pickle(300000);  // several MiB: more than one chunk
+  const std::string plain = (dir / "e.pickle").string(), packed = (dir / "e.pickle.gz").string();
+  std::ofstream(plain, std::ios::binary) << bytes;
+  {
+    gzFile f = gzopen(packed.c_str(), "wb1");
+    REQUIRE(f != nullptr);
+    REQUIRE(gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size())) == static_cast<int>(bytes.size()));
+    gzclose(f);
+  }
+  for (const std::string& path : {plain, packed}) {
+    MemoryCap memory(Limits::default_max_memory());
+    Collect sink;
+    const pickle::ValuePtr root = pickle::stream_file(path, Limits{}.max_input_bytes, memory, sink);
+    CHECK(sink.ns.size() == 300001);
+    CHECK(sink.ns[123456] == 123456);
+    CHECK(root->get("more")->items.at(1)->integer == 8);
+  }
+  // Truncated: the same error as parse_file (gzip: the stream's; plain: the pickle's, at its offset).
+  const std::string cut = (dir / "cut.pickle").string();
+  std::ofstream(cut, std::ios::binary) << bytes.substr(0, bytes.size() - 1000);
+  MemoryCap memory(Limits::default_max_memory());
+  TakeAll all;
+  std::string streamed, parsed;
+  try {
+    pickle::stream_file(cut, Limits{}.max_input_bytes, memory, all);
+  } catch (const Error& e) {
+    streamed = e.what();
+  }
+  try {
+    pickle::parse_file(cut);
+  } catch (const Error& e) {
+    parsed = e.what();
+  }
+  CHECK(!parsed.empty());
+  CHECK(streamed == parsed);
+}
+
+TEST_CASE("pickle stream: a snapshot whose entry list is shared elsewhere is imported from the tree", "[pickle]") {
+  // {"segments": [], "device_traces": [L], "copy": L}: L's entries must stay whole for "copy".
+  pickle::Writer w;
+  w.begin_dict();
+  w.text("segments");
+  w.begin_list();
+  w.end();
+  w.text("device_traces");
+  w.begin_list();
+  const std::uint32_t list = w.begin_shared_list();
+  for (int i = 0; i < 3; ++i) {
+    w.begin_dict();
+    w.text("action");
+    w.text(i < 2 ? "alloc" : "free_completed");
+    w.text("addr");
+    w.integer(i == 1 ? 4096 : 0);
+    w.text("size");
+    w.integer(512);
+    w.end();
+  }
+  w.end();
+  w.end();
+  w.text("copy");
+  w.shared(list);
+  w.end();
+  const std::string bytes = w.finish();
+  const Trace tree = torch_snapshot::import_value(*pickle::parse(bytes, "s.pickle"), "s.pickle", {});
+  const Trace streamed = torch_snapshot::import_bytes(bytes, "s.pickle", {});
+  CHECK(streamed.header == tree.header);
+  CHECK(streamed.tensors == tree.tensors);
+  CHECK(streamed.events == tree.events);
+  CHECK(tree.events.size() == 3);
+}
