@@ -86,6 +86,7 @@ struct SStorage {
   SRegion fwd, rev;
   std::uint32_t ecn = kNone;  // eq-class node while evicted
   bool stale_fwd = false, stale_rev = false;  // a rebuild of the region is pending (flush_rebuilds)
+  bool stale_made_material = false;  // became material: both regions and their frontiers' are pending
 };
 
 struct RunStop {
@@ -171,6 +172,7 @@ class State {
   Marks marks_, marks2_;
   std::vector<std::uint32_t> stack_, scratch_, scratch2_;
   std::vector<std::pair<std::uint32_t, bool>> stale_;  // requested rebuilds (storage, reverse)
+  std::vector<std::uint32_t> made_material_;           // storages made material since the last flush
   std::int64_t clock_ = 1;  // RuntimeBase: clock starts at 1
   std::int64_t memory_ = 0;
   double remat_limit_ = std::numeric_limits<double>::infinity();

@@ -117,15 +117,18 @@ void State::rebuild(std::uint32_t base, bool reverse) {
   }
 }
 
-// The rebuilds of the regions bordering a storage made material are deferred until a region is
-// next read or the graph changes: the first eviction (absorb reads regions and the eviction
-// changes reachability), choose (costs) or new op (new edges); flush_rebuilds then rebuilds each
-// requested region once. The result is the one of the eager rebuilds: a rebuild is a function of
-// the graph and of which storages are material, and between two flushes storages only become
-// material. A region of base b that was requested and not requested again by a later compute
-// reaches none of the storages that compute made material (the first of them on a path from b
-// would have b on its rebuilt frontier, and b's region would have been requested again), so its
-// interior and frontier are the same after that compute as before it.
+// The rebuilds after a compute (the regions of the storages it made material, then those of the
+// storages on their frontiers) are deferred until a region is next read or the graph changes: the
+// first eviction (absorb reads regions and the eviction changes reachability), choose (costs),
+// new op (new edges) or pin (pinned regions are skipped); flush_rebuilds then rebuilds each region
+// once. The result is the one of the eager rebuilds: a rebuild is a function of the graph and of
+// which storages are material, and between two flushes storages only become material. A region
+// of base b that was requested and not requested again by a later compute reaches none of the
+// storages that compute made material (the first of them on a path from b would have b on its
+// rebuilt frontier, and b's region would have been requested again), so its interior and frontier
+// are the same after that compute as before it. For the same reason the frontiers read at the
+// flush name the regions the eager rebuilds would have requested: a base cut off from a storage
+// by a storage made material later is on that one's frontier instead.
 void State::request_rebuild(std::uint32_t base, bool reverse) {
   bool& stale = reverse ? storages_[base].stale_rev : storages_[base].stale_fwd;
   if (stale || storages_[base].pinned) return;
@@ -134,6 +137,17 @@ void State::request_rebuild(std::uint32_t base, bool reverse) {
 }
 
 void State::flush_rebuilds() {
+  // First the storages made material (their own regions, which name the frontiers), then every
+  // region requested.
+  for (std::uint32_t s : made_material_) {
+    if (!storages_[s].stale_made_material) continue;
+    storages_[s].stale_made_material = false;
+    rebuild(s, false);
+    rebuild(s, true);
+    for (std::uint32_t a : storages_[s].rev.frontier) request_rebuild(a, false);
+    for (std::uint32_t a : storages_[s].fwd.frontier) request_rebuild(a, true);
+  }
+  made_material_.clear();
   for (const auto& [base, reverse] : stale_) {
     bool& stale = reverse ? storages_[base].stale_rev : storages_[base].stale_fwd;
     if (!stale) continue;  // rebuilt eagerly since
@@ -228,15 +242,13 @@ void State::after_evict(std::uint32_t s) {
 
 void State::after_compute(const std::vector<std::uint32_t>& remat_storages) {
   if (uses_regions()) {
-    // The regions that border a storage made material: the parents direction of each storage on
-    // its children frontier, and the children direction of each on its parents frontier.
+    // The storage's regions and the regions that border it (the parents direction of each
+    // storage on its children frontier, and the children direction of each on its parents
+    // frontier), at the next flush.
     for (std::uint32_t s : remat_storages) {
-      rebuild(s, false);
-      rebuild(s, true);
-    }
-    for (std::uint32_t s : remat_storages) {
-      for (std::uint32_t a : storages_[s].rev.frontier) request_rebuild(a, false);
-      for (std::uint32_t a : storages_[s].fwd.frontier) request_rebuild(a, true);
+      if (storages_[s].stale_made_material) continue;
+      storages_[s].stale_made_material = true;
+      made_material_.push_back(s);
     }
   }
   if (uses_eq_classes()) {

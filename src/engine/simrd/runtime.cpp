@@ -309,6 +309,7 @@ void State::on_release(std::uint32_t s) {
 
 void State::pin(std::uint32_t s) {
   if (storages_[s].pinned) return;
+  flush_rebuilds();  // while s, perhaps just made material, is not pinned: its frontiers' rebuilds
   lock(s);
   storages_[s].pinned = true;
 }
