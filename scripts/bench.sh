@@ -87,7 +87,7 @@ print(sum(len(x) for x in d["device_traces"]), f"{t:.2f}")' "$f" >bench/snapshot
     read -r entries py_secs <bench/snapshot-py.txt
     read -r secs rss <bench/time.txt
     local subject
-    subject="$(awk -v b="$(stat -c %s "$f")" 'BEGIN { printf "%.1fMB", b / 1e6 }')-$entries-entries"
+    subject="$(awk -v b="$(stat -L -c %s "$f")" 'BEGIN { printf "%.1fMB", b / 1e6 }')-$entries-entries"
     echo "snapshot,$subject,python_pickle_load_seconds,$py_secs,$secs"
     echo "snapshot,$subject,python_peak_kib,$rss,$secs"
     /usr/bin/time -f "%e %M" -o bench/time.txt "$coopsim" import torch-snapshot "$f" -o "$d/imported.jsonl" \
@@ -107,6 +107,12 @@ snapshot_table() {
         k = order[i]; if (done[k]++) continue
         printf "| %s | %.2f s, %.0f MB RSS | %.2f s, %.0f MB |\n", k, v[k, "coopsim_import_seconds"],
           v[k, "coopsim_import_peak_kib"] * 1024 / 1e6, v[k, "python_pickle_load_seconds"], v[k, "python_peak_kib"] * 1024 / 1e6
+      }
+      for (i = 1; i <= n; i++) {
+        k = order[i]; mb = k + 0; if (verdict[k]++) continue
+        s = v[k, "coopsim_import_seconds"]; m = v[k, "coopsim_import_peak_kib"] * 1024 / 1e6
+        if (mb >= 250 && mb < 900) printf "target 290 MB (< 5 s, < 1 GB): %s\n", (s < 5 && m < 1000) ? "pass" : "FAIL"
+        if (mb >= 900) printf "target 1 GB (< 20 s, < 2 GB): %s\n", (s < 20 && m < 2000) ? "pass" : "FAIL"
       }
     }' "$1"
 }
