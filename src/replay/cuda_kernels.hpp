@@ -10,6 +10,7 @@
 #include <string>
 
 #include "coopsim/base/error.hpp"
+#include "coopsim/replay/replay.hpp"
 
 namespace coopsim::gpu::cuda::detail {
 
@@ -27,6 +28,10 @@ struct DevRef {
   std::uint64_t words = 0;  // content bytes / 4
   std::uint32_t tensor = 0;
   std::uint32_t version = 0;
+  // An input of an op that also writes the same tensor (in place, e.g. aten::add_): the version it
+  // writes, which a thinned check also accepts, since the word's owner may already have written it;
+  // else `version`.
+  std::uint32_t written_version = 0;
 };
 
 struct KernelShape {
@@ -50,7 +55,7 @@ void launch_op(cudaStream_t stream, KernelShape shape, char* arena, const DevRef
 
 // Spins at least this long follow %globaltimer (immune to SM clock changes); shorter ones count
 // cycles, where a clock change costs little and the timer's update step could cost more.
-inline constexpr long long kGlobalTimerSpinNs = 2000;
+inline constexpr long long kGlobalTimerSpinNs = static_cast<long long>(kSpinTimerNs);
 
 // Bytes per ns of the op kernel checking (read) and writing (write) a 256 MiB scratch block at
 // stride 1, best of three; the scratch is allocated and freed here.
@@ -65,8 +70,10 @@ void launch_fill(cudaStream_t stream, KernelShape shape, char* arena, DevRef ref
 // The SM clock: cycles per ns of CUDA-event time, from a single-thread spin of known length.
 double measure_cycles_per_ns(cudaStream_t stream);
 
-// Mean time per empty op kernel over back-to-back launches, issued the way the replay issues
-// (captured as one CUDA graph, or from the host).
-double measure_kernel_overhead_ns(cudaStream_t stream, KernelShape shape, bool graph, std::uint32_t* fail);
+// Mean time per op kernel that checks and writes nothing and spins `spin_ns` (cycles at
+// `cycles_per_ns` below kGlobalTimerSpinNs) over back-to-back launches, issued the way the replay
+// issues (captured as one CUDA graph, or from the host). With spin 0: the launch overhead.
+double measure_launch_ns(cudaStream_t stream, KernelShape shape, bool graph, std::uint32_t* fail, long long spin_ns,
+                         double cycles_per_ns);
 
 }  // namespace coopsim::gpu::cuda::detail

@@ -31,6 +31,12 @@ __device__ __forceinline__ uint4 pattern4(const DevRef& ref, std::uint64_t w) {
                     mix(ref.tensor, ref.version, w + 2), mix(ref.tensor, ref.version, w + 3));
 }
 
+// Whether word w of `ref` holds the version it is read at, or the version its op writes in place.
+__device__ __forceinline__ bool holds(const DevRef& ref, std::uint64_t w, std::uint32_t x) {
+  return x == mix(ref.tensor, ref.version, w) ||
+         (ref.written_version != ref.version && x == mix(ref.tensor, ref.written_version, w));
+}
+
 __device__ __forceinline__ unsigned long long global_ns() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -50,11 +56,11 @@ __device__ __forceinline__ bool check_ref(const char* arena, const DevRef& ref, 
   const std::uint64_t t = grid_thread(), threads = grid_threads(), units = layout.units();
   const auto* p = reinterpret_cast<const std::uint32_t*>(arena + ref.offset);
   bool bad = false;
-  if (read_stride != sample_stride) {  // thinned: one word of the sampled units
-    for (std::uint64_t m = t; m < units; m += threads) {
-      if (!layout.checked(m, read_stride)) continue;
-      const std::uint64_t w = layout.first_word(m);
-      bad |= p[w] != mix(ref.tensor, ref.version, w);
+  if (read_stride != sample_stride) {  // thinned: the words at multiples of read_stride, spread evenly
+    const std::uint64_t checks = layout.thinned_checks(read_stride);
+    for (std::uint64_t j = t; j < checks; j += threads) {
+      const std::uint64_t w = layout.thinned_word(j, read_stride);
+      bad |= !holds(ref, w, p[w]);
     }
     return bad;
   }
@@ -190,12 +196,14 @@ double measure_cycles_per_ns(cudaStream_t stream) {
   return rates[1];
 }
 
-double measure_kernel_overhead_ns(cudaStream_t stream, KernelShape shape, bool graph, std::uint32_t* fail) {
+double measure_launch_ns(cudaStream_t stream, KernelShape shape, bool graph, std::uint32_t* fail, long long spin_ns,
+                         double cycles_per_ns) {
   constexpr int kLaunches = 200;
+  const long long cycles = static_cast<long long>(static_cast<double>(spin_ns) * cycles_per_ns);
   EventPair ev;
   cudaGraphExec_t exec = nullptr;
   auto issue = [&] {
-    for (int i = 0; i < kLaunches; ++i) launch_op(stream, shape, nullptr, nullptr, 0, 0, 1, 1, 0, 0, 0, fail);
+    for (int i = 0; i < kLaunches; ++i) launch_op(stream, shape, nullptr, nullptr, 0, 0, 1, 1, cycles, spin_ns, 0, fail);
   };
   if (graph) {
     cudaGraph_t g = nullptr;
@@ -232,7 +240,7 @@ CheckBandwidth measure_check_bandwidth(cudaStream_t stream, KernelShape shape, s
   check(e, "cudaMalloc (check calibration)");
   CheckBandwidth bw;
   try {
-    const DevRef block{0, kBytes / 4, 1, 0};
+    const DevRef block{0, kBytes / 4, 1, 0, 0};
     check(cudaMemcpy(ref, &block, sizeof block, cudaMemcpyHostToDevice), "cudaMemcpy (check calibration)");
     EventPair ev;
     auto best = [&](bool read) {

@@ -99,7 +99,7 @@ DevRef content(const Plan& plan, const PlanRef& r) {
                 std::to_string(r.offset) + ", which is not a multiple of 4");
   }
   const Bytes bytes = std::min(plan.tensor(r.tensor)->size, r.size);
-  return DevRef{r.offset, bytes.value / 4, index_of(r.tensor), r.version};
+  return DevRef{r.offset, bytes.value / 4, index_of(r.tensor), r.version, r.version};
 }
 
 Prepared prepare(const Plan& plan, const ReplaySettings& settings, const Calibration& cal) {
@@ -131,11 +131,17 @@ Prepared prepare(const Plan& plan, const ReplaySettings& settings, const Calibra
     switch (s.kind) {
       case StepKind::Op:
       case StepKind::Recompute: {
-        for (const auto& r : s.reads) p.refs.push_back(content(plan, r));
+        for (const auto& r : s.reads) {
+          DevRef ref = content(plan, r);
+          for (const auto& w : s.writes) {
+            if (w.tensor == r.tensor) ref.written_version = w.version;  // in place: see DevRef
+          }
+          p.refs.push_back(ref);
+        }
         for (const auto& r : s.writes) p.refs.push_back(content(plan, r));
         p.reads[i] = static_cast<std::uint32_t>(s.reads.size());
         p.writes[i] = static_cast<std::uint32_t>(s.writes.size());
-        const double spin_ns = std::max(0.0, static_cast<double>((s.end - s.start).count()) - cal.kernel_overhead_ns);
+        const double spin_ns = op_spin_ns(static_cast<double>((s.end - s.start).count()), cal);
         p.cycles[i] = static_cast<long long>(spin_ns * cal.cycles_per_ns);
         p.spin_ns[i] = static_cast<long long>(spin_ns);
         double read_bytes = 0, write_bytes = 0;
@@ -160,7 +166,7 @@ Prepared prepare(const Plan& plan, const ReplaySettings& settings, const Calibra
           p.fill[i] = true;
           ++p.fills;
         } else if (settings.poison) {
-          p.refs.push_back(DevRef{s.block.offset, s.block.size.value / 4, detail::kPoisonTensor, 0});
+          p.refs.push_back(DevRef{s.block.offset, s.block.size.value / 4, detail::kPoisonTensor, 0, 0});
           p.fill[i] = true;
           ++p.poisons;
         }
@@ -290,7 +296,14 @@ ReplayMeasurement replay(const Plan& plan, const ReplaySettings& settings) {
   check(cudaStreamCreateWithFlags(&r.streams[0], cudaStreamNonBlocking), "cudaStreamCreate");
   check(cudaMalloc(reinterpret_cast<void**>(&r.fail), sizeof(std::uint32_t)), "cudaMalloc (flag)");
   m.calibration.cycles_per_ns = detail::measure_cycles_per_ns(r.streams[0]);
-  m.calibration.kernel_overhead_ns = detail::measure_kernel_overhead_ns(r.streams[0], shape, settings.graph, r.fail);
+  auto launch_ns = [&](long long spin_ns) {
+    return detail::measure_launch_ns(r.streams[0], shape, settings.graph, r.fail, spin_ns, m.calibration.cycles_per_ns);
+  };
+  m.calibration.kernel_overhead_ns = launch_ns(0);
+  constexpr long long kTimerSpin = 20'000, kCycleSpin = 1'000;
+  static_assert(kTimerSpin >= detail::kGlobalTimerSpinNs && kCycleSpin < detail::kGlobalTimerSpinNs);
+  m.calibration.spin_excess_timer_ns = launch_ns(kTimerSpin) - kTimerSpin - m.calibration.kernel_overhead_ns;
+  m.calibration.spin_excess_cycles_ns = launch_ns(kCycleSpin) - kCycleSpin - m.calibration.kernel_overhead_ns;
   const detail::CheckBandwidth bw = detail::measure_check_bandwidth(r.streams[0], shape, r.fail);
   m.calibration.check_read_bytes_per_ns = bw.read_bytes_per_ns;
   m.calibration.check_write_bytes_per_ns = bw.write_bytes_per_ns;

@@ -140,7 +140,9 @@ Json replay_report_json(const Plan& plan, const std::string& plan_path, const De
   r["calibration"] = Json{{"sm_clock_ghz", m.calibration.cycles_per_ns},
                           {"kernel_overhead_ns", m.calibration.kernel_overhead_ns},
                           {"check_read_gbps", m.calibration.check_read_bytes_per_ns},
-                          {"check_write_gbps", m.calibration.check_write_bytes_per_ns}};
+                          {"check_write_gbps", m.calibration.check_write_bytes_per_ns},
+                          {"spin_excess_timer_ns", m.calibration.spin_excess_timer_ns},
+                          {"spin_excess_cycles_ns", m.calibration.spin_excess_cycles_ns}};
   Json integrity{{"ok", m.first_failing_step == kNoStep},
                  {"first_failing_step", nullptr},
                  {"read_words", m.read_words},

@@ -59,6 +59,24 @@ TEST_CASE("gpu replay: a read after a swap-out without its swap-in fails the int
   CHECK(cuda::replay(no_recompute, settings(false, true)).first_failing_step == StepId{6});
 }
 
+TEST_CASE("gpu replay: thinned checks of in-place ops pass on sound plans and catch a wrong version") {
+  // Each op reads 64 MiB in 3 us: its check is thinned, spread over all threads, while the same
+  // kernel writes the next version (the race the layout's ownership used to rule out).
+  const Plan sound = test::plan_of(test::in_place_scenario(40));
+  check_plan(sound, "in_place");
+  for (const bool graph : {true, false}) {
+    INFO("graph " << graph);
+    const ReplayMeasurement m = cuda::replay(sound, settings(graph, false));
+    CHECK(m.first_failing_step == kNoStep);
+    CHECK(m.thinned_steps >= 40);
+  }
+  // Op 17 reads a version that is not there: a thinned check still reads word 0 and fails there.
+  const Plan bad = test::plan_of(test::in_place_scenario(40, 17));
+  const ReplayMeasurement m = cuda::replay(bad, settings(true, false));
+  REQUIRE(m.first_failing_step != kNoStep);
+  CHECK(describe_step(bad, m.first_failing_step).find("'acc'") != std::string::npos);
+}
+
 TEST_CASE("gpu link sweep: copy time grows with size in both directions") {
   const auto samples = cuda::measure_link(2);
   const LinkFit d2h = fit_link(samples, true), h2d = fit_link(samples, false);

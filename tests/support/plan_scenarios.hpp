@@ -6,6 +6,9 @@
 //   f runs, w is swapped out after it (d2h [1000, 1200)) while g runs, w comes back before h
 //   (h2d [1500, 1700), a stall), and h updates w.
 // remat(): x -> f -> y; y is evicted, freed, reallocated and recomputed, then accessed.
+// in_place(): init writes a (64 MiB) and b (1 KiB), then `steps` 3 us ops each read b and a and
+//   write a in place: a check of a fits in no such op, so each reads a thinned (every 1024th word)
+//   while the same kernel writes a's next version.
 #pragma once
 
 #include <set>
@@ -143,6 +146,31 @@ inline LogScenario remat_scenario(bool drop_recompute = false) {
               {{TensorId{x}, 0, 0, k2}, {TensorId{y}, 1, 3072, k1}});
   }
   s.log.add(log_record(LogKind::Access, 800), {{TensorId{y}, 1, 3072, k1}});
+  return s;
+}
+
+// `wrong_read` > 0: the op of that number (1-based) claims to read a version a never had there.
+inline LogScenario in_place_scenario(std::uint32_t steps, std::uint32_t wrong_read = 0) {
+  TraceBuilder b("handmade");
+  const Bytes big{64ULL << 20}, small{1024};
+  const auto a = b.tensor(big.value, TensorRole::Activation, "a");
+  const auto x = b.tensor(small.value, TensorRole::Input, "b");
+  b.op("init", 100000, {}, {a, x});
+  b.op("acc", 3000, {x, a}, {});
+  LogScenario s = scenario_base(b, big.value + small.value);
+  s.report.policy = "keep";
+  const std::int64_t end = 100000 + 3000 * static_cast<std::int64_t>(steps);
+  s.report.time.simulated = SimTime{end};
+  s.report.time.op_time = SimTime{end};
+  s.log.add(log_alloc(0, true), {{TensorId{a}, 0, 0, big}});
+  s.log.add(log_alloc(0, true), {{TensorId{x}, 0, big.value, small}});
+  s.log.add(log_op(LogKind::Compute, 0, 0, 100000, 0, 2), {{TensorId{a}, 1, 0, big}, {TensorId{x}, 1, big.value, small}});
+  for (std::uint32_t k = 1; k <= steps; ++k) {
+    const std::int64_t t = 100000 + 3000 * static_cast<std::int64_t>(k - 1);
+    const std::uint32_t read = k == wrong_read ? k + 7 : k;
+    s.log.add(log_op(LogKind::Compute, 1, t, t + 3000, 2, 1),
+              {{TensorId{x}, 1, big.value, small}, {TensorId{a}, read, 0, big}, {TensorId{a}, k + 1, 0, big}});
+  }
   return s;
 }
 

@@ -163,3 +163,11 @@ TEST_CASE("plan export: runs that cannot be replayed on one arena are refused") 
         "beyond one arena of the budget (3072 bytes) from 0x7f0000000000; a plan needs blocks that "
         "fit one arena (e.g. --allocator bestfit)");
 }
+
+TEST_CASE("plan checker: the GPU suite's in-place scenario is sound, and its wrong read is rejected") {
+  // tests/gpu replays both: the device must agree with the checker on the same plans.
+  CHECK(check_error(test::plan_of(test::in_place_scenario(40))) == "no error");
+  const std::string bad = check_error(test::plan_of(test::in_place_scenario(40, 17)));
+  CHECK(bad.find("t.plan.json") != std::string::npos);
+  CHECK(bad.find("version") != std::string::npos);
+}

@@ -1,8 +1,10 @@
 // replay-gpu's division of a block's words among the op kernel's threads (check_layout.hpp): every
-// word a check reads belongs to the thread that writes it, so an in-place op's check never sees a
-// word another thread already overwrote. On an H200 a thinned check that read word w*stride in
-// thread w mod T while the write went by 16-byte quads raced exactly so (false integrity failures
-// at in-place ops such as aten::mul_); this pins the rule on every small layout.
+// word an unthinned check reads belongs to the thread that writes it, so an in-place op's check
+// never sees a word another thread already overwrote. On an H200 a thinned check that read word
+// w*stride in thread w mod T while the write went by 16-byte quads raced exactly so (false
+// integrity failures at in-place ops such as aten::mul_); a thinned check now reads that way on
+// purpose (walking every unit to stay in the owner's thread cost 140 us per step on 1 GiB buffers)
+// and accepts the in-place op's written version instead. This pins both rules on every small layout.
 #include <catch2/catch.hpp>
 
 #include <map>
@@ -29,7 +31,7 @@ std::map<std::uint64_t, std::uint64_t> writers(const CheckLayout& l, std::uint64
 
 }  // namespace
 
-TEST_CASE("replay-gpu check layout: units cover the sampled words once, each read by its writer") {
+TEST_CASE("replay-gpu check layout: units cover the sampled words once; thinned checks read written words") {
   for (const std::uint64_t threads : {1ULL, 3ULL, 8ULL, 13ULL}) {
     for (const std::uint64_t offset : {0ULL, 4ULL, 16ULL, 36ULL}) {
       for (const std::uint32_t stride : {1U, 2U, 3U}) {
@@ -44,23 +46,21 @@ TEST_CASE("replay-gpu check layout: units cover the sampled words once, each rea
           std::set<std::uint64_t> got;
           for (const auto& [word, t] : w) got.insert(word);
           CHECK(got == expected);
-          for (const std::uint32_t thin : {1U, 16U, 32U}) {
+          // A thinned check reads only written words, one per read stride, word 0 whenever there is one
+          // (so a replaced block is always caught).
+          for (const std::uint32_t thin : {16U, 32U, 1024U}) {
             const std::uint32_t read_stride = stride * thin;
-            std::uint64_t checked = 0;
-            for (std::uint64_t m = 0; m < l.units(); ++m) {
-              if (!l.checked(m, read_stride)) continue;
-              const std::uint64_t first = l.first_word(m);
-              const std::uint32_t n = read_stride == stride ? l.unit_words(m) : 1;
-              for (std::uint32_t k = 0; k < n; ++k) {
-                ++checked;
-                REQUIRE(w.count(first + k) == 1);  // only written words are read
-                CHECK(w.at(first + k) == unit_owner(m, threads));
-              }
-              if (read_stride != stride) CHECK(first % read_stride == 0);
+            std::set<std::uint64_t> want, read;
+            for (std::uint64_t x = 0; x < words; ++x) {
+              if (x % read_stride == 0) want.insert(x);
             }
-            if (thin == 1) CHECK(checked == expected.size());  // an unthinned check reads every sampled word
-            // A thinned check reads word 0 whenever there is one, so a replaced block is always caught.
-            if (words > 0) CHECK(checked >= 1);
+            for (std::uint64_t j = 0; j < l.thinned_checks(read_stride); ++j) {
+              const std::uint64_t word = CheckLayout::thinned_word(j, read_stride);
+              CHECK(w.count(word) == 1);
+              read.insert(word);
+            }
+            CHECK(read == want);
+            if (words > 0) CHECK(read.count(0) == 1);
           }
         }
       }

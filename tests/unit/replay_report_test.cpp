@@ -199,3 +199,27 @@ TEST_CASE("replay-gpu input checks are thinned only as far as the op's duration 
     CHECK(check_read_stride(0.0, 1e6, 0.0, settings, Calibration{}) == 1);
   }
 }
+
+TEST_CASE("replay-gpu op spins lose the launch overhead and the spin excess of their kind") {
+  Calibration cal;
+  cal.kernel_overhead_ns = 1000.0;
+  cal.spin_excess_timer_ns = 1500.0;
+  cal.spin_excess_cycles_ns = 300.0;
+  // 20 us op: 19,000 ns after the overhead, 17,500 on the timer.
+  CHECK(op_spin_ns(20000.0, cal) == 17500.0);
+  // 4.5 us op: 3,500 after the overhead, 2,000 on the timer (its first value).
+  CHECK(op_spin_ns(4500.0, cal) == kSpinTimerNs);
+  // 4 us op: 1,500 on the timer would be below its range: cycles, 3,000 - 300 = 2,700, at most just
+  // under the timer's range.
+  CHECK(op_spin_ns(4000.0, cal) == kSpinTimerNs - 1.0);
+  // 2 us op: 1,000 after the overhead, 700 in cycles.
+  CHECK(op_spin_ns(2000.0, cal) == 700.0);
+  // Shorter than overhead + excess: no spin at all.
+  CHECK(op_spin_ns(1200.0, cal) == 0.0);
+  CHECK(op_spin_ns(0.0, cal) == 0.0);
+  // An old report's calibration (no excess measured) spins the duration less the overhead.
+  Calibration old;
+  old.kernel_overhead_ns = 1000.0;
+  CHECK(op_spin_ns(20000.0, old) == 19000.0);
+  CHECK(op_spin_ns(2500.0, old) == 1500.0);
+}

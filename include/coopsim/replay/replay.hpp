@@ -48,7 +48,19 @@ struct Calibration {
   double kernel_overhead_ns = 0.0;        // launch-to-launch time of an empty op kernel, taken off every spin
   double check_read_bytes_per_ns = 0.0;   // the op kernel checking a 256 MiB block (every word)
   double check_write_bytes_per_ns = 0.0;  // the op kernel writing a 256 MiB block (every word)
+  // What a spinning op kernel takes beyond its spin and the empty kernel's overhead (its blocks do
+  // not all start at once, and each spins from its own start): measured for a 20 us spin on the
+  // global timer and a 1 us spin in cycles, and taken off the spins of those kinds (op_spin). On an
+  // H200 the replays ran about 1.6 us per op long before this was measured.
+  double spin_excess_timer_ns = 0.0;
+  double spin_excess_cycles_ns = 0.0;
 };
+
+// How long an op kernel of simulated duration `duration_ns` spins: the duration less the kernel
+// overhead and the spin excess of the kind of spin it gets (global timer from kSpinTimerNs, else
+// SM cycles), never below 0. An op shorter than overhead + excess cannot be replayed at its duration.
+inline constexpr double kSpinTimerNs = 2000.0;
+double op_spin_ns(double duration_ns, const Calibration& cal);
 
 // What one replay measured. Times are CUDA-event times in ns.
 struct ReplayMeasurement {
