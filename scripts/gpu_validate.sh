@@ -11,7 +11,8 @@
 # analysis needs lands in OUT_DIR as it goes: gpu/ (plans' simulations and replay-gpu reports, the link
 # fit), rec/ (recorded traces, memory snapshots, their imports and address checks).
 #   replay: every trace under keep (110 %) and coop (80 %) on the bestfit arena, then keep 150 % and
-#     coop 60 % while the stage has time; REPLAY_WARMUP (1) + REPLAY_ITERATIONS (3) replays each.
+#     coop 60 % while the stage has time (REPLAY_JOBS="TRACE:POLICY:BUDGET ..." replaces that list);
+#     REPLAY_WARMUP (1) + REPLAY_ITERATIONS (3) replays each.
 #   link: ResNet-50 under autoswap at 50 % with the h200 link preset, replayed with --calibrate-link:
 #     gpu/link.json is the fit of that replay's own copies (link_in_replay).
 #   calibrated: autoswap at 50 % and 80 % simulated with gpu/link.json and replayed.
@@ -73,11 +74,15 @@ if has replay; then
   end=$(deadline "${STAGE_REPLAY_S:-170}")
   log "replay: plans (CPU, parallel)"
   jobs=()
-  for pbs in "keep:110 coop:80" "keep:150 coop:60"; do
-    for m in $models; do
-      for pb in $pbs; do jobs+=("$m.${pb%%:*}.${pb#*:} $m ${pb%%:*} ${pb#*:}"); done
+  if [ -n "${REPLAY_JOBS:-}" ]; then  # TRACE:POLICY:BUDGET ..., in that order
+    for j in $REPLAY_JOBS; do IFS=: read -r m p b <<<"$j"; jobs+=("$m.$p.$b $m $p $b"); done
+  else
+    for pbs in "keep:110 coop:80" "keep:150 coop:60"; do
+      for m in $models; do
+        for pb in $pbs; do jobs+=("$m.${pb%%:*}.${pb#*:} $m ${pb%%:*} ${pb#*:}"); done
+      done
     done
-  done
+  fi
   printf '%s\n' "${jobs[@]}" | xargs -P "$(nproc)" -L 1 bash -c 'plan "$@" || true' _
   log "replay: replay-gpu, --warmup $warmup --iterations $iterations"
   for j in "${jobs[@]}"; do replay "${j%% *}" "$end"; done

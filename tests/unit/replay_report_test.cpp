@@ -173,12 +173,19 @@ TEST_CASE("replay-gpu input checks are thinned only as far as the op's duration 
   CHECK(check_traffic(1024.0, 16) == 512.0);
   CHECK(check_traffic(1024.0, 1024) == 8.0);
 
-  // 1000 B read takes 500 ns; 400 B written 100 ns. Spin 725 ns: (725 - 100) * 0.8 = 500 -> fits.
-  CHECK(check_read_stride(725.0, 1000.0, 400.0, settings, cal) == 1);
-  // Spin 724 ns: budget 499.2 ns; stride 16 costs 250 ns -> 16.
-  CHECK(check_read_stride(724.0, 1000.0, 400.0, settings, cal) == 16);
-  // Budget 100 ns (spin 225): 16 -> 250, 32 -> 125, 64 -> 62.5 ns -> 64.
-  CHECK(check_read_stride(225.0, 1000.0, 400.0, settings, cal) == 64);
+  // 1000 B read takes 500 ns; 400 B written 100 ns. Spin 934 ns: (934 - 100) * 0.6 = 500.4 -> fits.
+  CHECK(check_read_stride(934.0, 1000.0, 400.0, settings, cal) == 1);
+  // Spin 933 ns: budget 499.8 ns; stride 16 costs 250 ns -> 16.
+  CHECK(check_read_stride(933.0, 1000.0, 400.0, settings, cal) == 16);
+  // Budget 100.2 ns (spin 267): 16 -> 250, 32 -> 125, 64 -> 62.5 ns -> 64.
+  CHECK(check_read_stride(267.0, 1000.0, 400.0, settings, cal) == 64);
+  // A 1 GiB input of a 3.5 us spin (budget 2,100 ns): at 2 B/ns it needs 2^33 / s / 2 <= 2100, a
+  // stride past the ceiling, so the ceiling.
+  CHECK(check_read_stride(3500.0, 1073741824.0, 0.0, settings, cal) == kMaxThinning);
+  cal.check_read_bytes_per_ns = 3600.0;
+  // At 3600 B/ns (an H200): 2^33 / s / 3600 <= 2100 -> s >= 1136.2 -> 2048, past the old ceiling of 1024.
+  CHECK(check_read_stride(3500.0, 1073741824.0, 0.0, settings, cal) == 2048);
+  cal.check_read_bytes_per_ns = 2.0;
   // No time at all (a view op of 0 ns): the sparsest check, one word per 4 KiB.
   CHECK(check_read_stride(0.0, 369295360.0, 0.0, settings, cal) == kMaxThinning);
   // Outputs that alone outlast the op leave nothing for the check.
@@ -188,8 +195,11 @@ TEST_CASE("replay-gpu input checks are thinned only as far as the op's duration 
 
   SECTION("--sample-stride scales every stride, so a thinned check reads only written words") {
     settings.sample_stride = 4;
-    CHECK(check_read_stride(725.0, 1000.0, 400.0, settings, cal) == 4);
+    CHECK(check_read_stride(934.0, 1000.0, 400.0, settings, cal) == 4);
     CHECK(check_read_stride(0.0, 1e6, 0.0, settings, cal) == 4 * kMaxThinning);
+    // A stride that would pass 2^31 words stops below it.
+    settings.sample_stride = 1U << 16;
+    CHECK(check_read_stride(0.0, 1e6, 0.0, settings, cal) == (1U << 31));
   }
   SECTION("--full-check never thins") {
     settings.full_check = true;

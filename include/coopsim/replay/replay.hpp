@@ -79,12 +79,16 @@ struct ReplayMeasurement {
 
 // The stride at which an op step checks its inputs (plain C++, shared by the backend and its tests).
 // Checking every sampled word costs traffic / check bandwidth on top of writing the outputs; where
-// that does not fit in `spin_ns` (the op's duration less the kernel overhead) with a 20 % margin,
-// the check is thinned: the sample stride times 16, 32, ... up to 1024, the first that fits.
-// Thinning below 8 words (one 32-byte memory sector) would read the same sectors and save nothing;
-// past 1024 (one word per 4 KiB at stride 1) the check costs about a launch anyway. The outputs are
-// always written at the sample stride, so a thinned check reads only words that were written.
-inline constexpr std::uint32_t kFirstThinning = 16, kMaxThinning = 1024;
+// that does not fit in kCheckShare of what `spin_ns` (the op's duration less the kernel overhead)
+// leaves after the writes, the check is thinned: the sample stride times 16, 32, ... up to
+// kMaxThinning, the first that fits. Thinning below 8 words (one 32-byte memory sector) would read
+// the same sectors and save nothing. The share and the ceiling come from the H200 replays of
+// 2026-11-28 (docs/cuda-validation.md): at 0.8 and a ceiling of 1024 (one word per 4 KiB), ops at the
+// 4.5 us floor that read bilstm's 1 GiB buffers outlasted their duration by 2-4 us, and long
+// element-wise ops by 2-3 us (the check's and the writes' tails). The outputs are always written at
+// the sample stride, so a thinned check reads only words that were written.
+inline constexpr std::uint32_t kFirstThinning = 16, kMaxThinning = 1U << 20;
+inline constexpr double kCheckShare = 0.6;
 // Bytes of memory traffic for checking `bytes` every `stride` 4-byte words.
 double check_traffic(double bytes, std::uint32_t stride);
 std::uint32_t check_read_stride(double spin_ns, double read_bytes, double write_bytes, const ReplaySettings& settings,
