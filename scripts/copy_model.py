@@ -11,11 +11,13 @@ least-squares fits of the measured copy time on bytes alone and on bytes x {over
 direction, overlap with compute, mean copy size}: max |error| and how many of the replays each model
 reproduces within --tolerance.
 
-  scripts/copy_model.py DIR [--coopsim build/src/coopsim] [--tolerance 0.03] [--json OUT]
+  scripts/copy_model.py DIR [--coopsim build/src/coopsim] [--traces TDIR] [--tolerance 0.03] [--json OUT]
 
 DIR: an unpacked `replays-measured-link.tar.gz` of a gpu_validate run (its gpu/ folder: link.json,
 *.cal.sim.json, *.cal.gpu.json). Reports that carry per-copy times (`copies`, replay-gpu after
-issue 33) are fitted per copy as well. Needs numpy (Debian: python3-numpy).
+issue 33) are fitted per copy as well. TDIR: where the replayed traces are, when they are no longer
+the bundled ones (the simulations name traces/NAME.jsonl.gz; the 2026-11-27 replays are of commit
+141fe84's traces: `git show 141fe84:traces/NAME.jsonl.gz`). Needs numpy (Debian: python3-numpy).
 """
 import argparse
 import glob
@@ -49,7 +51,7 @@ def overlap(a, b):
     return total
 
 
-def replay_rows(directory, coopsim, scratch):
+def replay_rows(directory, coopsim, scratch, traces=None):
     rows = []
     for gpu_path in sorted(glob.glob(os.path.join(directory, "*.gpu.json"))):
         name = os.path.basename(gpu_path)[:-len(".gpu.json")]
@@ -63,7 +65,8 @@ def replay_rows(directory, coopsim, scratch):
         with open(config, "w") as f:
             json.dump({"link": {k: v for k, v in sim["config"]["link"].items() if k != "resolved_name"}}, f)
         plan_path, report_path = os.path.join(scratch, name + ".plan.json"), os.path.join(scratch, name + ".json")
-        p = subprocess.run([coopsim, "run", sim["trace"]["path"], "-a", sim["allocator"], "-p", sim["policy"],
+        trace = os.path.join(traces, os.path.basename(sim["trace"]["path"])) if traces else sim["trace"]["path"]
+        p = subprocess.run([coopsim, "run", trace, "-a", sim["allocator"], "-p", sim["policy"],
                             "-b", str(sim["budget_bytes"]), "-c", config, "-q", "-o", report_path,
                             "--plan", plan_path], capture_output=True, text=True)
         if p.returncode != 0:
@@ -107,11 +110,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("dir")
     ap.add_argument("--coopsim", default="build/src/coopsim")
+    ap.add_argument("--traces", help="the folder of the replayed traces (default: the paths the simulations name)")
     ap.add_argument("--tolerance", type=float, default=0.03)
     ap.add_argument("--json", help="write the rows and fits here")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="coopsim-copy-model-") as scratch:
-        rows = replay_rows(args.dir, args.coopsim, scratch)
+        rows = replay_rows(args.dir, args.coopsim, scratch, args.traces)
     if not rows:
         sys.exit(f"copy_model.py: {args.dir}: no autoswap replay with its simulation (NAME.gpu.json + NAME.sim.json)")
     print("| replay | dir | copies | mean MiB | measured / simulated | implied GB/s | / isolated | overlap other dir | overlap compute |")

@@ -45,7 +45,12 @@ def row(r):
     copies = "—"
     if t["d2h"]["steps"] or t["h2d"]["steps"]:
         copies = " / ".join(f"{ms(t[d]['simulated_ns'])} → {ms(t[d]['measured_ns'])}" for d in ("d2h", "h2d"))
-    label = plan["model"] + (" (measured link)" if name.endswith(".cal") else "")
+    # The trace file's name where the report's name carries it (gpu_validate.sh: TRACE.POLICY.BUDGET[.TAG]),
+    # so that two traces of one model (llama_1b_bf16 and its _ckpt) stay apart; the model's otherwise.
+    parts = name.split(".")
+    label = parts[0] if len(parts) >= 3 and parts[1] == plan["policy"] else plan["model"]
+    tags = {"cal": "measured link", "h200": "h200 link preset", "old": "previous kernel"}
+    label += "".join(f" ({tags[t]})" for t in parts[3:] if t in tags)
     return (f"| {label} | {plan['policy']} | {budget} | {ms(it['simulated_ns'])} | {ms(it['measured_ns']['mean'])} | "
             f"{100 * it['error']:+.1f} % | {copies} | {verdict} | {check} |")
 

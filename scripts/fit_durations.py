@@ -6,9 +6,9 @@ bare roofline (`--device-profile h200 --duration-model roofline`); the two op se
 op name (cuDNN's batch norm against the CPU's native one, views ignored), and per op kind (cost.op_kind)
 the time-weighted measured / roofline ratio of the aligned ops of at least MIN_NS of roofline time gives
 the kind's efficiency; the per-kernel floor is the median measured time of the kernels whose roofline
-is under 1 us. ResNet-50 was timed with shielded event pairs (its per-op times are the GPU's); GPT-2 and
-Llama with bare pairs (host time included in short ops), so they inform only the matrix products and
-the kinds ResNet-50 lacks. The step check then applies the model (cost.py's table, not this fit) to
+is under 1 us. Each recording's timing (its header's source.durations.clock) is shown: shielded event
+pairs (each behind a GPU spin: the per-op times are the GPU's; all three since 2026-11-28) or bare
+pairs (host time included in short ops). The step check then applies the model (cost.py's table, not this fit) to
 the fake recordings and compares the simulated iteration time with the measured uninstrumented step;
 HELD_OUT is not used for any efficiency of its own kinds' table entries.
 
@@ -31,6 +31,12 @@ HELD_OUT = "llama_1b_bf16_b4"
 SAME = {"aten::cudnn_batch_norm": "aten::native_batch_norm",
         "aten::cudnn_batch_norm_backward": "aten::native_batch_norm_backward", "aten::_unsafe_view": "aten::view"}
 HALF = {"llama_1b_bf16_b4"}  # recordings under bf16 autocast: their matrix products are half precision
+
+
+def timing(path):
+    with gzip.open(path, "rt") as f:
+        clock = json.loads(f.readline())["source"]["durations"].get("clock", "")
+    return "shielded" if "spin" in clock else "bare pairs"
 
 
 def computes(path):
@@ -62,7 +68,8 @@ def main():
     for name, spec in measured.items():
         roof = os.path.join(work, f"{name}.roofline.jsonl.gz")
         record(python, spec, roof, "roofline")
-        real, fake = computes(os.path.join(ROOT, "traces", "h200", f"{name}.jsonl.gz")), computes(roof)
+        trace = os.path.join(ROOT, "traces", "h200", f"{name}.jsonl.gz")
+        real, fake, source = computes(trace), computes(roof), timing(trace)
         a = [SAME.get(n, n) for n, _ in real]
         b = [SAME.get(n, n) for n, _ in fake]
         dtype = "bfloat16" if name in HALF else "float32"
@@ -77,7 +84,7 @@ def main():
                 if name == "resnet50_b115" and roof_ns < 1000:
                     tiny.append(measured_ns)
                 if roof_ns >= MIN_NS:
-                    g = ratio[(kind, "shielded" if name == "resnet50_b115" else "bare pairs")]
+                    g = ratio[(kind, source)]
                     g[0] += 1
                     g[1] += measured_ns
                     g[2] += roof_ns
