@@ -294,3 +294,6 @@ def test_fitted_duration_model():
     assert Roofline("h200").estimate("aten::view", (small,), [small], [], [], True) == 0  # no kernel
     with pytest.raises(ValueError, match="unknown duration model"):
         Roofline("h200", model="guess")
+    # Each profile names its device's host link (a coopsim link preset, taken by `coopsim run`).
+    assert {p: Roofline(p).describe()["link"] for p in ("a100", "h100", "h200")} == \
+        {"a100": "pcie4-x16", "h100": "pcie5-x16", "h200": "h200"}

@@ -33,6 +33,31 @@ void require_dataflow(const Trace& trace, const std::string& policy) {
                                   "it with --set engine.allow_no_dataflow=true");
 }
 
+// The config's "link" section, with the preset the trace names when the config names none: a trace
+// recorded for a device profile carries that device's host link (source.durations.link, written
+// by the recorder: a100 pcie4-x16, h100 pcie5-x16, h200 h200). The config's own fields still
+// override it. `from_trace` says whether the trace's preset was taken.
+nlohmann::json link_section(const nlohmann::json& doc, const Trace& trace, bool& from_trace) {
+  nlohmann::json link = doc.value("link", nlohmann::json::object());
+  from_trace = false;
+  if (!link.is_object() || link.contains("preset") || !trace.header.source.is_object()) return link;
+  const auto durations = trace.header.source.find("durations");
+  if (durations == trace.header.source.end() || !durations->is_object()) return link;
+  const auto named = durations->find("link");
+  if (named == durations->end()) return link;
+  std::string known;
+  for (const LinkPreset& p : link_presets()) {
+    if (named->is_string() && named->get<std::string>() == p.name) {
+      link["preset"] = p.name;
+      from_trace = true;
+      return link;
+    }
+    known += (known.empty() ? "" : ", ") + p.name;
+  }
+  throw ConfigError("link.preset", trace.path + ": header source.durations.link names " + named->dump() +
+                                       ", not a link preset (" + known + "); choose one with --set link.preset=NAME");
+}
+
 }  // namespace
 
 Report run_simulation(const SimConfig& cfg, const Trace& trace, const Components& c, const RunOptions& options) {
@@ -59,7 +84,8 @@ Report run_simulation(const CheckedConfig& checked, const Trace& recorded_trace,
   const auto& policy_entry = c.policies.get(policy_name, "policy", "policy");
   const Params alloc_params(alloc_name, params_for(alloc_name), alloc_entry.params);
   const Params policy_params(policy_name, params_for(policy_name), policy_entry.params);
-  const Params link_params("link", d.value("link", nlohmann::json::object()), link_param_docs());
+  bool link_from_trace = false;
+  const Params link_params("link", link_section(d, trace, link_from_trace), link_param_docs());
   const Params engine_params("engine", d.value("engine", nlohmann::json::object()), engine_param_docs());
 
   EngineOptions opt;
@@ -89,6 +115,7 @@ Report run_simulation(const CheckedConfig& checked, const Trace& recorded_trace,
   }
   resolved["link"] = link_params.resolved();
   resolved["link"]["resolved_name"] = opt.link.name;
+  if (link_from_trace) resolved["link"]["preset_from"] = "trace";
   resolved["engine"] = engine_params.resolved();
   resolved["params"][alloc_name] = alloc_params.resolved();
   resolved["params"][policy_name] = policy_params.resolved();

@@ -85,6 +85,37 @@ TEST_CASE("the report carries the resolved config with every default", "[config]
   CHECK(r.memory.peak_allocated.value == 1024);
 }
 
+TEST_CASE("a trace recorded for a device profile names its link; the config's preset wins", "[config]") {
+  test::TraceBuilder b;
+  const auto t = b.tensor(1000);
+  b.alloc(t).free(t);
+  Trace trace = b.trace();
+  trace.header.source = {{"durations", {{"profile", "h200"}, {"link", "h200"}}}};
+  SimConfig c = from({{"allocator", "cnmem"}, {"budget", "1MiB"}});
+  Report r = test::audited_run(c, trace);
+  CHECK(r.config["link"]["preset"] == "h200");
+  CHECK(r.config["link"]["resolved_name"] == "h200");
+  CHECK(r.config["link"]["preset_from"] == "trace");
+  // The config's fields still override the trace's preset.
+  c = from({{"allocator", "cnmem"}, {"budget", "1MiB"}, {"link", {{"d2h_gbps", 10.0}}}});
+  r = test::audited_run(c, trace);
+  CHECK(r.config["link"]["resolved_name"] == "h200+custom");
+  // A preset in the config is the one used.
+  c = from({{"allocator", "cnmem"}, {"budget", "1MiB"}, {"link", {{"preset", "pcie3-x16"}}}});
+  r = test::audited_run(c, trace);
+  CHECK(r.config["link"]["resolved_name"] == "pcie3-x16");
+  CHECK_FALSE(r.config["link"].contains("preset_from"));
+  // A trace naming no preset coopsim knows: one line naming the trace, the key and the way out.
+  trace.header.source["durations"]["link"] = "pcie9-x64";
+  c = from({{"allocator", "cnmem"}, {"budget", "1MiB"}});
+  CHECK_THROWS_WITH(test::audited_run(c, trace),
+                    Catch::Contains("<builder>: header source.durations.link names \"pcie9-x64\", not a link preset") &&
+                        Catch::Contains("--set link.preset=NAME"));
+  // Traces without it (every bundled one) keep the default.
+  trace.header.source = nlohmann::json::object();
+  CHECK(test::audited_run(c, trace).config["link"]["resolved_name"] == "pcie4-x16");
+}
+
 TEST_CASE("--set numbers beyond a double or a type name the key", "[config]") {
   const auto checked = [](const std::string& assignment) {
     SimConfig c;

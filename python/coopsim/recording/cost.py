@@ -12,7 +12,10 @@ Peak figures are the vendors' dense (no structured sparsity) datasheet numbers:
   TF32 989 / FP16 and BF16 1,979 with sparsity: 494.5 / 989.5 dense) with HBM3e at 4.8 TB/s.
 
 `compute_capability` (8.0 for the A100, 9.0 for Hopper) selects the cuBLAS workspace size
-(workspaces.py).
+(workspaces.py). `link` names the coopsim link preset of the device's host link, written into the
+trace header (source.durations.link), which a simulation takes unless its config names a preset: the
+A100 SXM4 and the H100 SXM5 sit on PCIe 4.0 x16 and 5.0 x16 hosts (their datasheets' host interface),
+`pcie4-x16` / `pcie5-x16`; the H200's is its measured in-training fit, `h200` (docs/cuda-validation.md).
 
 Which peak an op gets follows PyTorch's defaults on CUDA: float32 matrix multiplies run on CUDA cores
 (torch.backends.cuda.matmul.allow_tf32 is False since 1.12), float32 convolutions on TF32 tensor cores
@@ -28,12 +31,13 @@ An optional per-kernel launch overhead (0 by default) can be added.
 The fitted model (the default; model="roofline" gives the bare roofline above) divides the roofline
 time by the efficiency an op's kind reaches and takes at least a per-kernel floor:
 duration = max(KERNEL_FLOOR_NS, roofline / EFFICIENCY[kind]). Fitted to the CUDA-timed H200
-recordings of traces/h200 (scripts/fit_durations.py, docs/recording.md "Durations"): efficiencies are
-the time-weighted measured/roofline ratios of each kind's ops of at least 20 us of roofline time
-(convolutions, normalisations and element-wise ops from ResNet-50's shielded timings; matrix products
-from GPT-2 and Llama), the floor the median measured time of ResNet-50's kernels whose roofline is
-under 1 us (4.5 us: launch, a wave's start-up, the memory latency). The same table serves a100 and
-h100 (not measured there).
+recordings of traces/h200 of 2026-11-28, all with shielded event pairs (scripts/fit_durations.py,
+docs/recording.md "Durations"): efficiencies are the time-weighted measured/roofline ratios of each
+kind's ops of at least 20 us of roofline time in ResNet-50 and GPT-2 (Llama-1B is held out; the half
+precision products, which only Llama has, keep the 0.78 of its earlier bare-pair timing), the floor
+the median measured time of their kernels whose roofline is under 1 us (3.1 us: launch, a wave's
+start-up, the memory latency). The same table serves a100 and h100 (not measured there). Traces
+recorded before carry their own table in their header (the bundled ones: floor 4,500 ns).
 """
 import math
 
@@ -44,22 +48,25 @@ from .compat import untyped_storage
 TFLOPS = 1e12
 PROFILES = {
     "a100": {"name": "NVIDIA A100 SXM4 80GB", "hbm_bytes_per_s": 2039e9, "compute_capability": (8, 0),
+             "link": "pcie4-x16",
              "vector": {"float64": 9.7 * TFLOPS, "float32": 19.5 * TFLOPS},
              "matmul": {"float64": 19.5 * TFLOPS, "float32": 19.5 * TFLOPS, "tf32": 156 * TFLOPS,
                         "float16": 312 * TFLOPS, "bfloat16": 312 * TFLOPS}},
     "h100": {"name": "NVIDIA H100 SXM5 80GB", "hbm_bytes_per_s": 3.35e12, "compute_capability": (9, 0),
+             "link": "pcie5-x16",
              "vector": {"float64": 34 * TFLOPS, "float32": 67 * TFLOPS},
              "matmul": {"float64": 67 * TFLOPS, "float32": 67 * TFLOPS, "tf32": 494.5 * TFLOPS,
                         "float16": 989.5 * TFLOPS, "bfloat16": 989.5 * TFLOPS}},
     "h200": {"name": "NVIDIA H200 SXM 141GB", "hbm_bytes_per_s": 4.8e12, "compute_capability": (9, 0),
+             "link": "h200",
              "vector": {"float64": 34 * TFLOPS, "float32": 67 * TFLOPS},
              "matmul": {"float64": 67 * TFLOPS, "float32": 67 * TFLOPS, "tf32": 494.5 * TFLOPS,
                         "float16": 989.5 * TFLOPS, "bfloat16": 989.5 * TFLOPS}},
 }
 
-KERNEL_FLOOR_NS = 4500
-EFFICIENCY = {"conv": 0.30, "matmul_fp32": 0.68, "matmul_half": 0.78, "bmm_fp32": 0.48, "bmm_half": 0.60,
-              "attention": 0.60, "norm": 0.27, "reduction": 0.50, "elementwise": 0.85}
+KERNEL_FLOOR_NS = 3072
+EFFICIENCY = {"conv": 0.30, "matmul_fp32": 0.71, "matmul_half": 0.78, "bmm_fp32": 0.56, "bmm_half": 0.60,
+              "attention": 0.60, "norm": 0.27, "reduction": 0.55, "elementwise": 0.65}
 _NORM_WORDS = ("batch_norm", "layer_norm", "group_norm", "rms_norm", "instance_norm")
 _REDUCTION_PREFIXES = ("sum", "mean", "norm", "linalg_vector_norm", "amax", "amin", "max", "min", "logsumexp", "var",
                        "std", "prod", "nll_loss", "cumsum", "argmax", "argmin", "embedding_dense_backward")
@@ -187,7 +194,7 @@ class Roofline:
         p = self.profile
         out = {"profile": self.key, "gpu": p["name"], "hbm_bytes_per_s": p["hbm_bytes_per_s"],
                "peak_flops": {"vector": p["vector"], "matmul": p["matmul"]},
-               "launch_overhead_ns": self.launch_overhead_ns, "model": self.model}
+               "launch_overhead_ns": self.launch_overhead_ns, "model": self.model, "link": p["link"]}
         if self.model == "fitted":
             out["kernel_floor_ns"] = KERNEL_FLOOR_NS
             out["efficiency"] = dict(EFFICIENCY)
