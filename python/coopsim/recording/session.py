@@ -18,6 +18,7 @@ import torch
 from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 
 from . import amp as amp_mod
+from . import llama
 from .cuda_dispatch import CudaDispatch
 from .fused import oneflow_granularity
 from .compat import FakeTensorMode, is_fake, no_python_dispatch
@@ -265,7 +266,9 @@ def record(model, make_batch, loss_fn, optimizer, *, iterations, device, fake, t
         # a recording that models a GPU it does not run on: the kernels CUDA would pick (cuda_dispatch.py)
         dispatch = CudaDispatch() if cuda_like else contextlib.nullcontext()
         ops = oneflow_granularity() if granularity == "oneflow" else contextlib.nullcontext()
-        with ops, fake_mode, dispatch, rec, ModuleNames(model, rec) as module_names, \
+        # on a real device, composite custom ops run their kernels as ops the recorder sees (llama.py)
+        kernels = contextlib.nullcontext() if fake else llama.decomposed()
+        with ops, kernels, fake_mode, dispatch, rec, ModuleNames(model, rec) as module_names, \
                 checkpointed(model, names, module_names):
             for it in range(iterations):
                 data = None
