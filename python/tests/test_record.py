@@ -103,6 +103,17 @@ def test_bf16_halves_the_activations(tmp_path):
     assert sizes[0] == sizes[1]
 
 
+def test_autocast_casts_the_last_argument_first(tmp_path):
+    """CUDA autocast casts an op's arguments right to left (amp._cast_right_to_left): each Linear's
+    weight, then its input. The first layer's casts in the first forward: the weight (DIMS[1] x
+    DIMS[0]) and the bias before the batch (N x DIMS[0])."""
+    _, bf16 = record(tmp_path, "bf16", amp="bf16")
+    t = tensors(bf16)
+    casts = [t[r["tensor"]]["bytes"] for it, phase, r in phases(bf16)
+             if r["kind"] == "alloc" and it == 0 and phase == "forward" and t[r["tensor"]]["name"].endswith("_to_copy")]
+    assert casts[:3] == [DIMS[1] * 2, DIMS[1] * DIMS[0] * 2, N * DIMS[0] * 2], casts[:3]
+
+
 def test_amp_header_and_fp16_scaler(tmp_path, coopsim_bin):
     header, records = record(tmp_path, "fp16", amp="fp16")
     assert header["source"]["amp"] == "fp16" and header["source"]["dtype"] == "float32"

@@ -33,7 +33,7 @@ top, which for the listed ops is the common case).
 """
 import torch
 from torch.overrides import TorchFunctionMode
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
 
 from .compat import python_composite as _python_composite, run_composite_inside
 
@@ -54,6 +54,20 @@ FP32_OUTPUT = {"softmax", "log_softmax", "sum", "prod", "cumsum", "cumprod", "ve
 PROMOTE = {"addcdiv", "addcmul", "atan2", "bilinear", "cross", "dot", "grid_sample", "index_put", "index_put_",
            "scatter_add", "tensordot"}
 HALF = (torch.float16, torch.bfloat16)
+
+
+def _cast_right_to_left(cast, tree):
+    """`cast` applied to every leaf of (args, kwargs), the last argument first: CUDA autocast's wrappers
+    cast an op's arguments in one call's argument list (aten/src/ATen/autocast_mode.h,
+    WrapFunction_::call: `redispatch(cached_cast(to_type, args, device_type)...)`), whose order of
+    evaluation C++ leaves open and GCC builds right to left. The H200 recordings show it: linear's
+    weight is cast before its input, matmul's second operand before its first; cast left to right, a
+    fake Llama-1B recording peaked 3.9 % below max_memory_reserved (the blocks land in other holes)."""
+    leaves, spec = tree_flatten(tree)
+    out = list(leaves)
+    for i in reversed(range(len(leaves))):
+        out[i] = cast(leaves[i])
+    return tree_unflatten(out, spec)
 
 
 def _eligible(t):
@@ -83,9 +97,10 @@ class _Policy(TorchFunctionMode):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
         if name in LOWER:
-            args, kwargs = tree_map(self._lower, (args, kwargs))
+            args, kwargs = _cast_right_to_left(self._lower, (args, kwargs))
         elif name in FP32:
-            args, kwargs = tree_map(lambda t: t.float() if _eligible(t) and t.dtype in HALF else t, (args, kwargs))
+            args, kwargs = _cast_right_to_left(lambda t: t.float() if _eligible(t) and t.dtype in HALF else t,
+                                               (args, kwargs))
         elif name in FP32_OUTPUT:
             first = args[0] if args else None
             if _eligible(first) and kwargs.get("dtype") is None:
@@ -94,7 +109,7 @@ class _Policy(TorchFunctionMode):
             floats = [t for t in _tensors((args, kwargs)) if _eligible(t)]
             if floats and len({t.dtype for t in floats}) > 1:
                 widest = torch.float32 if any(t.dtype == torch.float32 for t in floats) else floats[0].dtype
-                args, kwargs = tree_map(lambda t: t.to(widest) if _eligible(t) else t, (args, kwargs))
+                args, kwargs = _cast_right_to_left(lambda t: t.to(widest) if _eligible(t) else t, (args, kwargs))
         elif _python_composite(func):
             return self._inside(func, args, kwargs)
         return func(*args, **kwargs)
