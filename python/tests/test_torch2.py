@@ -299,6 +299,7 @@ def test_fitted_duration_model():
         {"a100": "pcie4-x16", "h100": "pcie5-x16", "h200": "h200"}
 
 
+@needs_torch2
 def test_llama_attention_kernels_recorded_one_by_one_on_a_real_device(tmp_path, coopsim_bin):
     """On a real device (here the CPU) the recording holds the ops coopsim::flash_attention's kernel runs,
     with its float32 S x S scores, as a fake recording does: recorded whole, the H200 Llama trace peaked
