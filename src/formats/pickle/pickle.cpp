@@ -16,6 +16,7 @@
 #include "pickle_detail.hpp"
 #include "pickle_input.hpp"
 #include "pickle_opcodes.hpp"
+#include "pickle_pool.hpp"
 
 namespace coopsim::pickle {
 namespace {
@@ -94,20 +95,26 @@ class Reader {
   }
 
   static std::shared_ptr<Value> make(Kind kind) {
-    auto v = std::make_shared<Value>();
+    auto v = detail::make_recycled<Value>();
     v->kind = kind;
     return v;
   }
 
-  // None, True and False are never changed: one value each, shared by every pickle.
+  // None, True and False are never changed: one value each, shared by every pickle (from the
+  // heap: they outlive the per-thread free lists).
   static const std::shared_ptr<Value>& constant(Kind kind, bool b = false) {
-    static const std::shared_ptr<Value> none = make(Kind::None);
+    static const std::shared_ptr<Value> none = std::make_shared<Value>();
     static const std::shared_ptr<Value> yes = [] {
-      auto v = make(Kind::Bool);
+      auto v = std::make_shared<Value>();
+      v->kind = Kind::Bool;
       v->boolean = true;
       return v;
     }();
-    static const std::shared_ptr<Value> no = make(Kind::Bool);
+    static const std::shared_ptr<Value> no = [] {
+      auto v = std::make_shared<Value>();
+      v->kind = Kind::Bool;
+      return v;
+    }();
     return kind == Kind::None ? none : b ? yes : no;
   }
 

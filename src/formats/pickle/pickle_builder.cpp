@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "pickle_detail.hpp"
+#include "pickle_pool.hpp"
 
 namespace coopsim::pickle::detail {
 
@@ -99,14 +100,14 @@ void Builder::push_constant(std::shared_ptr<Value> v) {
 void Builder::push_empty(Kind kind) {
   hold_value(0);
   Slot s;
-  s.value = std::make_shared<Value>();
+  s.value = make_recycled<Value>();
   s.value->kind = kind;
   if (kind == Kind::Tuple) {
     s.hash = tuple_hash_seed(0);
   } else {
     s.hashable = false;
     hold(kContainer);
-    s.container = std::make_shared<Container>();
+    s.container = make_recycled<Container>();
   }
   push_slot(std::move(s));
 }
@@ -132,7 +133,7 @@ void Builder::build_tuple(std::size_t first) {
   hold_value(0);
   hold(kItem * (stack_.size() - first));
   Slot t;
-  t.value = std::make_shared<Value>();
+  t.value = make_recycled<Value>();
   t.value->kind = Kind::Tuple;
   t.value->items.reserve(stack_.size() - first);
   t.hash = tuple_hash_seed(stack_.size() - first);
@@ -278,6 +279,7 @@ void Builder::set_items() {
   const Slot& dict = stack_[first - 1];
   mutable_target(dict, Kind::Dict, "MARK");
   grow_for(dict.value->entries, (stack_.size() - first) / 2);
+  grow_for(dict.container->key_hashes, (stack_.size() - first) / 2);  // one allocation, not one per doubling
   for (std::size_t i = first; i < stack_.size(); i += 2) insert_entry(dict, stack_[i], stack_[i + 1]);
   stack_.resize(first);
 }
