@@ -108,9 +108,13 @@ SnapshotDiff diff_profiles(const MemoryProfile& a, const std::string& path_a, co
   SnapshotDiff d{peak_figures(a, path_a), peak_figures(b, path_b), {}, {}, {}};
   d.frames = rows(d.a.frames, d.b.frames);
   d.sizes = rows(d.a.sizes, d.b.sizes);
+  // A side that records no settings (a trace v1, a snapshot before torch ~2.5) is not compared
+  // key by key: every key would differ, and what it ran with is unknown, not "unset".
   std::set<std::string> keys;
-  for (const auto& [k, v] : d.a.settings) keys.insert(k);
-  for (const auto& [k, v] : d.b.settings) keys.insert(k);
+  if (!d.a.settings.empty() && !d.b.settings.empty()) {
+    for (const auto& [k, v] : d.a.settings) keys.insert(k);
+    for (const auto& [k, v] : d.b.settings) keys.insert(k);
+  }
   for (const std::string& k : keys) {
     const auto ia = d.a.settings.find(k);
     const auto ib = d.b.settings.find(k);

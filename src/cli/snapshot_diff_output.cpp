@@ -88,6 +88,10 @@ std::string diff_text(const SnapshotDiff& d, std::size_t rows) {
   }
   rows_text(out, "live bytes at the allocated peak by frame", d.frames, rows);
   rows_text(out, "live bytes at the allocated peak by allocation size", d.sizes, rows);
+  if (d.a.settings.empty() != d.b.settings.empty()) {
+    out += fmt::format("allocator settings: not compared, {} records none\n", d.a.settings.empty() ? "A" : "B");
+    return out;
+  }
   out += fmt::format("allocator settings ({} differ):\n", d.settings.size());
   for (const auto& [key, values] : d.settings) out += fmt::format("  {}: {} -> {}\n", key, values.first, values.second);
   return out;

@@ -55,8 +55,14 @@ std::vector<std::uint32_t> live_after(const Trace& trace, std::uint32_t event) {
       live[index_of(e.tensor())] = 0;
     }
   }
-  std::erase_if(order, [&](std::uint32_t t) { return live[t] == 0; });
-  return order;
+  // A tensor id allocated again after its free (trace v1 iterations reuse their tensors) is in
+  // `order` once per allocation: keep its first entry only, and only when it is live.
+  std::vector<std::uint32_t> out;
+  for (const std::uint32_t t : order) {
+    if (live[t] == 1) out.push_back(t);
+    if (live[t] == 1) live[t] = 2;
+  }
+  return out;
 }
 
 MemoryProfile profile_memory(const std::string& path) {

@@ -119,6 +119,22 @@ case("diff: peak allocated / reserved of the snapshot are max_memory_allocated()
      and same.get("a", {}).get("peak_reserved_bytes") == cuda_memory["max_memory_reserved"], str(same.get("a")))
 
 
+# The snapshot against the trace the recorder wrote in the same run (3 iterations: the trace
+# reuses its tensor ids each iteration, the snapshot has one per allocation).
+status, out, err = run("snapshot", "diff", RESNET_SNAPSHOT, RESNET_TRACE, "--json")
+d = json.loads(out) if status == 0 else None
+case("diff snapshot / trace: the size rows add up to the difference in live bytes at the allocated peak",
+     d is not None and sum(r["delta_bytes"] for r in d["sizes"]) == d["delta"]["live_at_the_allocated_peak_bytes"],
+     err if d is None else json.dumps(d["sizes"]))
+case("diff snapshot / trace: the trace's missing cuBLAS workspaces (2 x 32 MiB) are named by size",
+     d is not None and {"key": "[32.00 MiB, 64.00 MiB)", "delta_bytes": -2 * 32 * 2**20}.items()
+     <= next((r for r in d["sizes"] if r["key"] == "[32.00 MiB, 64.00 MiB)"), {}).items(),
+     err if d is None else json.dumps(d["sizes"]))
+case("diff snapshot / trace: allocator settings not compared (the trace records none)",
+     d is not None and d["allocator_settings"] == [] and d["a"]["allocator_settings"] and not d["b"]["allocator_settings"],
+     "" if d is None else str(d["allocator_settings"]))
+
+
 # --- pairs of fake recordings -----------------------------------------------------------------
 def torch_python():
     for p in [os.environ.get("COOPSIM_TORCH2_PYTHON", ""),
@@ -201,11 +217,18 @@ else:
 with gzip.open(base, "rt") as f:
     lines = f.read().splitlines()
 header = json.loads(lines[0])
-header["allocator_settings"] = {"expandable_segments": True}
-expandable = path("expandable.jsonl.gz")
-with gzip.open(expandable, "wt") as f:
-    f.write("\n".join([json.dumps(header)] + lines[1:]) + "\n")
-d, err = diff(base, expandable)
+
+
+def with_settings(name, settings):
+    header["allocator_settings"] = settings
+    out = path(name)
+    with gzip.open(out, "wt") as f:
+        f.write("\n".join([json.dumps(header)] + lines[1:]) + "\n")
+    return out
+
+
+d, err = diff(with_settings("split.jsonl.gz", {"expandable_segments": False, "max_split_size": -1}),
+              with_settings("expandable.jsonl.gz", {"expandable_segments": True, "max_split_size": -1}))
 case("diff names the change: allocator setting expandable_segments",
      d is not None and [s["key"] for s in d["allocator_settings"]] == ["expandable_segments"]
      and d["allocator_settings"][0]["b"] == "true" and d["frames"] == [] and d["sizes"] == [],
