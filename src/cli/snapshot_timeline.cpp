@@ -44,7 +44,10 @@ std::string timeline_json(const MemoryProfile& p, const std::string& path, const
   MemorySample before;
   bool have_before = false;  // a sample before the window that the window has not shown yet
   std::size_t shown = 0;
-  for (const MemorySample& s : p.samples) {
+  for (std::size_t k = 0; k < p.samples.size(); ++k) {
+    const MemorySample& s = p.samples[k];
+    // Of several samples at one time (snapshot times are whole µs), the last is the one in force.
+    if (k + 1 < p.samples.size() && p.samples[k + 1].time == s.time) continue;
     if (s.time < from) {
       before = s;
       have_before = true;
