@@ -8,6 +8,9 @@ Usage: snapshot_diff_test.py PATH/TO/coopsim   (run from the project root)
   (recorded in the trace's header by the recorder, not by coopsim); --from/--to keep only events
   inside the window; bad input and bad options fail in one line with no output file left, and a
   symbolic link at the output name is refused and left alone.
+* diff of the snapshot against the trace the recorder wrote in the same run names the trace's
+  missing cuBLAS workspaces by size; diff of two Kineto traces gives the peaks `coopsim run -a
+  pytorch` gives on their imports.
 * diff of pairs of fake recordings of one model (scripts/record_pytorch.py --fake on the CPU) that
   differ in one thing: the batch 8 -> 16 (the frames that grew are activations, exactly doubled; no
   parameter changed), activation checkpointing of layer1-4 (peak allocated and the live bytes at it
@@ -133,6 +136,23 @@ case("diff snapshot / trace: the trace's missing cuBLAS workspaces (2 x 32 MiB) 
 case("diff snapshot / trace: allocator settings not compared (the trace records none)",
      d is not None and d["allocator_settings"] == [] and d["a"]["allocator_settings"] and not d["b"]["allocator_settings"],
      "" if d is None else str(d["allocator_settings"]))
+
+
+# Kineto traces are read as `coopsim import kineto` reads them; the peaks are those `coopsim run -a
+# pytorch` reports on the imported trace.
+kineto = ["tests/data/kineto/legacy_lifo.json", "tests/data/kineto/current_addr.json"]
+status, out, err = run("snapshot", "diff", *kineto, "--json")
+d = json.loads(out) if status == 0 else None
+peaks = []
+for i, k in enumerate(kineto):
+    imported = path(f"kineto{i}.jsonl")
+    run("import", "kineto", k, "-o", imported)
+    code, rep, _ = run("run", imported, "-a", "pytorch", "--json")
+    peaks.append(json.loads(rep)["memory"] if code == 0 else {})
+case("diff of two Kineto traces: the peaks of coopsim run -a pytorch on their imports",
+     d is not None and all(d[s]["peak_allocated_bytes"] == m.get("peak_allocated_bytes")
+                           and d[s]["peak_reserved_bytes"] == m.get("peak_reserved_bytes")
+                           for s, m in zip("ab", peaks)), f"{err} {peaks}")
 
 
 # --- pairs of fake recordings -----------------------------------------------------------------
