@@ -64,7 +64,7 @@ bool is_free_text(const std::string& name) {
   static const std::set<std::string> free = {"--budget",     "--capacity",   "--reserve", "--shard",
                                              "--limit",      "--max-overhead", "--time-limit", "--iterations",
                                              "--warmup",     "--device",     "--sample-stride", "--jobs",
-                                             "--repeat",     "--stop-after"};
+                                             "--repeat",     "--stop-after", "--from",   "--to"};
   return free.contains(name);
 }
 

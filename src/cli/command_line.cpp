@@ -114,9 +114,28 @@ int run_command_line(int argc, const char* const* argv, std::ostream& out, std::
 
   SnapshotArgs snap;
   auto* snap_cmd = app.add_subcommand(
-      "snapshot", "summarise a PyTorch memory snapshot of any size as its viewer (torch.cuda._memory_viz) does");
-  snap_cmd->add_option("action", snap.action, "stats | segsum")->required()->check(cli::one_of({"stats", "segsum"}));
-  snap_cmd->add_option("input", snap.input, "snapshot pickle (.pickle or .pickle.gz)")->required();
+      "snapshot",
+      "summarise a PyTorch memory snapshot of any size as its viewer (torch.cuda._memory_viz) does, draw its memory "
+      "timeline, or compare two recordings");
+  snap_cmd->add_option("action", snap.action, "stats | segsum | timeline | diff")
+      ->required()
+      ->check(cli::one_of({"stats", "segsum", "timeline", "diff"}));
+  snap_cmd
+      ->add_option("inputs", snap.inputs,
+                   "snapshot pickle (.pickle or .pickle.gz); diff: two recordings A B (.pickle[.gz], trace v1 "
+                   ".jsonl[.gz] or Kineto .json[.gz])")
+      ->required()
+      ->expected(1, 2);
+  snap_cmd->add_option("--from", snap.from,
+                       "timeline: start of the window, time since the first event (e.g. 250us, 1.5ms, 2s; plain "
+                       "number = ns)");
+  snap_cmd->add_option("--to", snap.to, "timeline: end of the window (same syntax as --from)");
+  snap_cmd->add_option("--output,-o", snap.output,
+                       "timeline: the Chrome trace / Perfetto JSON to write; diff: write the JSON report here");
+  snap_cmd->add_option("--svg", snap.svg, "diff: write the figure (SVG) here");
+  snap_cmd->add_flag("--json", snap.json, "diff: print the JSON report instead of the text one");
+  snap_cmd->add_option("--rows", snap.rows, "diff: attribution rows shown in the text and the figure (default 10)")
+      ->check(cli::integer(1, 1000));
 
   BenchArgs bench;
   auto* bench_cmd = app.add_subcommand("bench", "measure parse and simulation rates (wall clock; for scripts/bench.sh)");

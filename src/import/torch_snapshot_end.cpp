@@ -170,11 +170,9 @@ EndStateCheck compare_end_state(const std::vector<SeedSegment>& recorded, const 
   return c;
 }
 
-std::vector<std::string> simulation_hints(const Trace& trace, const std::string& output) {
-  std::vector<std::string> out;
+std::vector<std::string> replay_overrides(const Trace& trace, std::vector<std::string>* notes) {
+  std::vector<std::string> sets;
   const nlohmann::json& extra = trace.header.extra;
-  const nlohmann::json& source = trace.header.source;
-  std::string flags;
   // Expandable ranges or reservations in the trace need the setting whatever the header says
   // (files before torch ~2.5 record no allocator_settings).
   const bool has_expandable = std::any_of(trace.initial_segments.begin(), trace.initial_segments.end(),
@@ -184,26 +182,35 @@ std::vector<std::string> simulation_hints(const Trace& trace, const std::string&
   if (extra.is_object() && extra.contains("allocator_settings")) {
     const PyTorchOptions o = allocator_options(extra["allocator_settings"]);
     const PyTorchOptions d;
-    if (o.max_split_size != d.max_split_size)
-      flags += fmt::format(" --set pytorch.max_split_size={}", o.max_split_size.value);
+    if (o.max_split_size != d.max_split_size) sets.push_back(fmt::format("pytorch.max_split_size={}", o.max_split_size.value));
     if (o.max_non_split_rounding_size != d.max_non_split_rounding_size) {
-      flags += fmt::format(" --set pytorch.max_non_split_rounding_size={}", o.max_non_split_rounding_size.value);
+      sets.push_back(fmt::format("pytorch.max_non_split_rounding_size={}", o.max_non_split_rounding_size.value));
     }
     if (o.garbage_collection_threshold != d.garbage_collection_threshold) {
-      flags += fmt::format(" --set pytorch.garbage_collection_threshold={}", o.garbage_collection_threshold);
+      sets.push_back(fmt::format("pytorch.garbage_collection_threshold={}", o.garbage_collection_threshold));
     }
-    if (o.expandable_segments || has_expandable) flags += " --set pytorch.expandable_segments=true";
+    if (o.expandable_segments || has_expandable) sets.emplace_back("pytorch.expandable_segments=true");
     const auto& div = o.roundup_power2_divisions;
     if (std::adjacent_find(div.begin(), div.end(), std::not_equal_to<>()) != div.end()) {
-      out.push_back(
-          "note: the recorded roundup_power2_divisions differ per interval; --set takes one value for all "
-          "(library users: torch_snapshot::allocator_options)");
+      if (notes != nullptr) {
+        notes->push_back(
+            "note: the recorded roundup_power2_divisions differ per interval; --set takes one value for all "
+            "(library users: torch_snapshot::allocator_options)");
+      }
     } else if (div[0] > 1) {
-      flags += fmt::format(" --set pytorch.roundup_power2_divisions={}", div[0]);
+      sets.push_back(fmt::format("pytorch.roundup_power2_divisions={}", div[0]));
     }
   } else if (has_expandable) {
-    flags += " --set pytorch.expandable_segments=true";
+    sets.emplace_back("pytorch.expandable_segments=true");
   }
+  return sets;
+}
+
+std::vector<std::string> simulation_hints(const Trace& trace, const std::string& output) {
+  std::vector<std::string> out;
+  const nlohmann::json& source = trace.header.source;
+  std::string flags;
+  for (const std::string& s : replay_overrides(trace, &out)) flags += " --set " + s;
   out.insert(out.begin(), fmt::format("replay: coopsim run {} --allocator pytorch --check-addresses{}", output, flags));
   if (source.is_object() && source.contains("ooms")) {
     for (const auto& o : source["ooms"]) {

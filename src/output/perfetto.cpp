@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "coopsim/output/chrome_trace.hpp"
 #include "coopsim/output/export.hpp"
 #include "coopsim/output/oom_verdict.hpp"
 
@@ -24,27 +25,20 @@ constexpr int kEvictTid = 2;
 constexpr int kD2HTid = 1000;  // + lane
 constexpr int kH2DTid = 2000;  // + lane
 
-std::string json_text(std::string_view s) {
-  return nlohmann::json(std::string(s)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
-
-// Microseconds with exactly 3 decimals: the nanosecond value, exactly.
-std::string micros(SimTime t) {
-  const std::int64_t ns = t.count();
-  const std::uint64_t mag = ns < 0 ? static_cast<std::uint64_t>(-(ns + 1)) + 1 : static_cast<std::uint64_t>(ns);
-  return fmt::format("{}{}.{:03}", ns < 0 ? "-" : "", mag / 1000, mag % 1000);
-}
+using chrome_trace::json_text;
+using chrome_trace::micros;
 
 class Writer {
  public:
   Writer(const Trace& trace, const RunLog& log, const Report& report) : trace_(trace), log_(log), report_(report) {}
 
   std::string run() {
-    out_ = "{\"traceEvents\":[\n";
+    std::string& out = events_.text();
+    out = "{\"traceEvents\":[\n";
     const std::string process =
         fmt::format("coopsim {}: {} / {}, budget {}", report_.model.empty() ? trace_.header.model : report_.model,
                     report_.allocator, report_.policy, format_bytes(report_.budget));
-    event(fmt::format(R"({{"ph":"M","pid":{},"name":"process_name","args":{{"name":{}}}}})", kPid, json_text(process)));
+    events_.process_name(kPid, process);
     thread(kComputeTid, "compute stream", 1);
     thread(kEvictTid, "evictions", 2);
     const auto d2h = lanes(LogKind::SwapOut);
@@ -60,27 +54,18 @@ class Writer {
     for (std::uint32_t i = 0; i < log_.records.size(); ++i) record(i, d2h.first, h2d.first);
     counters();
     if (report_.oom) oom();
-    out_ += fmt::format(
+    out += fmt::format(
         "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{{\"tool\":\"coopsim\",\"version\":{},\"trace\":{},\"model\":{},"
         "\"allocator\":{},\"policy\":{},\"budget_bytes\":{},\"status\":{},\"simulated_ns\":{}}}}}\n",
         json_text(report_.coopsim_version), json_text(report_.trace_path), json_text(report_.model),
         json_text(report_.allocator), json_text(report_.policy), report_.budget.value,
         json_text(to_string(report_.status)), report_.time.simulated.count());
-    return std::move(out_);
+    return std::move(out);
   }
 
  private:
-  void event(const std::string& json) {
-    if (!first_) out_ += ",\n";
-    first_ = false;
-    out_ += json;
-  }
-  void thread(int tid, const std::string& name, int order) {
-    event(fmt::format(R"({{"ph":"M","pid":{},"tid":{},"name":"thread_name","args":{{"name":{}}}}})", kPid, tid,
-                      json_text(name)));
-    event(fmt::format(R"({{"ph":"M","pid":{},"tid":{},"name":"thread_sort_index","args":{{"sort_index":{}}}}})", kPid,
-                      tid, order));
-  }
+  void event(const std::string& json) { events_.add(json); }
+  void thread(int tid, const std::string& name, int order) { events_.thread_name(kPid, tid, name, order); }
   // Lane of every transfer record of `kind` (by record index; -1 for other records) and the
   // number of lanes: the earliest-starting transfer takes the first lane that is free by then.
   [[nodiscard]] std::pair<std::vector<int>, int> lanes(LogKind kind) const {
@@ -190,8 +175,7 @@ class Writer {
   const Trace& trace_;
   const RunLog& log_;
   const Report& report_;
-  std::string out_;
-  bool first_ = true;
+  chrome_trace::EventList events_;
 };
 
 }  // namespace

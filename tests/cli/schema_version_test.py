@@ -44,8 +44,8 @@ def document(name, kind, code_out_err, answers=(0,)):
          (code, out[:300], err))
 
 
-case("the header lists the six kinds", set(VERSIONS) == {"Report", "SweepResults", "SweepManifest", "MinBudget",
-                                                        "Advice", "Listing"}, VERSIONS)
+case("the header lists the seven kinds", set(VERSIONS) == {"Report", "SweepResults", "SweepManifest", "MinBudget",
+                                                          "Advice", "Listing", "SnapshotDiff"}, VERSIONS)
 document("run --json", "Report", run("run", TRACE, "-b", "60%", "-p", "coop", "--json"))
 code, out, err = run("run", TRACE, "-a", "pytorch,bestfit", "--json")
 runs = json.loads(out) if code == 0 else None
@@ -57,6 +57,11 @@ case("run -o: schema_version first", code == 0 and first_key_is_version(json.loa
 document("list --json", "Listing", run("list", "--json"))
 document("minbudget --json", "MinBudget", run("minbudget", TRACE, "-p", "keep", "-a", "bestfit", "--json"))
 document("advise --json", "Advice", run("advise", TRACE, "--capacity", "80GiB", "--json"), answers=(0, 3))
+document("snapshot diff --json", "SnapshotDiff", run("snapshot", "diff", TRACE, TRACE, "--json"))
+diff_file = os.path.join(tmp, "diff.json")
+code, _, err = run("snapshot", "diff", TRACE, TRACE, "-o", diff_file)
+case("snapshot diff -o: schema_version first",
+     code == 0 and first_key_is_version(json.load(open(diff_file)), "SnapshotDiff"), err)
 
 config = os.path.join(tmp, "sweep.json")
 with open(config, "w") as f:

@@ -11,5 +11,6 @@ inline constexpr int kSweepManifest = 1;  // sweep / merge: sweep.json
 inline constexpr int kMinBudget = 1;      // minbudget --json
 inline constexpr int kAdvice = 1;         // advise --json
 inline constexpr int kListing = 1;        // list --json
+inline constexpr int kSnapshotDiff = 1;   // snapshot diff --json / -o
 
 }  // namespace coopsim::schema_version

@@ -82,8 +82,13 @@ struct ImportArgs {
 int command_import(const ImportArgs& args, std::ostream& out);
 
 struct SnapshotArgs {
-  std::string action;  // stats | segsum
-  std::string input;   // a PyTorch memory snapshot pickle
+  std::string action;               // stats | segsum | timeline | diff
+  std::vector<std::string> inputs;  // one snapshot pickle; diff: two recordings of any imported format
+  std::string from, to;             // timeline: the window, durations since the first event
+  std::string output;               // timeline: the JSON file (required); diff: the JSON report
+  std::string svg;                  // diff: the figure
+  bool json = false;                // diff: print the JSON report instead of the text
+  int rows = 10;                    // diff: attribution rows shown (text, figure)
 };
 int command_snapshot(const SnapshotArgs& args, std::ostream& out);
 

@@ -53,6 +53,13 @@ std::optional<std::vector<SeedSegment>> final_segments(const Trace& trace);
 // (coopsim/model/report.hpp).
 EndStateCheck compare_end_state(const std::vector<SeedSegment>& recorded, const std::vector<SeedSegment>& model);
 
+// The `pytorch` model's config overrides ("pytorch.key=value", for SimConfig's apply_override)
+// that replay a trace with its recorded allocator settings (header extra "allocator_settings";
+// expandable segments also when the trace's segments are expandable). A setting --set cannot
+// express (roundup_power2_divisions that differ per interval) is left at its default and
+// described in `notes` when given.
+std::vector<std::string> replay_overrides(const Trace& trace, std::vector<std::string>* notes = nullptr);
+
 // What `coopsim import torch-snapshot` prints after writing `output`: the `coopsim run` line that
 // simulates it with the recorded allocator settings (`--set pytorch.…` for every non-default one;
 // run does not read them from the header), the budget at which each recorded OOM recurs, and the
