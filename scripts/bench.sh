@@ -10,7 +10,7 @@
 #  - `coopsim plan` on 30 000 and 62 000 random buffers (wall time under --time-limit 5 / 10);
 #  - wide traces (200 / 2,000 / 6,000 layers, 3 iterations; 20,000 with BENCH_WIDE_20000=1):
 #    smartpool keep, dtr on fungible, coop on bestfit and pytorch, and autoswap, vdnn, capuchin and
-#    pooch on pytorch, at 60 %, wall time under a timeout;
+#    pooch on pytorch, at 60 %, wall time under a timeout; events/s of dtr and coop (`wide-rate`);
 #  - bounded work: a 50,000-layer chain of evictable layers under coop, dtr and dte at 50 %
 #    (limits.max_search_steps ends runs whose searches would run for minutes: status limit);
 #  - scaling: smartpool keep on 100k-800k tiny tensors all alive together (its offline planning);
@@ -227,6 +227,13 @@ for i in range(n):
       else
         echo "wide,$layers_w-layers/$a/$p/$b/timeout,seconds,timeout,$limit"
       fi
+    done
+    # Events per second of the simulation alone (trace loaded once), dtr and coop at 60 %
+    # (issue 34: 5 M events/s on 6,000 layers); a run stopped early counts the events it simulated.
+    for spec in fungible:dtr bestfit:coop; do
+      IFS=: read -r a p <<<"$spec"
+      timeout "${BENCH_WIDE_TIMEOUT:-300}" taskset -c 0 "$coopsim" bench "$trace" -a "$a" -p "$p" -b 60% --repeat 1 |
+        awk -F, -v l="$layers_w" '$1=="replay" { printf "wide-rate,%s-layers/%s/%s/60%%,events_per_s,%s,%s\n", l, $2, $3, $5, $7 }'
     done
   done
   # Bounded work (issue 29, limits.max_search_steps): a chain of 50,000 evictable 1 MiB layers,

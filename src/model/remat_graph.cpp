@@ -21,6 +21,7 @@ ValueId RematGraph::add_value(TensorId storage, Bytes size, bool unevictable) {
   uf_parent_.push_back(v);
   uf_cost_.push_back(0);
   visit_mark_.push_back(0);
+  reach_memo_.push_back(0);
   in_candidates_.push_back(0);
   eq_cost_.push_back(0);
   eq_valid_.push_back(0);
@@ -35,6 +36,8 @@ ExecutionId RematGraph::add_execution(OpId op, SimTime cost, std::vector<ValueId
   for (ValueId u : inputs) {
     auto& c = consumers_[index_of(u)];
     if (c.empty() || c.back() != e) c.push_back(e);
+    reach_memo_[index_of(u)] = 0;  // u reaches the new outputs now
+    forget_reach_above(u);
   }
   for (ValueId u : outputs) {
     auto& w = writers_[index_of(u)];
@@ -70,8 +73,10 @@ void RematGraph::set_unevictable(ValueId v) {
 void RematGraph::set_state(ValueId v, ValueState s) {
   RematValue& x = at(v);
   const bool was_evicted = x.state == ValueState::Evicted;
+  const bool changed = x.state != s;
   x.state = s;
   if (was_evicted != (s == ValueState::Evicted)) changed_value(v);
+  if (changed) forget_reach_above(v);
   sync_candidate(v);
 }
 
@@ -224,48 +229,6 @@ static double region_cost(const RematGraph& g, ValueId v, bool up, bool down, st
     visit_neighbours(x);
   }
   return total;
-}
-
-// Visits every value written by an execution that reads v, and onwards through the evicted
-// ones: `visit(w)` is called once per value and returns false to stop the walk. Returns false
-// when stopped.
-template <class Visit>
-bool RematGraph::walk_descendants(ValueId v, Visit visit) const {
-  ++visit_epoch_;
-  stack_.assign(1, v);
-  visit_mark_[index_of(v)] = visit_epoch_;
-  while (!stack_.empty()) {
-    const ValueId x = stack_.back();
-    stack_.pop_back();
-    for (ExecutionId e : consumers_[index_of(x)]) {
-      for (ValueId w : executions_[index_of(e)].outputs) {
-        if (visit_mark_[index_of(w)] == visit_epoch_) continue;
-        visit_mark_[index_of(w)] = visit_epoch_;
-        if (!visit(w)) return false;
-        if (value(w).state == ValueState::Evicted) stack_.push_back(w);
-      }
-    }
-  }
-  return true;
-}
-
-bool RematGraph::needed_by_evicted(ValueId v) const {
-  return !walk_descendants(v, [&](ValueId w) {
-    const RematValue& y = value(w);
-    return y.state != ValueState::Evicted || y.released;
-  });
-}
-
-void RematGraph::lock_dependents(ValueId v) {
-  walk_descendants(v, [&](ValueId w) {
-    // Resident, or with its contents on the host: it must never be dropped to recompute.
-    RematValue& y = at(w);
-    if (y.state != ValueState::Evicted && y.state != ValueState::Gone) {
-      y.unevictable = true;
-      sync_candidate(w);
-    }
-    return true;
-  });
 }
 
 bool RematGraph::recomputable(ValueId v, const Trace& trace) const {

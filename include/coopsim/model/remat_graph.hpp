@@ -123,7 +123,8 @@ class RematGraph {
     __builtin_prefetch(&eq_cost_[index_of(v)]);
     __builtin_prefetch(&eq_valid_[index_of(v)]);
   }
-  // Recompute every cached eq-class cost handed out and throw std::logic_error on a difference.
+  // Recompute every cached eq-class cost handed out, and repeat every needed_by_evicted and
+  // lock_dependents walk without the reach memos, and throw std::logic_error on a difference.
   void verify_eq_cache(bool on) { verify_eq_ = on; }
   // h_DTR's full evicted neighbourhood: c(t) + c(evicted ancestors reachable through evicted
   // values) + c(evicted descendants reachable through evicted values); each value once.
@@ -147,7 +148,7 @@ class RematGraph {
   void pin(ValueId v) { ++at(v).pins; }
   void unpin(ValueId v) { --at(v).pins; }
   void set_unevictable(ValueId v);
-  void set_released(ValueId v) { at(v).released = true; }
+  void set_released(ValueId v);
   void set_producer(ValueId v, ExecutionId execution);
   void place(ValueId v, const Block& b);          // -> Resident with block b
   void evict(ValueId v);                          // Resident -> Evicted (+ eq-class merge)
@@ -174,9 +175,14 @@ class RematGraph {
   void changed_class(ValueId r);  // class root r's cost or members changed
   void watch_class(ValueId root, ValueId reader) const;
   ValueId find_root(ValueId v) const;
-  template <class Visit>
-  bool walk_descendants(ValueId v, Visit visit) const;
   void merge(ValueId a, ValueId b);
+  // The reach memos (remat_graph_reach.cpp): z's evicted-ness, state or consumers changed, so the
+  // memos of the values whose walks reach z are dropped.
+  void forget_reach_above(ValueId z) const;
+  [[nodiscard]] bool needed_by_evicted_memo(ValueId v) const;
+  // The plain walk (no memos) from v: some evicted value still referenced is reachable
+  // (`unlocked` false), or some reachable resident or swapped value is not unevictable (true).
+  [[nodiscard]] bool plain_walk_finds(ValueId v, bool unlocked) const;
 
   std::vector<RematValue> values_;
   std::vector<RematExecution> executions_;
@@ -205,6 +211,15 @@ class RematGraph {
   std::vector<double> uf_cost_;                    // class roots: summed compute (ns); a double so
                                                    // that sums of huge costs cannot wrap (exact
                                                    // below 2^53 ns, 104 days)
+  // Reach memos of needed_by_evicted and lock_dependents (remat_graph_reach.cpp), per value:
+  // kReachNotNeeded (its walk found no evicted value still referenced), kReachLocked (every
+  // value its walk reaches is locked). The walks from values with a memo are skipped, so the
+  // repeated walks over the same released, evicted region (state settled once per parameter
+  // update) cost once.
+  static constexpr std::uint8_t kReachNotNeeded = 1;
+  static constexpr std::uint8_t kReachLocked = 2;
+  mutable std::vector<std::uint8_t> reach_memo_;
+  mutable std::vector<ValueId> reach_touched_;
   mutable std::vector<std::uint32_t> visit_mark_;  // neighbourhood searches
   mutable std::uint32_t visit_epoch_ = 0;
   mutable std::vector<ValueId> stack_;
