@@ -40,15 +40,16 @@ const std::array<LinkPreset, 5> kPresets{{
      "Grace-Hopper NVLink-C2C: 450 GB/s per direction, 2 us latency (assumed)",
      {from_gbps(450), SimTime{2000}},
      {from_gbps(450), SimTime{2000}}},
-    // Fitted by scripts/copy_model.py to the copies of 12 autoswap replays on an H200 (coopsim
-    // replay-gpu, 2026-11-27; docs/cuda-validation.md, "Copy model"): copies during a replay run at
-    // 0.90 of the 55.2 GB/s isolated copies reach. D2H reproduces all 12 within 1.8 %; H2D varies
-    // with the schedule (47.8-53.3 GB/s), within 7.2 %.
+    // The fit of the copies of one AutoSwap replay on an H200 (coopsim replay-gpu --calibrate-link,
+    // link_in_replay: 805 device-to-host and 735 host-to-device copies of ResNet-50 at 50 %,
+    // 2026-11-28; docs/cuda-validation.md, run D). AutoSwap plans simulated with it replayed within
+    // -0.3 to +3.4 % (16 of 16). Copies beside training run below the 55.3 / 55.5 GB/s of isolated
+    // ones.
     {"h200",
-     "NVIDIA H200's PCIe 5.0 x16 host link as copies run beside training (measured): D2H 49.9 GB/s + 4.1 us, "
-     "H2D 49.6 GB/s + 5.5 us",
-     {from_gbps(49.89), SimTime{4067}},
-     {from_gbps(49.57), SimTime{5458}}},
+     "NVIDIA H200's PCIe 5.0 x16 host link as copies run beside training (measured): D2H 51.1 GB/s + 8.6 us, "
+     "H2D 54.2 GB/s + 5.6 us",
+     {from_gbps(51.12), SimTime{8639}},
+     {from_gbps(54.25), SimTime{5647}}},
 }};
 }  // namespace
 
