@@ -16,6 +16,9 @@ import tempfile
 
 from tap import finish, runner
 
+sys.path.insert(0, os.path.join(os.getcwd(), "python"))
+from coopsim.recording import in_op_blocks  # noqa: E402
+
 run = runner(sys.argv[1], timeout=600)
 results = []
 
@@ -40,6 +43,26 @@ for snap in snapshots:
          and header["device"] == "NVIDIA H200", json.dumps(source)[:400])
     status, out, err = run("validate", trace)
     case(f"{name}: the trace validates", status == 0, err[-400:])
+
+    blocks = source.get("in_op_blocks") or {}
+    records = [json.loads(line) for line in gzip.open(trace, "rt") if line.strip()][1:]
+    history = in_op_blocks.read_history(snap)
+    again = in_op_blocks.merge(header, records, history, os.path.basename(snap))[0]["source"]["in_op_blocks"]
+    case(f"{name}: the trace holds its snapshot's in-op blocks ({blocks.get('blocks')}), every trace allocation "
+         "matched; merged again, nothing is added",
+         blocks.get("from") == os.path.basename(snap) and blocks.get("unmatched_trace_allocations") == 0
+         and again["blocks"] == 0 and again["unmatched_trace_allocations"] == 0, json.dumps([blocks, again])[:400])
+    trace_report = os.path.join(scratch, f"{name}.trace.json")
+    status, out, err = run("run", trace, "-a", "pytorch", "-p", "keep", "-b", "140GiB", "-q", "-o", trace_report)
+    if status == 0:
+        with open(trace_report) as f:
+            tm = json.load(f)["memory"]
+        for key, stat in (("peak_allocated_bytes", "max_memory_allocated"), ("peak_reserved_bytes", "max_memory_reserved")):
+            error = 100.0 * (tm[key] - stats[stat]) / stats[stat]
+            case(f"{name}: the CUDA-timed trace on the pytorch model reproduces {stat}() within 0.5 % ({error:+.4f} %)",
+                 abs(error) <= 0.5, f"{tm[key]} vs {stats[stat]}")
+    else:
+        case(f"{name}: the CUDA-timed trace runs on the pytorch model", False, err[-400:])
 
     imported = os.path.join(scratch, f"{name}.snapshot.jsonl.gz")
     status, out, err = run("import", "torch-snapshot", snap, "-o", imported)

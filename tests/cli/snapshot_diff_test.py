@@ -129,12 +129,13 @@ d = json.loads(out) if status == 0 else None
 case("diff snapshot / trace: the size rows add up to the difference in live bytes at the allocated peak",
      d is not None and sum(r["delta_bytes"] for r in d["sizes"]) == d["delta"]["live_at_the_allocated_peak_bytes"],
      err if d is None else json.dumps(d["sizes"]))
-# Since 2026-11-28 the recorder writes the cuBLAS / cuBLASLt workspaces into the trace: at the allocated
-# peak the trace's live bytes are the snapshot's, size class by size class; only the reserved peak
-# differs (cuDNN's workspaces, allocated and freed inside each convolution, are in the snapshot alone).
-case("diff snapshot / trace: the same live bytes at the allocated peak in every size class; reserved lower",
+# Since 2026-11-28 the recorder writes the cuBLAS / cuBLASLt workspaces into the trace, and the blocks
+# ops take inside themselves (cuDNN's convolution workspaces) come into it from the snapshot of the same
+# run (python/coopsim/recording/in_op_blocks.py): at the allocated peak the trace's live bytes are the
+# snapshot's, size class by size class, and the reserved peak is the snapshot's.
+case("diff snapshot / trace: the same live bytes at the allocated peak in every size class, the same reserved peak",
      d is not None and d["sizes"] == [] and d["delta"]["live_at_the_allocated_peak_bytes"] == 0
-     and d["delta"]["peak_reserved_bytes"] < 0,
+     and d["delta"]["peak_reserved_bytes"] == 0,
      err if d is None else json.dumps({"sizes": d["sizes"], "delta": d["delta"]}))
 case("diff snapshot / trace: allocator settings not compared (the trace records none)",
      d is not None and d["allocator_settings"] == [] and d["a"]["allocator_settings"] and not d["b"]["allocator_settings"],
@@ -252,9 +253,12 @@ def with_settings(name, settings):
 
 d, err = diff(with_settings("split.jsonl.gz", {"expandable_segments": False, "max_split_size": -1}),
               with_settings("expandable.jsonl.gz", {"expandable_segments": True, "max_split_size": -1}))
+# The same request stream under another setting: the setting is the one row of allocator settings, and
+# expandable segments reserve less. (The allocated peak can fall at another instant: blocks round and split
+# differently, so which op's cuDNN workspace tops it can change; frames at that peak are not compared.)
 case("diff names the change: allocator setting expandable_segments",
      d is not None and [s["key"] for s in d["allocator_settings"]] == ["expandable_segments"]
-     and d["allocator_settings"][0]["b"] == "true" and d["frames"] == [] and d["sizes"] == [],
+     and d["allocator_settings"][0]["b"] == "true" and d["delta"]["peak_reserved_bytes"] < 0,
      str(d and d["allocator_settings"]) + err)
 
 status, out, err = run("snapshot", "diff", base, b16 or base, "--svg", path("d.svg"), "-o", path("d.json"))

@@ -54,7 +54,8 @@ def parse_args(argv, models):
     p.add_argument("--memory-snapshot", metavar="FILE",
                    help="CUDA, torch >= 2.0: record the caching allocator's history in the same run and write "
                         "its snapshot (torch.cuda.memory._snapshot(), pickled; gzip when FILE ends in .gz); the "
-                        "allocator's peaks go into the header (source.cuda_memory)")
+                        "allocator's peaks go into the header (source.cuda_memory), and the blocks ops allocate inside "
+                        "themselves go from it into the trace (in_op_blocks.py)")
     args = p.parse_args(argv)
     apply_harness(args)
     if ":" not in args.model and args.model not in models:
@@ -193,6 +194,10 @@ def main(argv=None, tool=TOOL):
         builder.write(args.output, header)
         if history is not None:
             history.write(snapshot, args.memory_snapshot)
+            # The blocks ops took inside themselves (cuDNN's workspaces) from the allocator's history:
+            # measured, they replace the rule's estimate.
+            from . import in_op_blocks
+            in_op_blocks.merge_files(args.output, args.memory_snapshot, args.output)
     except Exception as e:  # one line, no traceback: the recorder's contract with scripts and tests
         if os.environ.get("COOPSIM_RECORD_TRACEBACK"):
             import traceback

@@ -23,6 +23,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from . import cudnn_workspaces
 from .compat import StorageRef, fake_shape_rule, is_fake, no_python_dispatch, op_name, untyped_storage
 
 RANDOM_OPS = {"bernoulli", "bernoulli_", "native_dropout", "_fused_dropout", "rand", "rand_like", "randn",
@@ -189,8 +190,16 @@ class Recorder(TorchDispatchMode):
                 allocs.append(self.b.storage_tensor(key, nbytes, label, "workspace"))
         for tid in allocs:
             self.b.alloc(tid)
+        scratch = self._scratch(name, args, occurrence, short)
+        for tid in scratch[:-1]:  # taken and given back one after the other inside the op
+            self.b.alloc(tid)
+            self.b.free(tid)
+        for tid in scratch[-1:]:
+            self.b.alloc(tid)
         op_id = self.b.op(name, occurrence, input_ids, output_ids, views, mutates, base_name in RANDOM_OPS, signature)
         self.b.compute(op_id)
+        for tid in scratch[-1:]:
+            self.b.free(tid)
         for tid in frees_after:
             self.b.free(tid)
         if isinstance(sample, tuple):
@@ -198,6 +207,14 @@ class Recorder(TorchDispatchMode):
         else:
             self.b.add_sample(op_id, sample)
         return out
+
+    def _scratch(self, name, args, occurrence, short):
+        """Tensor ids of the workspaces the op takes and frees inside itself (cuDNN's), in order."""
+        if self.workspaces is None:
+            return []
+        return [self.b.storage_tensor(("scratch", self.b.phase, name, occurrence, i), nbytes,
+                                      f"{self.context}:{short}.cudnn_workspace{i}", "workspace")
+                for i, nbytes in enumerate(cudnn_workspaces.transient(name, args))]
 
     def _input_id(self, t, s, is_written, where, short, allocs, frees_after):
         key, nbytes = s._cdata, s.nbytes()
