@@ -49,6 +49,16 @@ def test_resnet50_fake(tmp_path, coopsim_bin):
     # SGD's weight decay on CUDA copies every gradient at once (foreach), then updates in place
     assert "aten::_foreach_add.List" in names
     assert header["source"]["workspaces"]["cublas_bytes"] == 32 * 1024 * 1024
+    # cuDNN's workspaces: one per forward convolution, taken and given back around its compute event
+    # (recording/cudnn_workspaces.py); conv1's forward at batch 2: input + output + weight + 147 bytes
+    scratch = {r["id"]: r for r in records if r["kind"] == "tensor" and ".cudnn_workspace" in r["name"]}
+    forward = [t for t in scratch.values() if t["name"].endswith(":convolution.cudnn_workspace0")]
+    assert len(forward) == 53 and all(t["role"] == "workspace" for t in scratch.values())
+    conv1 = next(t for t in forward if t["name"].startswith("conv1:"))
+    assert conv1["bytes"] == (2 * 3 * 224 * 224 + 2 * 64 * 112 * 112 + 64 * 3 * 7 * 7) * 4 + 147
+    events = [(r["kind"], r.get("tensor", r.get("op"))) for r in records if r["kind"] in ("alloc", "free", "compute")]
+    at = events.index(("alloc", conv1["id"]))
+    assert events[at + 1][0] == "compute" and events[at + 2] == ("free", conv1["id"])
 
 
 class Encoder(nn.Module):
