@@ -31,7 +31,8 @@ cd "$(dirname "$0")/.."
 . scripts/deps.sh
 coopsim_install_deps time
 build="${BENCH_BUILD_DIR:-build-release}"
-[ -f "$build/build.ninja" ] || meson setup "$build" --buildtype=release -Dtests=disabled >/dev/null
+# CPU benchmarks: no CUDA backend, so that the executable links statically (-Dstatic_cli, meson.build).
+[ -f "$build/build.ninja" ] || meson setup "$build" --buildtype=release -Dtests=disabled -Dcuda=disabled >/dev/null
 ninja -C "$build" src/coopsim >/dev/null
 coopsim="$build/src/coopsim"
 if [ "${1:-}" = predict ]; then
