@@ -103,8 +103,9 @@ class Builder {
   // Records that `child` goes inside a container; returns the container depth it implies.
   std::uint32_t adopt(const Slot& child);
   Container& mutable_target(const Slot& target, Value::Kind kind, const char* what);
-  void insert_item(const Slot& list, const Slot& item);
-  void insert_entry(const Slot& dict, const Slot& key, const Slot& value);
+  // Both move the item's (key's, value's) reference out of its slot: callers drop those slots next.
+  void insert_item(const Slot& list, Slot& item);
+  void insert_entry(const Slot& dict, Slot& key, Slot& value);
   void build_tuple(std::size_t first);
   void put(std::uint64_t index, const Slot& slot);
   std::uint64_t memo_entries() const;  // distinct indices set: Python's len(memo)
