@@ -31,19 +31,23 @@ EntryFields fields_of(const pickle::Value& e) {
   for (const auto& [k, v] : e.entries) {
     if (k->kind != Kind::String) continue;
     const std::string_view key = k->text;
-    const pickle::Value** field = key == "action"          ? &f.action
-                                  : key == "addr"          ? &f.addr
-                                  : key == "size"          ? &f.size
-                                  : key == "stream"        ? &f.stream
-                                  : key == "time_us"       ? &f.time_us
-                                  : key == "device_free"   ? &f.device_free
-                                  : key == "user_metadata" ? &f.user_metadata
-                                                           : nullptr;
-    if (field != nullptr) {
-      if (*field == nullptr) *field = v.get();
-    } else if (key == "frames" && f.frames == nullptr) {
-      f.frames = &v;
+    // By length first: most keys are then told apart by one comparison.
+    const pickle::Value** field = nullptr;
+    switch (key.size()) {
+      case 4: field = key == "addr" ? &f.addr : key == "size" ? &f.size : nullptr; break;
+      case 6:
+        if (key == "frames") {
+          if (f.frames == nullptr) f.frames = &v;
+          continue;
+        }
+        field = key == "action" ? &f.action : key == "stream" ? &f.stream : nullptr;
+        break;
+      case 7: field = key == "time_us" ? &f.time_us : nullptr; break;
+      case 11: field = key == "device_free" ? &f.device_free : nullptr; break;
+      case 13: field = key == "user_metadata" ? &f.user_metadata : nullptr; break;
+      default: break;
     }
+    if (field != nullptr && *field == nullptr) *field = v.get();
   }
   return f;
 }

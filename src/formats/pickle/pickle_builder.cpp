@@ -355,11 +355,11 @@ void Builder::memo_get(std::uint64_t index) {
   push_slot(it->second);
 }
 
-std::uint64_t Builder::held_by(const std::shared_ptr<Value>& root) const {
+std::uint64_t Builder::held_by(const std::shared_ptr<Value>& root) {
   // Mirrors what the value's making counted (push_scalar, push_empty, build_tuple,
   // insert_item, insert_entry); shared constants (None, True, False, taken()) count nothing.
   std::uint64_t bytes = 0;
-  std::vector<const Value*> work;
+  std::vector<const Value*>& work = held_work_;  // empty between calls; its capacity is reused
   if (root.use_count() == 1) work.push_back(root.get());
   while (!work.empty()) {
     const Value& v = *work.back();

@@ -111,7 +111,7 @@ class Builder {
   std::uint64_t memo_entries() const;  // distinct indices set: Python's len(memo)
   // Bytes counted for `v` and, when the caller holds its only reference, for everything only it
   // holds: what dropping it gives back (streaming).
-  std::uint64_t held_by(const std::shared_ptr<Value>& v) const;
+  std::uint64_t held_by(const std::shared_ptr<Value>& v);
 
   std::vector<Slot> stack_;
   std::vector<std::size_t> marks_;
@@ -126,6 +126,7 @@ class Builder {
   std::uint64_t compare_budget_;
   MemoryCap& memory_;
   std::size_t stack_peak_ = 0, marks_peak_ = 0;  // slots counted so far (vectors keep capacity)
+  std::vector<const Value*> held_work_;          // held_by's walk, kept: it runs once per taken item
 };
 
 }  // namespace coopsim::pickle::detail
