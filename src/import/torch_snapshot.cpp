@@ -33,7 +33,8 @@ namespace {
 
 using namespace detail;
 
-constexpr std::size_t kMaxSimulationRounds = 256;  // each round pins one block; bounds the work
+constexpr std::size_t kMaxSimulationRounds = 256;           // each round pins one block; bounds the work
+constexpr std::uint32_t kNoEventEntry = ~std::uint32_t{0};  // an event of no entry (kNoEntry, in 4 bytes)
 
 // "medium_128_training" from ".../medium_128_training_memory_snapshot.pickle.gz".
 std::string model_name(const std::string& path) {
@@ -88,6 +89,9 @@ class Builder {
       info.name = std::move(h_.tensors[i].name);
       t_.tensors.push_back(std::move(info));
     }
+    // Their names are the trace's now; a round that needs them reconstructs h anew. (Swapped
+    // out: `= {}` would keep the array's capacity.)
+    std::vector<Tensor>().swap(h_.tensors);
     t_.initial_segments = h_.initial;
     t_.segment_addresses = h_.segment_addresses;
     events();
@@ -95,7 +99,7 @@ class Builder {
 
   std::int64_t origin_us() const { return origin_; }
   const std::vector<std::size_t>& oom_events() const { return oom_events_; }
-  const std::vector<std::size_t>& event_entries() const { return event_entry_; }
+  const std::vector<std::uint32_t>& event_entries() const { return event_entry_; }
   std::uint64_t clamped() const { return clamped_; }
 
  private:
@@ -177,7 +181,8 @@ class Builder {
       last_ = ns;
     }
     t_.events.push_back(e);
-    event_entry_.push_back(entry_);
+    // Entry indices are below 2^32 - 1 (EntryReader::keep): 4 bytes per event, not 8.
+    event_entry_.push_back(entry_ == kNoEntry ? kNoEventEntry : static_cast<std::uint32_t>(entry_));
   }
 
   const Snapshot& snap_;
@@ -187,9 +192,9 @@ class Builder {
   std::int64_t origin_ = 0;
   std::int64_t last_ = 0;
   std::uint64_t clamped_ = 0;
-  std::vector<std::size_t> oom_events_;   // event index of each imported oom request
-  std::vector<std::size_t> event_entry_;  // per event: its entry, or kNoEntry
-  std::size_t entry_ = kNoEntry;          // the entry being converted
+  std::vector<std::size_t> oom_events_;     // event index of each imported oom request
+  std::vector<std::uint32_t> event_entry_;  // per event: its entry, or kNoEventEntry
+  std::size_t entry_ = kNoEntry;            // the entry being converted
 };
 
 // Simulates the trace with the `pytorch` model and explains its first misplaced allocation by an
@@ -204,7 +209,7 @@ class Builder {
 // block size), or nothing when the mismatch is not of this kind or the remainder would exceed
 // what should_split leaves.
 std::optional<std::pair<std::uint64_t, std::uint64_t>> remainder_from_simulation(
-    const Trace& t, const History& h, const std::vector<std::size_t>& entries, const PyTorchOptions& opts) {
+    const Trace& t, const History& h, const std::vector<std::uint32_t>& entries, const PyTorchOptions& opts) {
   constexpr std::uint64_t kBudget = 4ULL << 40;  // far above any device: no release path
   constexpr std::uint64_t kMinBlock = 512, kSmall = 1ULL << 20;
   PyTorchCachingAllocator alloc(Bytes{kBudget}, opts);
@@ -220,7 +225,7 @@ std::optional<std::pair<std::uint64_t, std::uint64_t>> remainder_from_simulation
   if (rep.addresses.mismatches == 0) return std::nullopt;
   const std::size_t ev = index_of(rep.addresses.first_mismatch_event);
   if (ev >= t.events.size() || ev >= entries.size()) return std::nullopt;
-  const std::size_t entry = entries[ev];
+  const std::size_t entry = entries[ev] == kNoEventEntry ? kNoEntry : entries[ev];
   const std::uint64_t got = rep.addresses.first_got;
   const std::uint64_t s = PyTorchCachingAllocator::round_size(t.tensor(t.events[ev].tensor()).size.value, opts);
   for (const History::Ambiguous& a : h.ambiguous) {
@@ -304,10 +309,10 @@ Trace import_snapshot(const Snapshot& snap, const std::string& path, const Torch
   for (const Entry& e : snap.entries) {
     if (e.action != Action::Oom) continue;
     const std::uint64_t reserved = oom_reserved[k++];
-    nlohmann::json o = {{"entry", e.index}, {"size", e.size}, {"device_free", e.device_free}, {"reserved", reserved}};
+    nlohmann::json o = {{"entry", e.index}, {"size", e.size}, {"device_free", e.device_free()}, {"reserved", reserved}};
     // The budget at which the simulation fails here as the recording did: cudaMalloc of the
     // allocation size failed with device_free bytes left next to `reserved`.
-    if (reserved <= ~std::uint64_t{0} - e.device_free) o["capacity"] = reserved + e.device_free;
+    if (reserved <= ~std::uint64_t{0} - e.device_free()) o["capacity"] = reserved + e.device_free();
     if (e.size > 0 && ev < builder.oom_events().size()) o["event"] = builder.oom_events()[ev++];
     ooms.push_back(std::move(o));
   }

@@ -57,16 +57,19 @@ inline constexpr std::array<std::pair<std::string_view, Action>, 10> kActionName
 inline std::string_view action_name(Action a) { return kActionNames[static_cast<std::size_t>(a)].first; }
 
 // One TraceEntry of device_traces[device].
-struct Entry {                    // fields ordered to pack: tens of millions of these are held at once
-  std::size_t index = 0;          // position in device_traces[device]
-  std::uint64_t addr = 0;         // absent for oom (0)
-  std::uint64_t size = 0;         // requested bytes (alloc / free_*), segment or mapping bytes, oom request
-  std::uint64_t stream = 0;       // as recorded (a cudaStream_t value)
-  std::int64_t time_us = -1;      // -1 when the file has no time_us
-  std::uint64_t device_free = 0;  // oom only
-  std::uint32_t name = 0;         // in Snapshot::names: from frames (alloc, oom) or user_metadata (annotate)
+struct Entry {                // 48 bytes, fields ordered to pack: tens of millions of these are held at once
+  std::uint64_t addr = 0;     // block / segment / mapping address; an oom has none and keeps device_free here
+  std::uint64_t size = 0;     // requested bytes (alloc / free_*), segment or mapping bytes, oom request
+  std::uint64_t stream = 0;   // as recorded (a cudaStream_t value)
+  std::int64_t time_us = -1;  // -1 when the file has no time_us
+  std::uint32_t index = 0;    // position in device_traces[device] (a pickle of at most 2^30 bytes
+                              // holds fewer than 2^32 entries; EntryReader::keep checks)
+  std::uint32_t name = 0;     // in Snapshot::names: from frames (alloc, oom) or user_metadata (annotate)
   Action action = Action::Alloc;
+  // An oom's device_free (cudaMemGetInfo's free bytes when the request failed); 0 for other actions.
+  [[nodiscard]] std::uint64_t device_free() const { return action == Action::Oom ? addr : 0; }
 };
+static_assert(sizeof(Entry) <= 48);
 // A deque: the history can hold tens of millions of entries, and a vector's growth would hold
 // the old and the new copy at once.
 using Entries = std::deque<Entry>;

@@ -18,6 +18,40 @@ using Kind = pickle::Value::Kind;
 constexpr std::uint64_t kMaxBytes = std::uint64_t{1} << 53;  // trace v1's largest tensor
 constexpr std::int64_t kMaxTimeUs = std::numeric_limits<std::int64_t>::max() / 1000;
 
+// The fields an entry may have, found in one pass over its dict (a Value::get per field walked
+// it once for each). First occurrence of each key, as Value::get finds it.
+struct EntryFields {
+  const pickle::Value *action = nullptr, *addr = nullptr, *size = nullptr, *stream = nullptr, *time_us = nullptr,
+                      *device_free = nullptr, *user_metadata = nullptr;
+  const pickle::ValuePtr* frames = nullptr;
+};
+
+EntryFields fields_of(const pickle::Value& e) {
+  EntryFields f;
+  for (const auto& [k, v] : e.entries) {
+    if (k->kind != Kind::String) continue;
+    const std::string_view key = k->text;
+    // By length first: most keys are then told apart by one comparison.
+    const pickle::Value** field = nullptr;
+    switch (key.size()) {
+      case 4: field = key == "addr" ? &f.addr : key == "size" ? &f.size : nullptr; break;
+      case 6:
+        if (key == "frames") {
+          if (f.frames == nullptr) f.frames = &v;
+          continue;
+        }
+        field = key == "action" ? &f.action : key == "stream" ? &f.stream : nullptr;
+        break;
+      case 7: field = key == "time_us" ? &f.time_us : nullptr; break;
+      case 11: field = key == "device_free" ? &f.device_free : nullptr; break;
+      case 13: field = key == "user_metadata" ? &f.user_metadata : nullptr; break;
+      default: break;
+    }
+    if (field != nullptr && *field == nullptr) *field = v.get();
+  }
+  return f;
+}
+
 }  // namespace
 
 const pickle::ValuePtr* member(const pickle::Value& dict, std::string_view key) {
@@ -69,8 +103,7 @@ Entry EntryReader::read(const pickle::Value& e, std::string_view base, std::size
   auto fail = [&](std::string_view field, const std::string& problem) {
     throw Error(fmt::format("{}: {}[{}]{}{}: {}", path_, base, index, field.empty() ? "" : ".", field, problem));
   };
-  auto field = [&](std::string_view name) -> const pickle::Value& {
-    const pickle::Value* v = e.get(name);
+  auto field = [&](const pickle::Value* v, std::string_view name) -> const pickle::Value& {
     if (v == nullptr) fail("", fmt::format("missing field '{}'", name));
     return *v;
   };
@@ -80,9 +113,10 @@ Entry EntryReader::read(const pickle::Value& e, std::string_view base, std::size
     return static_cast<std::uint64_t>(v.integer);
   };
   if (e.kind != Kind::Dict) fail("", fmt::format("expected a dict (got {})", describe(e)));
+  const EntryFields f = fields_of(e);
   Entry en;
-  en.index = index;
-  const pickle::Value& action = field("action");
+  en.index = static_cast<std::uint32_t>(index);  // keep() refuses an index past 2^32 - 1
+  const pickle::Value& action = field(f.action, "action");
   if (action.kind != Kind::String) fail("action", fmt::format("expected a str (got {})", describe(action)));
   bool known = false;
   for (const auto& [name, a] : kActionNames) {
@@ -98,20 +132,21 @@ Entry EntryReader::read(const pickle::Value& e, std::string_view base, std::size
                                quote_excerpt(action.text)));
   }
   if (en.action == Action::Oom) {
-    if (const pickle::Value* f = e.get("device_free"); f != nullptr) en.device_free = uint(*f, "device_free");
+    // An oom has no address: Entry keeps its device_free there.
+    if (f.device_free != nullptr) en.addr = uint(*f.device_free, "device_free");
   } else if (en.action != Action::Snapshot && en.action != Action::Annotate) {
-    en.addr = uint(field("addr"), "addr");
+    en.addr = uint(field(f.addr, "addr"), "addr");
   }
   const bool needs_size = en.action != Action::Snapshot && en.action != Action::Annotate && en.action != Action::Oom;
-  if (const pickle::Value* sz = e.get("size"); sz != nullptr) {
-    en.size = uint(*sz, "size");
+  if (f.size != nullptr) {
+    en.size = uint(*f.size, "size");
     // An oom entry's size is the failed request, which may be any number.
     if (needs_size && en.size > kMaxBytes) fail("size", fmt::format("{} bytes is more than 2^53", en.size));
   }
   if (needs_size && en.size == 0) fail("size", fmt::format("missing or 0 for a '{}' entry", action_name(en.action)));
   if (needs_size && en.addr > ~std::uint64_t{0} - en.size) fail("", "extends past the end of the 64-bit address space");
-  if (const pickle::Value* st = e.get("stream"); st != nullptr) en.stream = uint(*st, "stream");
-  if (const pickle::Value* t = e.get("time_us"); t != nullptr) {
+  if (f.stream != nullptr) en.stream = uint(*f.stream, "stream");
+  if (const pickle::Value* t = f.time_us; t != nullptr) {
     // time_us is CPU wall-clock time in microseconds; int in every known version.
     if (t->kind != Kind::Int || t->integer < 0 || t->integer > kMaxTimeUs) {
       fail("time_us", fmt::format("expected a non-negative int of at most {} (got {})", kMaxTimeUs, describe(*t)));
@@ -119,9 +154,9 @@ Entry EntryReader::read(const pickle::Value& e, std::string_view base, std::size
     en.time_us = t->integer;
   }
   if (en.action == Action::Alloc || en.action == Action::Oom) {
-    en.name = name_of(member(e, "frames"));
+    en.name = name_of(f.frames);
   } else if (en.action == Action::Annotate) {
-    if (const pickle::Value* m = e.get("user_metadata"); m != nullptr && m->kind == Kind::String) {
+    if (const pickle::Value* m = f.user_metadata; m != nullptr && m->kind == Kind::String) {
       en.name = add_name(to_utf8(m->text));
     }
   }
@@ -129,6 +164,9 @@ Entry EntryReader::read(const pickle::Value& e, std::string_view base, std::size
 }
 
 void EntryReader::keep(Entries& entries, Entry en, std::string_view base, std::size_t index) {
+  if (entries.size() >= std::numeric_limits<std::uint32_t>::max()) {
+    throw Error(fmt::format("{}: {}[{}]: more than 2^32 - 1 entries; refusing", path_, base, index));
+  }
   if (!memory_.add(kEntryBytes)) {
     throw Error(fmt::format("{}: {}[{}]: {}", path_, base, index, memory_.problem()));
   }

@@ -29,7 +29,12 @@ void Reconstruction::note(std::string text) {
 
 void Reconstruction::collect_streams() {
   std::set<std::uint64_t> streams{0};
-  for (const Entry& e : snap_.entries) streams.insert(e.stream);
+  std::uint64_t last = 0;  // entries mostly have the stream of the one before: a set lookup each would cost
+  for (const Entry& e : snap_.entries) {
+    if (e.stream == last) continue;
+    streams.insert(e.stream);
+    last = e.stream;
+  }
   for (const SnapSegment& g : snap_.segments) streams.insert(g.stream);
   if (streams.size() > 65536) throw Error(snap_.path + ": more than 65536 streams");
   h_.streams.assign(streams.begin(), streams.end());
@@ -186,7 +191,13 @@ void Reconstruction::check_end_state() {
 // Initial tensors come first; history tensors follow in alloc order.
 void Reconstruction::number_tensors() {
   const auto base = static_cast<std::uint32_t>(h_.tensors.size());
-  for (auto& t : trace_tensors_) h_.tensors.push_back(std::move(t));
+  if (base == 0) {
+    h_.tensors = std::move(trace_tensors_);  // no initial-state tensors: no second array
+  } else {
+    // Reserved whole: growing would hold the old and the new array at once.
+    h_.tensors.reserve(h_.tensors.size() + trace_tensors_.size());
+    for (auto& t : trace_tensors_) h_.tensors.push_back(std::move(t));
+  }
   for (auto& t : h_.tensor_of_entry) {
     if (t == kNoTensor) continue;
     t = (t & kPreFlag) != 0 ? pre_[t & ~kPreFlag].tensor : base + t;

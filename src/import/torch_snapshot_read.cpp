@@ -220,14 +220,14 @@ class Reader {
     if (taken != nullptr && taken->size() == entries.items.size()) {
       // Every entry was taken while the pickle streamed (the usual case): already counted.
       s.entries = std::move(*taken);
-      for (std::size_t i = 0; i < s.entries.size(); ++i) s.entries[i].index = i;
+      for (std::size_t i = 0; i < s.entries.size(); ++i) s.entries[i].index = static_cast<std::uint32_t>(i);
     } else {
       std::size_t next_taken = 0;
       for (std::size_t i = 0; i < entries.items.size(); ++i) {
         const pickle::ValuePtr& e = entries.items[i];
         if (e == pickle::taken() && taken != nullptr && next_taken < taken->size()) {
           Entry en = std::move((*taken)[next_taken++]);
-          en.index = i;
+          en.index = static_cast<std::uint32_t>(i);  // below 2^32: keep() counted as many
           s.entries.push_back(std::move(en));
           continue;
         }

@@ -138,11 +138,11 @@ void Builder::build_tuple(std::size_t first) {
   t.value->items.reserve(stack_.size() - first);
   t.hash = tuple_hash_seed(stack_.size() - first);
   for (std::size_t i = first; i < stack_.size(); ++i) {
-    const Slot& item = stack_[i];
+    Slot& item = stack_[i];
     t.depth = std::max(t.depth, adopt(item));
     t.hashable = t.hashable && item.hashable;
     t.hash = hash_combine(t.hash, item.hash);
-    t.value->items.push_back(item.value);
+    t.value->items.push_back(std::move(item.value));  // the slot is dropped next: no count up and down
   }
   stack_.resize(first);
   push_slot(std::move(t));
@@ -187,7 +187,7 @@ Builder::Container& Builder::mutable_target(const Slot& target, Kind kind, const
   return c;
 }
 
-void Builder::insert_item(const Slot& list, const Slot& item) {
+void Builder::insert_item(const Slot& list, Slot& item) {
   Container& c = mutable_target(list, Kind::List, "values");
   if (item.container == list.container) fail("would put the list inside itself (a reference cycle); refusing");
   const std::uint32_t depth = adopt(item);
@@ -200,7 +200,9 @@ void Builder::insert_item(const Slot& list, const Slot& item) {
     list.value->items.push_back(taken());
     return;
   }
-  list.value->items.push_back(item.value);
+  // Moved: every caller drops the item's slot next, so the reference changes hands without an
+  // atomic count up and down (tens of millions of them in a large snapshot).
+  list.value->items.push_back(std::move(item.value));
 }
 
 void Builder::append() {
@@ -219,7 +221,7 @@ void Builder::appends() {
   stack_.resize(first);
 }
 
-void Builder::insert_entry(const Slot& dict, const Slot& key, const Slot& value) {
+void Builder::insert_entry(const Slot& dict, Slot& key, Slot& value) {
   Container& c = mutable_target(dict, Kind::Dict, "key and value");
   if (key.container == dict.container || value.container == dict.container) {
     fail("would put the dict inside itself (a reference cycle); refusing");
@@ -238,14 +240,14 @@ void Builder::insert_entry(const Slot& dict, const Slot& key, const Slot& value)
       const auto [lo, hi] = c.index->equal_range(key.hash);
       for (auto it = lo; it != hi; ++it) {
         if (same_key(it->second)) {
-          entries[it->second].second = value.value;
+          entries[it->second].second = std::move(value.value);
           return;
         }
       }
     } else {
       for (std::size_t i = 0; i < entries.size(); ++i) {
         if (c.key_hashes[i] == key.hash && same_key(i)) {
-          entries[i].second = value.value;
+          entries[i].second = std::move(value.value);
           return;
         }
       }
@@ -254,7 +256,8 @@ void Builder::insert_entry(const Slot& dict, const Slot& key, const Slot& value)
   // Unhashable keys (Python would raise TypeError) are kept as their own entries.
   if (!memory_.fits_append(entries)) fail(memory_.problem());
   hold(kEntry);
-  entries.emplace_back(key.value, value.value);
+  // Moved, as in insert_item: the callers drop both slots next.
+  entries.emplace_back(std::move(key.value), std::move(value.value));
   c.key_hashes.push_back(key.hashable ? key.hash : 0);
   if (!key.hashable) return;
   if (c.index) {
@@ -352,11 +355,11 @@ void Builder::memo_get(std::uint64_t index) {
   push_slot(it->second);
 }
 
-std::uint64_t Builder::held_by(const std::shared_ptr<Value>& root) const {
+std::uint64_t Builder::held_by(const std::shared_ptr<Value>& root) {
   // Mirrors what the value's making counted (push_scalar, push_empty, build_tuple,
   // insert_item, insert_entry); shared constants (None, True, False, taken()) count nothing.
   std::uint64_t bytes = 0;
-  std::vector<const Value*> work;
+  std::vector<const Value*>& work = held_work_;  // empty between calls; its capacity is reused
   if (root.use_count() == 1) work.push_back(root.get());
   while (!work.empty()) {
     const Value& v = *work.back();

@@ -103,14 +103,15 @@ class Builder {
   // Records that `child` goes inside a container; returns the container depth it implies.
   std::uint32_t adopt(const Slot& child);
   Container& mutable_target(const Slot& target, Value::Kind kind, const char* what);
-  void insert_item(const Slot& list, const Slot& item);
-  void insert_entry(const Slot& dict, const Slot& key, const Slot& value);
+  // Both move the item's (key's, value's) reference out of its slot: callers drop those slots next.
+  void insert_item(const Slot& list, Slot& item);
+  void insert_entry(const Slot& dict, Slot& key, Slot& value);
   void build_tuple(std::size_t first);
   void put(std::uint64_t index, const Slot& slot);
   std::uint64_t memo_entries() const;  // distinct indices set: Python's len(memo)
   // Bytes counted for `v` and, when the caller holds its only reference, for everything only it
   // holds: what dropping it gives back (streaming).
-  std::uint64_t held_by(const std::shared_ptr<Value>& v) const;
+  std::uint64_t held_by(const std::shared_ptr<Value>& v);
 
   std::vector<Slot> stack_;
   std::vector<std::size_t> marks_;
@@ -125,6 +126,7 @@ class Builder {
   std::uint64_t compare_budget_;
   MemoryCap& memory_;
   std::size_t stack_peak_ = 0, marks_peak_ = 0;  // slots counted so far (vectors keep capacity)
+  std::vector<const Value*> held_work_;          // held_by's walk, kept: it runs once per taken item
 };
 
 }  // namespace coopsim::pickle::detail

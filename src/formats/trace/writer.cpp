@@ -1,6 +1,7 @@
 // Writer for coopsim trace format v1 (docs/trace-format.md): header, all tensor definitions,
 // all op definitions, then the events, times in the header's unit (exact decimals). gzip when
 // the path ends in ".gz". Output goes through an OutputFile (temporary file, renamed at the end).
+#include <fmt/compile.h>
 #include <fmt/format.h>
 #include <fcntl.h>
 #include <unistd.h>
@@ -18,6 +19,8 @@
 namespace coopsim {
 namespace {
 
+// Written with fmt::format_to(fmt::appender(buf_), ...), straight into the buffer (a
+// std::back_inserter would go through fmt's intermediate copying buffer at every call).
 using Buffer = fmt::memory_buffer;
 
 class Writer {
@@ -142,7 +145,7 @@ class Writer {
         case '\t': buf_.append(std::string_view("\\t")); break;
         default:
           if (c < 0x20) {
-            fmt::format_to(std::back_inserter(buf_), "\\u{:04x}", c);
+            fmt::format_to(fmt::appender(buf_), "\\u{:04x}", c);
           } else {
             buf_.push_back(ch);
           }
@@ -172,7 +175,7 @@ class Writer {
       buf_.append(std::string_view(R"(,"source":)"));
       json(h.source);
     }
-    fmt::format_to(std::back_inserter(buf_), R"(,"time_unit":"{}","iterations":{})", h.time_unit, h.iterations);
+    fmt::format_to(fmt::appender(buf_), R"(,"time_unit":"{}","iterations":{})", h.time_unit, h.iterations);
     if (h.extra.is_object()) {
       for (const auto& [key, value] : h.extra.items()) {
         buf_.push_back(',');
@@ -185,8 +188,8 @@ class Writer {
   }
 
   void tensor(const TensorInfo& t) {
-    fmt::format_to(std::back_inserter(buf_), R"({{"kind":"tensor","id":{},"bytes":{},"role":"{}")", t.file_id,
-                   t.size.value, to_string(t.role));
+    fmt::format_to(fmt::appender(buf_), FMT_COMPILE(R"({{"kind":"tensor","id":{},"bytes":{},"role":"{}")"), t.file_id,
+                   t.size.value, to_string(t.role));  // one line per tensor: compiled, as event()
     if (!t.name.empty()) {
       buf_.append(std::string_view(R"(,"name":)"));
       string(t.name);
@@ -196,10 +199,10 @@ class Writer {
 
   void ids(std::string_view key, const std::vector<TensorId>& list) {
     if (list.empty()) return;
-    fmt::format_to(std::back_inserter(buf_), R"(,"{}":[)", key);
+    fmt::format_to(fmt::appender(buf_), R"(,"{}":[)", key);
     for (std::size_t i = 0; i < list.size(); ++i) {
       if (i > 0) buf_.push_back(',');
-      fmt::format_to(std::back_inserter(buf_), "{}", file_id(list[i]));
+      fmt::format_to(fmt::appender(buf_), "{}", file_id(list[i]));
     }
     buf_.push_back(']');
   }
@@ -207,7 +210,7 @@ class Writer {
   std::uint64_t file_id(TensorId t) const { return trace_.tensors[index_of(t)].file_id; }
 
   void op(const OpInfo& op) {
-    fmt::format_to(std::back_inserter(buf_), R"({{"kind":"op","id":{})", op.file_id);
+    fmt::format_to(fmt::appender(buf_), R"({{"kind":"op","id":{})", op.file_id);
     if (!op.name.empty()) {
       buf_.append(std::string_view(R"(,"name":)"));
       string(op.name);
@@ -220,7 +223,7 @@ class Writer {
       buf_.append(std::string_view(R"(,"views":[)"));
       for (std::size_t i = 0; i < op.views.size(); ++i) {
         if (i > 0) buf_.push_back(',');
-        fmt::format_to(std::back_inserter(buf_), "[{},{}]", file_id(op.views[i].first), file_id(op.views[i].second));
+        fmt::format_to(fmt::appender(buf_), "[{},{}]", file_id(op.views[i].first), file_id(op.views[i].second));
       }
       buf_.push_back(']');
     }
@@ -230,18 +233,18 @@ class Writer {
   }
 
   void segment(const InitialSegment& seg) {
-    fmt::format_to(std::back_inserter(buf_), R"({{"kind":"segment","addr":{},"size":{})", seg.addr, seg.size().value);
-    if (seg.stream != 0) fmt::format_to(std::back_inserter(buf_), R"(,"stream":{})", seg.stream);
-    fmt::format_to(std::back_inserter(buf_), R"(,"pool":"{}")", to_string(seg.pool));
+    fmt::format_to(fmt::appender(buf_), R"({{"kind":"segment","addr":{},"size":{})", seg.addr, seg.size().value);
+    if (seg.stream != 0) fmt::format_to(fmt::appender(buf_), R"(,"stream":{})", seg.stream);
+    fmt::format_to(fmt::appender(buf_), R"(,"pool":"{}")", to_string(seg.pool));
     if (seg.expandable) buf_.append(std::string_view(R"(,"expandable":true)"));
     buf_.append(std::string_view(R"(,"blocks":[)"));
     for (std::size_t i = 0; i < seg.blocks.size(); ++i) {
       const InitialBlock& b = seg.blocks[i];
       if (i > 0) buf_.push_back(',');
       if (b.is_free()) {
-        fmt::format_to(std::back_inserter(buf_), R"({{"size":{},"free":true}})", b.size.value);
+        fmt::format_to(fmt::appender(buf_), R"({{"size":{},"free":true}})", b.size.value);
       } else {
-        fmt::format_to(std::back_inserter(buf_), R"({{"size":{},"tensor":{}}})", b.size.value,
+        fmt::format_to(fmt::appender(buf_), R"({{"size":{},"tensor":{}}})", b.size.value,
                        trace_.tensor(b.tensor).file_id);
       }
     }
@@ -250,31 +253,35 @@ class Writer {
   }
 
   void segment_address(const SegmentAddress& a) {
-    fmt::format_to(std::back_inserter(buf_), R"({{"kind":"segment_address","addr":{},"size":{})", a.addr, a.size.value);
-    if (a.stream != 0) fmt::format_to(std::back_inserter(buf_), R"(,"stream":{})", a.stream);
-    fmt::format_to(std::back_inserter(buf_), R"(,"pool":"{}")", to_string(a.pool));
+    fmt::format_to(fmt::appender(buf_), R"({{"kind":"segment_address","addr":{},"size":{})", a.addr, a.size.value);
+    if (a.stream != 0) fmt::format_to(fmt::appender(buf_), R"(,"stream":{})", a.stream);
+    fmt::format_to(fmt::appender(buf_), R"(,"pool":"{}")", to_string(a.pool));
     if (a.expandable) buf_.append(std::string_view(R"(,"expandable":true)"));
     end_line();
   }
 
+  // Millions of lines: the formats are compiled (FMT_COMPILE), not parsed at every call; the
+  // text is the same.
   void event(const TraceEvent& e) {
-    fmt::format_to(std::back_inserter(buf_), R"({{"kind":"{}")", to_string(e.kind));
+    fmt::format_to(fmt::appender(buf_), FMT_COMPILE(R"({{"kind":"{}")"), to_string(e.kind));
     switch (e.kind) {
       case EventKind::Alloc:
       case EventKind::Free:
-        fmt::format_to(std::back_inserter(buf_), R"(,"tensor":{})", trace_.tensor(e.tensor()).file_id);
+        fmt::format_to(fmt::appender(buf_), FMT_COMPILE(R"(,"tensor":{})"), trace_.tensor(e.tensor()).file_id);
         break;
       case EventKind::Access:
-        fmt::format_to(std::back_inserter(buf_), R"(,"tensor":{},"mode":"{}")", trace_.tensor(e.tensor()).file_id,
-                       e.write ? "write" : "read");
+        fmt::format_to(fmt::appender(buf_), FMT_COMPILE(R"(,"tensor":{},"mode":"{}")"),
+                       trace_.tensor(e.tensor()).file_id, e.write ? "write" : "read");
         if (const auto by = e.access_op()) {
-          fmt::format_to(std::back_inserter(buf_), R"(,"op":{})", trace_.op(*by).file_id);
+          fmt::format_to(fmt::appender(buf_), FMT_COMPILE(R"(,"op":{})"), trace_.op(*by).file_id);
         }
         break;
       case EventKind::Compute:
-        fmt::format_to(std::back_inserter(buf_), R"(,"op":{})", trace_.op(e.compute_op()).file_id);
+        fmt::format_to(fmt::appender(buf_), FMT_COMPILE(R"(,"op":{})"), trace_.op(e.compute_op()).file_id);
         break;
-      case EventKind::Iteration: fmt::format_to(std::back_inserter(buf_), R"(,"index":{})", e.iteration_index()); break;
+      case EventKind::Iteration:
+        fmt::format_to(fmt::appender(buf_), FMT_COMPILE(R"(,"index":{})"), e.iteration_index());
+        break;
       case EventKind::Mark:
         buf_.append(std::string_view(R"(,"label":)"));
         string(trace_.labels[e.label_index()]);
@@ -286,8 +293,9 @@ class Writer {
     }
     const bool has_stream = e.kind == EventKind::Alloc || e.kind == EventKind::Free || e.kind == EventKind::Access ||
                             e.kind == EventKind::Compute;
-    if (has_stream && e.stream != 0) fmt::format_to(std::back_inserter(buf_), R"(,"stream":{})", e.stream);
-    if (e.kind == EventKind::Alloc && e.addr != 0) fmt::format_to(std::back_inserter(buf_), R"(,"addr":{})", e.addr);
+    if (has_stream && e.stream != 0) fmt::format_to(fmt::appender(buf_), FMT_COMPILE(R"(,"stream":{})"), e.stream);
+    if (e.kind == EventKind::Alloc && e.addr != 0)
+      fmt::format_to(fmt::appender(buf_), FMT_COMPILE(R"(,"addr":{})"), e.addr);
     end_line();
   }
 
