@@ -163,7 +163,11 @@ class EntrySink : public pickle::ItemSink {
   // a taken() would stand for an entry somewhere the importer reads as plain values).
   bool only_in(const pickle::Value& device_traces) const;
   [[nodiscard]] bool empty() const { return lists_.empty(); }
-  void clear() { lists_.clear(); }
+  void clear() {
+    lists_.clear();
+    last_list_ = nullptr;
+    last_ = nullptr;
+  }
 
  private:
   struct Taken {
@@ -172,6 +176,9 @@ class EntrySink : public pickle::ItemSink {
   };
   EntryReader& reader_;
   std::unordered_map<const pickle::Value*, Taken> lists_;
+  // The list the last entry went to (a history is one list): its node, without a lookup.
+  const pickle::Value* last_list_ = nullptr;
+  Taken* last_ = nullptr;
 };
 
 // Checks and extracts one device's part of a snapshot dict. Throws Error("<path>: <key>: ...").

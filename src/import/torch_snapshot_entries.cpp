@@ -176,8 +176,12 @@ void EntryReader::keep(Entries& entries, Entry en, std::string_view base, std::s
 bool EntrySink::take(const pickle::ValuePtr& list, const pickle::Value& item) {
   // Only what looks like a trace entry; anything else stays in the tree.
   if (item.kind != pickle::Value::Kind::Dict || item.get("action") == nullptr) return false;
-  Taken& t = lists_[list.get()];
-  if (!t.list) t.list = list;
+  if (list.get() != last_list_) {
+    last_ = &lists_[list.get()];  // a node: stays where it is while others are added
+    last_list_ = list.get();
+    if (!last_->list) last_->list = list;
+  }
+  Taken& t = *last_;
   try {
     reader_.keep(t.entries, reader_.read(item, "?", t.entries.size()), "?", t.entries.size());
   } catch (const Error&) {

@@ -106,7 +106,7 @@ void Reconstruction::add_untouched_end_blocks() {
 
 // Block sizes of the pre-existing blocks the history frees (see the file comment).
 void Reconstruction::size_preexisting_blocks() {
-  std::sort(allocs_by_addr_.begin(), allocs_by_addr_.end());
+  bool allocs_sorted = false;  // sorted when (b) first needs them: most histories have no pre-existing block
   std::vector<std::size_t> order(pre_.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return pre_[a].addr < pre_[b].addr; });
@@ -176,6 +176,10 @@ void Reconstruction::size_preexisting_blocks() {
     const bool next_is_block = limit < seg->addr + seg->size;
     std::size_t first = kNone;
     std::uint64_t first_addr = 0;
+    if (!allocs_sorted) {
+      std::sort(allocs_by_addr_.begin(), allocs_by_addr_.end());
+      allocs_sorted = true;
+    }
     for (auto it =
              std::lower_bound(allocs_by_addr_.begin(), allocs_by_addr_.end(), std::make_pair(end, std::size_t{0}));
          it != allocs_by_addr_.end() && (it->first < limit || (next_is_block && it->first == limit)); ++it) {

@@ -19,6 +19,26 @@
 #include "pickle_pool.hpp"
 
 namespace coopsim::pickle {
+namespace detail {
+
+const std::shared_ptr<Value>& constant(Value::Kind kind, bool b) {
+  // From the heap: they outlive the per-thread free lists.
+  static const std::shared_ptr<Value> none = std::make_shared<Value>();
+  static const std::shared_ptr<Value> yes = [] {
+    auto v = std::make_shared<Value>();
+    v->kind = Value::Kind::Bool;
+    v->boolean = true;
+    return v;
+  }();
+  static const std::shared_ptr<Value> no = [] {
+    auto v = std::make_shared<Value>();
+    v->kind = Value::Kind::Bool;
+    return v;
+  }();
+  return kind == Value::Kind::None ? none : b ? yes : no;
+}
+
+}  // namespace detail
 namespace {
 
 using Kind = Value::Kind;
@@ -35,7 +55,10 @@ class Reader {
       : in_(in), name_(name), build_(kCompareBudgetBase + kCompareBudgetPerByte * in.size(), memory) {}
 
   // Streaming (pickle_stream.hpp): keep only the memo entries in `fetched`; `sink` takes items.
-  void stream(const detail::IndexSet& fetched, ItemSink& sink) { build_.stream(fetched, sink); }
+  void stream(const detail::IndexSet& fetched, ItemSink& sink) {
+    build_.stream(fetched, sink);
+    streaming_ = true;
+  }
 
   ValuePtr run() {
     for (;;) {
@@ -100,23 +123,7 @@ class Reader {
     return v;
   }
 
-  // None, True and False are never changed: one value each, shared by every pickle (from the
-  // heap: they outlive the per-thread free lists).
-  static const std::shared_ptr<Value>& constant(Kind kind, bool b = false) {
-    static const std::shared_ptr<Value> none = std::make_shared<Value>();
-    static const std::shared_ptr<Value> yes = [] {
-      auto v = std::make_shared<Value>();
-      v->kind = Kind::Bool;
-      v->boolean = true;
-      return v;
-    }();
-    static const std::shared_ptr<Value> no = [] {
-      auto v = std::make_shared<Value>();
-      v->kind = Kind::Bool;
-      return v;
-    }();
-    return kind == Kind::None ? none : b ? yes : no;
-  }
+  static const std::shared_ptr<Value>& constant(Kind kind, bool b = false) { return detail::constant(kind, b); }
 
   void push_int(std::int64_t i) {
     auto v = make(Kind::Int);
@@ -180,14 +187,27 @@ class Reader {
     fail(fmt::format("opcode {} (0x{:02x}) would import or call code; refusing", op::name(op_), op_));
   }
 
+  // After EMPTY_DICT while streaming: the dict and the opcodes up to its SETITEMS in one step
+  // (pickle_flat_dict.cpp) where they have that shape; false, nothing read, otherwise.
+  bool flat_dict() {
+    const std::size_t n = detail::scan_flat_dict(in_.peek(kFlatPeek), flat_);
+    if (n == 0 || !build_.flat_dict(flat_)) return false;
+    in_.advance(n);
+    return true;
+  }
+
   void step();
   ValuePtr stop();
+
+  static constexpr std::size_t kFlatPeek = 512;  // far more than the 16 entries a flat dict may have
 
   Input& in_;
   const std::string& name_;
   std::uint64_t op_at_ = 0;  // offset of the current opcode
   unsigned char op_ = 0;
   detail::Builder build_;
+  bool streaming_ = false;
+  detail::FlatDict flat_;
 };
 
 void Reader::step() {
@@ -275,7 +295,9 @@ void Reader::step() {
     case op::kPopMark: return build_.pop_mark();
     case op::kDup: return build_.dup();
     case op::kEmptyList: return build_.push_empty(Kind::List);
-    case op::kEmptyDict: return build_.push_empty(Kind::Dict);
+    case op::kEmptyDict:
+      if (streaming_ && flat_dict()) return;
+      return build_.push_empty(Kind::Dict);
     case op::kEmptyTuple: return build_.push_empty(Kind::Tuple);
     case op::kAppend: return build_.append();
     case op::kAppends: return build_.appends();

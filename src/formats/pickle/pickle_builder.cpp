@@ -67,8 +67,6 @@ std::size_t Builder::take_mark() {
   return first;
 }
 
-std::uint32_t Builder::depth_of(const Slot& s) const { return s.container ? s.container->depth : s.depth; }
-
 void Builder::check_depth(std::size_t depth) const {
   if (depth > kMaxDepth) fail(fmt::format("nesting deeper than {} levels; refusing", kMaxDepth));
 }
@@ -229,6 +227,11 @@ void Builder::insert_entry(const Slot& dict, Slot& key, Slot& value) {
   const std::uint32_t depth = std::max(adopt(key), adopt(value));
   c.depth = std::max(c.depth, depth);
   auto& entries = dict.value->entries;
+  // A flat dict (pickle_flat_dict.cpp) leaves its keys' hashes to the first insertion after it:
+  // its keys are strings, hashed from their text.
+  while (c.key_hashes.size() < entries.size()) {
+    c.key_hashes.push_back(hash_scalar(*entries[c.key_hashes.size()].first));
+  }
   // Python's d[key] = value: an equal key keeps its place (and its first key object).
   auto same_key = [&](std::size_t i) {
     const auto equal = key_equal(entries[i].first.get(), key.value.get(), compare_budget_);

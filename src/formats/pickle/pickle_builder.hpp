@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -22,6 +23,29 @@ namespace coopsim::pickle::detail {
 struct BuildError {
   std::string problem;
 };
+
+// A dict pickled as EMPTY_DICT [MEMOIZE | BINPUT i | LONG_BINPUT i] MARK (key value)* SETITEMS
+// whose keys are memo references and whose values are memo references, small ints, None, True or
+// False: the shape of every entry of a memory snapshot's history after the first few. The
+// reader decodes such a run of opcodes ahead (pickle_flat_dict.cpp) and the builder makes the
+// dict in one step; anything else goes opcode by opcode.
+struct FlatDict {
+  static constexpr std::size_t kMaxItems = 32;  // keys and values: at most 16 entries (no hash index)
+  enum class Put : std::uint8_t { None, Memoize, Index };
+  enum class ItemKind : std::uint8_t { Get, Int, None, True, False };
+  struct Item {
+    ItemKind kind = ItemKind::None;
+    std::uint64_t value = 0;  // Get: the memo index; Int: the integer's bits
+  };
+  Put put = Put::None;
+  std::uint64_t put_index = 0;
+  std::size_t size = 0;  // items used
+  Item items[kMaxItems];
+};
+
+// Decodes a FlatDict from `bytes`, which follow an EMPTY_DICT opcode; returns the bytes it spans
+// up to and including SETITEMS, or 0 where they do not have that shape.
+std::size_t scan_flat_dict(std::string_view bytes, FlatDict& out);
 
 class Builder {
  public:
@@ -59,6 +83,11 @@ class Builder {
   bool has_open_mark() const { return !marks_.empty(); }
   // STOP: exactly one value and no open MARK.
   ValuePtr finish();
+  // Streaming only: makes the dict `d` describes, as EMPTY_DICT, its memo put, MARK, the items
+  // and SETITEMS would, and pushes it. False, changing nothing, where any of those opcodes would
+  // fail, count a new stack slot or memo entry, or meet equal keys: the caller then runs them one
+  // by one (and reports their errors at their own offsets).
+  bool flat_dict(const FlatDict& d);
 
  private:
   static constexpr std::size_t kIndexAfter = 16;  // dicts past this many entries get a hash index
@@ -67,7 +96,7 @@ class Builder {
   struct Container {
     std::uint32_t depth = 1;
     bool complete = false;                  // placed inside another container: no further mutation
-    std::vector<std::uint64_t> key_hashes;  // dicts: hash of each entry's key
+    std::vector<std::uint64_t> key_hashes;  // dicts: hash of each entry's key (a flat dict's: on demand)
     std::unique_ptr<std::unordered_multimap<std::uint64_t, std::size_t>> index;
   };
   struct Slot {  // 48 bytes: one per stack entry and kept memo entry
@@ -98,7 +127,7 @@ class Builder {
   std::size_t fence() const { return marks_.empty() ? 0 : marks_.back(); }
   void need(std::size_t n) const;
   std::size_t take_mark();  // pops the last MARK; returns where its values start
-  std::uint32_t depth_of(const Slot& s) const;
+  static std::uint32_t depth_of(const Slot& s) { return s.container ? s.container->depth : s.depth; }
   void check_depth(std::size_t depth) const;
   // Records that `child` goes inside a container; returns the container depth it implies.
   std::uint32_t adopt(const Slot& child);

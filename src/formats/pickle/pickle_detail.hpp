@@ -39,5 +39,7 @@ std::uint64_t hash_combine(std::uint64_t h, std::uint64_t item);
 // exactly; tuples item by item; lists and dicts only equal themselves). Iterative. Each node
 // pair compared costs one unit of `budget`; std::nullopt when the budget runs out.
 std::optional<bool> key_equal(const Value* a, const Value* b, std::uint64_t& budget);
+// None, True and False are never changed: one value each, shared by every pickle (pickle.cpp).
+const std::shared_ptr<Value>& constant(Value::Kind kind, bool b = false);
 
 }  // namespace coopsim::pickle::detail

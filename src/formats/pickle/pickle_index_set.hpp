@@ -5,7 +5,6 @@
 // unpickler uses to keep the fetched memo entries in a plain vector.
 #pragma once
 
-#include <bit>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -40,7 +39,7 @@ class IndexSet {
     std::uint64_t n = 0;
     for (std::size_t w = 0; w < words_.size(); ++w) {
       before_[w] = n;
-      n += static_cast<std::uint64_t>(std::popcount(words_[w]));
+      n += ones(words_[w]);
     }
     for (auto& [index, rank] : sparse_) rank = n++;
     size_ = n;
@@ -52,8 +51,7 @@ class IndexSet {
       const std::uint64_t word = words_[static_cast<std::size_t>(index / 64)];
       const std::uint64_t bit = std::uint64_t{1} << (index % 64);
       if ((word & bit) != 0) {
-        return before_[static_cast<std::size_t>(index / 64)] +
-               static_cast<std::uint64_t>(std::popcount(word & (bit - 1)));
+        return before_[static_cast<std::size_t>(index / 64)] + ones(word & (bit - 1));
       }
     }
     const auto it = sparse_.find(index);
@@ -62,6 +60,14 @@ class IndexSet {
   }
 
  private:
+  // std::popcount without a popcnt instruction (the build targets no particular CPU) is a
+  // library call; this is the same count inline (bit-sliced sums).
+  static std::uint64_t ones(std::uint64_t x) {
+    x -= (x >> 1) & 0x5555555555555555ULL;
+    x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
+    x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0FULL;
+    return (x * 0x0101010101010101ULL) >> 56;
+  }
   static constexpr std::uint64_t kGrowth = 1 << 16;  // bits added at a time
   [[nodiscard]] std::uint64_t bits() const { return std::uint64_t{words_.size()} * 64; }
   std::vector<std::uint64_t> words_;

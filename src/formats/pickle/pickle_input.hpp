@@ -4,6 +4,7 @@
 // a pickle takes memory for its largest argument, not for the file.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -53,6 +54,20 @@ class Input {
     at_ += n;
     pos_ += n;
     return s;
+  }
+  // Up to the next n (at most kChunk) bytes, fewer only at the end, without reading past them;
+  // valid until the next call.
+  std::string_view peek(std::size_t n) {
+    if (size_known_ && n > left()) n = static_cast<std::size_t>(left());
+    if (window_.size() - at_ < n && left() > window_.size() - at_) fill(n);
+    return window_.substr(at_, std::min(n, window_.size() - at_));
+  }
+  // The unread bytes already in memory (no reading).
+  [[nodiscard]] std::string_view buffered() const { return window_.substr(at_); }
+  // Passes over n bytes of what peek() or buffered() returned.
+  void advance(std::size_t n) {
+    at_ += n;
+    pos_ += n;
   }
   // Passes over n bytes without keeping them; false (at the end) when fewer are left.
   bool skip(std::uint64_t n);
