@@ -28,7 +28,7 @@
 namespace coopsim {
 
 namespace {
-constexpr std::string_view kWho = "cnmem";
+constexpr std::string_view kCnmemWho = "cnmem";
 }
 
 std::vector<ParamDoc> CnMemAllocator::param_docs() {
@@ -108,7 +108,7 @@ std::optional<Block> CnMemAllocator::allocate(const AllocRequest& request) {
 }
 
 void CnMemAllocator::deallocate(const Block& block) {
-  pieces_.release(block.addr, block.size.value, block.requested.value, kWho);
+  pieces_.release(block.addr, block.size.value, block.requested.value, kCnmemWho);
 }
 
 AllocatorStats CnMemAllocator::stats() const {
@@ -135,7 +135,7 @@ void CnMemAllocator::segment_starts(std::vector<std::uint64_t>& out) const {
 }
 
 void CnMemAllocator::check_invariants() const {
-  pieces_.check(kWho, kGranularity, 0);
+  pieces_.check(kCnmemWho, kGranularity, 0);
   auto fail = [](const std::string& what) { throw InvariantError("cnmem: " + what); };
   // Walk the list region by region: each region starts with its head piece and its pieces tile
   // it exactly up to the next head.

@@ -35,7 +35,7 @@ class ActionCounter : public pickle::ItemSink {
   std::map<std::string, std::uint64_t> actions;
 };
 
-struct Reader {
+struct SummaryReader {
   const std::string& path;
   [[noreturn]] void fail(const std::string& key, const std::string& problem) const {
     throw Error(fmt::format("{}: {}: {}", path, key, problem));
@@ -101,7 +101,7 @@ struct Segment {
 std::string segsum_text(const std::string& path, const Limits& limits) {
   ActionCounter sink;
   const pickle::ValuePtr root = read(path, limits, sink);
-  const Reader r{path};
+  const SummaryReader r{path};
   const Value& segs = r.segments(*root);
   std::vector<Segment> order;
   for (std::size_t i = 0; i < segs.items.size(); ++i) {
@@ -194,7 +194,7 @@ std::string segsum_text(const std::string& path, const Limits& limits) {
 SnapshotStats snapshot_stats(const std::string& path, const Limits& limits) {
   ActionCounter sink;
   const pickle::ValuePtr root = read(path, limits, sink);
-  const Reader r{path};
+  const SummaryReader r{path};
   const Value& segs = r.segments(*root);
   SnapshotStats s;
   s.segments = segs.items.size();

@@ -97,7 +97,7 @@ struct Live {
   std::uint32_t frames = kNoFrames;
 };
 
-std::int64_t micros(SimTime t) { return t.count() / 1000; }
+std::int64_t event_micros(SimTime t) { return t.count() / 1000; }
 
 // Derived segments (models that do not report theirs): the maximal ranges the blocks ever
 // covered, each opened by the Alloc record of its lowest record index.
@@ -280,7 +280,8 @@ std::string torch_snapshot_pickle(const Trace& trace, const RunLog& log, const R
       const LogSegment& s = log.segments[next_change];
       const std::uint64_t addr = where.of_address(s.change.addr);
       const std::uint32_t f = frames.of_segment(s);
-      entries.push_back({to_string(s.change.action), addr, s.change.size.value, s.change.stream, micros(s.time), f});
+      entries.push_back(
+          {to_string(s.change.action), addr, s.change.size.value, s.change.stream, event_micros(s.time), f});
       if (s.change.action == SegmentAction::Alloc || s.change.action == SegmentAction::Map) segment_frames[addr] = f;
       last = std::max(last, s.time);
     }
@@ -292,11 +293,11 @@ std::string torch_snapshot_pickle(const Trace& trace, const RunLog& log, const R
     if (r.kind == LogKind::Alloc) {
       const LogRef& ref = log.ref(r);
       if (const auto o = opens.find(i); o != opens.end()) {
-        entries.push_back({"segment_alloc", o->second->lo, o->second->hi - o->second->lo, r.stream, micros(r.start),
-                           frames.of_alloc(i)});
+        entries.push_back({"segment_alloc", o->second->lo, o->second->hi - o->second->lo, r.stream,
+                           event_micros(r.start), frames.of_alloc(i)});
       }
       const std::uint64_t addr = where.of(i);
-      entries.push_back({"alloc", addr, requested(ref), r.stream, micros(r.start), frames.of_alloc(i)});
+      entries.push_back({"alloc", addr, requested(ref), r.stream, event_micros(r.start), frames.of_alloc(i)});
       live_by_log_addr[ref.addr] = i;
       live[addr] = Live{addr, ref.size.value, requested(ref), frames.of_alloc(i)};
     } else if (r.kind == LogKind::Free) {
@@ -306,8 +307,8 @@ std::string torch_snapshot_pickle(const Trace& trace, const RunLog& log, const R
       const std::uint64_t addr = where.of(it->second);
       const std::uint64_t size = requested(log.ref(placed));
       const std::uint32_t f = frames.of_alloc(it->second);
-      entries.push_back({"free_requested", addr, size, placed.stream, micros(r.start), f});
-      entries.push_back({"free_completed", addr, size, placed.stream, micros(r.start), f});
+      entries.push_back({"free_requested", addr, size, placed.stream, event_micros(r.start), f});
+      entries.push_back({"free_completed", addr, size, placed.stream, event_micros(r.start), f});
       live.erase(addr);
       live_by_log_addr.erase(it);
     }
@@ -316,7 +317,7 @@ std::string torch_snapshot_pickle(const Trace& trace, const RunLog& log, const R
   if (report.status == RunStatus::OutOfMemory && report.oom) {
     const OomPoint& o = *report.oom;
     const std::uint64_t free = report.budget > o.reserved ? (report.budget - o.reserved).value : 0;
-    entries.push_back({"oom", 0, o.requested.value, 0, micros(std::max(last, report.time.simulated)),
+    entries.push_back({"oom", 0, o.requested.value, 0, event_micros(std::max(last, report.time.simulated)),
                        frames.of_request(o.tensor_file_id), free});
   }
 

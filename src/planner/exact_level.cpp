@@ -21,14 +21,6 @@ namespace coopsim::plan::detail {
 
 namespace {
 
-constexpr std::int64_t kUnplaced = -1;
-constexpr std::int64_t kInfinity = std::numeric_limits<std::int64_t>::max();
-
-struct Part {
-  std::uint32_t lo = 0, hi = 0;        // section range [lo, hi)
-  std::vector<std::uint32_t> buffers;  // unplaced when the part was made
-};
-
 class LevelSearch final : public Searcher {
  public:
   LevelSearch(const Layout& layout, std::int64_t capacity, Budget& budget)

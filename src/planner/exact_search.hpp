@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -13,6 +14,17 @@
 #include "placement.hpp"
 
 namespace coopsim::plan::detail {
+
+// Shared by both searches: a buffer's offset before it is placed, and "no bound".
+inline constexpr std::int64_t kUnplaced = -1;
+inline constexpr std::int64_t kInfinity = std::numeric_limits<std::int64_t>::max();
+
+// A range of sections [lo, hi) decided on its own, with the buffers unplaced when it was made
+// (the skyline search keeps them by preorder rank).
+struct Part {
+  std::uint32_t lo = 0, hi = 0;
+  std::vector<std::uint32_t> buffers;
+};
 
 // Sections are the intervals between consecutive distinct lifetime end points; buffer i is
 // alive in sections [first[i], last[i]). Everything here is independent of the capacity.

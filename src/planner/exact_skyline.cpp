@@ -23,14 +23,7 @@ namespace coopsim::plan::detail {
 
 namespace {
 
-constexpr std::int64_t kUnplaced = -1;
 constexpr std::int64_t kNone = -1;
-constexpr std::int64_t kInfinity = std::numeric_limits<std::int64_t>::max();
-
-struct Part {
-  std::uint32_t lo = 0, hi = 0;        // section range [lo, hi)
-  std::vector<std::uint32_t> buffers;  // unplaced when the part was made, by preorder rank
-};
 
 class SkylineSearch final : public Searcher {
  public:

@@ -17,6 +17,9 @@
 namespace fs = std::filesystem;
 using namespace coopsim;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace trace_catalogue_test {
+
 namespace {
 
 struct Case {
@@ -417,3 +420,5 @@ TEST_CASE("catalogue: gzip damage and unreadable files", "[catalogue]") {
     CHECK(load_error(p) == p + ":0: cannot open trace file: No such file or directory");
   }
 }
+
+}  // namespace trace_catalogue_test

@@ -10,6 +10,9 @@
 
 using namespace coopsim;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace allocator_contract_test {
+
 namespace {
 
 std::vector<std::string> allocator_names() {
@@ -132,3 +135,5 @@ TEST_CASE("every allocator refuses what exceeds its capacity and reports ranges 
   for (std::size_t i = 1; i < ranges.size(); ++i) CHECK(ranges[i - 1].addr < ranges[i].addr);
   alloc->check_invariants();
 }
+
+}  // namespace allocator_contract_test

@@ -29,6 +29,9 @@
 
 using namespace coopsim;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace policy_contract_test {
+
 namespace {
 
 std::vector<std::filesystem::path> smallest_bundled(std::size_t n) {
@@ -113,3 +116,5 @@ TEST_CASE("every registered policy honours the engine contract on generated trai
   }
   CHECK(runs == 2 * c.policies.entries().size() * c.allocators.entries().size() * 3);
 }
+
+}  // namespace policy_contract_test

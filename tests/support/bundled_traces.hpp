@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <initializer_list>
@@ -36,12 +37,15 @@ inline bool sanitize_pass() {
 // (runs that complete, that swap) hold in each shard as in the whole, and the shards take about
 // equal time. Unset: one shard, every combination. A malformed value throws (the case fails
 // rather than silently running nothing or everything).
-// With `halve_under_sanitizer` and COOPSIM_SANITIZE=1 (the ASan + UBSan pass, several times
-// slower; the normal pass runs every combination) a shard runs half of its combinations, those
-// whose index sum is k - 1 modulo 2n: still every trace, policy, allocator and budget.
+// With `sanitizer_sample` s > 1 and COOPSIM_SANITIZE=1 (the ASan + UBSan pass, several times
+// slower, which looks for memory errors and undefined behaviour; the normal pass runs every
+// combination) a shard runs a fixed pseudo-random 1/s of its combinations: those whose index tuple
+// hashes to 0 modulo s. A hash, not a stride: a stride over index sums or ordinals aliases with
+// the loop sizes and would leave whole traces or allocators out.
 class BundledShard {
  public:
-  explicit BundledShard(bool halve_under_sanitizer = false) : halve_(halve_under_sanitizer && sanitize_pass()) {
+  explicit BundledShard(unsigned sanitizer_sample = 1) : sample_(sanitize_pass() ? sanitizer_sample : 1) {
+    if (sample_ == 0) throw std::invalid_argument("BundledShard: the sanitizer sample must be at least 1");
     const char* env = std::getenv("COOPSIM_BUNDLED_SHARD");
     if (env == nullptr || *env == '\0') return;
     const std::string_view spec(env);
@@ -61,16 +65,26 @@ class BundledShard {
     if (n_ == 0 || k_ == 0 || k_ > n_) throw bad("need 1 <= k <= n");
   }
   // Every combination runs in this process.
-  bool whole() const { return n_ == 1 && !halve_; }
+  bool whole() const { return n_ == 1 && sample_ == 1; }
   bool runs(std::initializer_list<std::size_t> indices) const {
     std::size_t sum = 0;
-    for (const std::size_t i : indices) sum += i;
-    const std::size_t period = halve_ ? 2 * n_ : n_;
-    return sum % period == k_ - 1;
+    std::uint64_t hash = 0;
+    for (const std::size_t i : indices) {
+      sum += i;
+      hash = mix(hash ^ (i + 0x9e3779b97f4a7c15ULL));
+    }
+    return sum % n_ == k_ - 1 && hash % sample_ == 0;
   }
 
  private:
-  bool halve_ = false;
+  // splitmix64's finalizer (Steele, Lea and Flood, "Fast splittable pseudorandom number
+  // generators", OOPSLA 2014).
+  static std::uint64_t mix(std::uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  unsigned sample_ = 1;
   std::size_t k_ = 1, n_ = 1;
 };
 

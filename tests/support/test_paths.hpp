@@ -2,6 +2,7 @@
 #pragma once
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 namespace coopsim::test {
@@ -17,5 +18,15 @@ inline std::filesystem::path scratch_dir(const std::string& name) {
   std::filesystem::create_directories(dir);
   return dir;
 }
+
+// Writes `text` to dir/name byte for byte; returns the path.
+inline std::string write_file(const std::filesystem::path& dir, const std::string& name, const std::string& text) {
+  const std::string p = (dir / name).string();
+  std::ofstream(p, std::ios::binary) << text;
+  return p;
+}
+
+// A coopsim trace's header line: 38 bytes and a newline, so line 1 holds bytes 1..39.
+inline const std::string kTraceHeader = "{\"format\":\"coopsim-trace\",\"version\":1}\n";
 
 }  // namespace coopsim::test

@@ -23,6 +23,9 @@
 using namespace coopsim;
 namespace fs = std::filesystem;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace acceptance_test {
+
 namespace {
 
 std::string error_of(const std::string& text, std::uint64_t first_line = 1) {
@@ -120,3 +123,5 @@ TEST_CASE("the sweep lock refuses a hard link to another file (its truncation wo
   fs::remove(dir / sweep::kLockFile);
   CHECK_NOTHROW(sweep::DirLock(dir));  // a lock file of its own is taken (and created)
 }
+
+}  // namespace acceptance_test

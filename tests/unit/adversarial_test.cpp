@@ -20,15 +20,10 @@
 namespace fs = std::filesystem;
 using namespace coopsim;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace adversarial_test {
+
 namespace {
-
-const std::string H = "{\"format\":\"coopsim-trace\",\"version\":1}\n";
-
-std::string write(const fs::path& dir, const std::string& name, const std::string& text) {
-  const std::string p = (dir / name).string();
-  std::ofstream(p, std::ios::binary) << text;
-  return p;
-}
 
 Report run(const Trace& t, const std::string& allocator, const std::string& policy, std::uint64_t budget) {
   SimConfig cfg;
@@ -42,12 +37,12 @@ TEST_CASE("adversarial: 10^6 tiny tensors load, summarize and replay", "[adversa
   // Every tensor is allocated before the first is freed: 10^6 live blocks at the peak.
   constexpr int n = 1'000'000;
   const auto dir = test::scratch_dir("adversarial-tiny");
-  std::string text = H;
+  std::string text = test::kTraceHeader;
   text.reserve(std::size_t{n} * 100);
   for (int i = 0; i < n; ++i) text += "{\"kind\":\"tensor\",\"id\":" + std::to_string(i) + ",\"bytes\":1}\n";
   for (int i = 0; i < n; ++i) text += "{\"kind\":\"alloc\",\"tensor\":" + std::to_string(i) + "}\n";
   for (int i = 0; i < n; ++i) text += "{\"kind\":\"free\",\"tensor\":" + std::to_string(i) + "}\n";
-  const std::string path = write(dir, "tiny.jsonl", text);
+  const std::string path = test::write_file(dir, "tiny.jsonl", text);
   text = std::string();
   const Trace t = load_trace(path);
   fs::remove(path);
@@ -67,12 +62,13 @@ TEST_CASE("adversarial: 10^6 tiny tensors load, summarize and replay", "[adversa
 
 TEST_CASE("adversarial: a 2^60-byte tensor is refused; 2^53-byte ones replay without overflow", "[adversarial]") {
   const auto dir = test::scratch_dir("adversarial-huge");
-  const auto p = write(dir, "huge.jsonl", H + "{\"kind\":\"tensor\",\"id\":1,\"bytes\":1152921504606846976}\n");
+  const auto p = test::write_file(
+      dir, "huge.jsonl", test::kTraceHeader + "{\"kind\":\"tensor\",\"id\":1,\"bytes\":1152921504606846976}\n");
   CHECK_THROWS_WITH(load_trace(p), p + ":2: tensor 1: field 'bytes' must be an integer in [0, 2^53] (got "
                                        "1152921504606846976)");
-  const auto dtr = write(dir, "huge.log",
-                         "{\"INSTRUCTION\":\"CONSTANT\",\"NAME\":\"p\"}\n"
-                         "{\"INSTRUCTION\":\"MEMORY\",\"MEMORY\":\"1152921504606846976\",\"NAME\":\"p\"}\n");
+  const auto dtr = test::write_file(dir, "huge.log",
+                                    "{\"INSTRUCTION\":\"CONSTANT\",\"NAME\":\"p\"}\n"
+                                    "{\"INSTRUCTION\":\"MEMORY\",\"MEMORY\":\"1152921504606846976\",\"NAME\":\"p\"}\n");
   CHECK_THROWS_WITH(import_dtr_log(dtr), dtr +
                                              ":2: MEMORY record: field 'MEMORY' must be at most 2^53 bytes (got "
                                              "'1152921504606846976')");
@@ -110,7 +106,8 @@ TEST_CASE("adversarial: a 10^5-op recompute chain read from a file", "[adversari
   constexpr int n = 100'000;
   const auto dir = test::scratch_dir("adversarial-chain");
   std::string text =
-      H + "{\"kind\":\"tensor\",\"id\":0,\"bytes\":100,\"role\":\"input\"}\n{\"kind\":\"alloc\",\"tensor\":0}\n";
+      test::kTraceHeader +
+      "{\"kind\":\"tensor\",\"id\":0,\"bytes\":100,\"role\":\"input\"}\n{\"kind\":\"alloc\",\"tensor\":0}\n";
   for (int i = 1; i <= n; ++i) {
     const std::string x = std::to_string(i), prev = std::to_string(i - 1);
     text += "{\"kind\":\"tensor\",\"id\":" + x + ",\"bytes\":100}\n";
@@ -127,7 +124,7 @@ TEST_CASE("adversarial: a 10^5-op recompute chain read from a file", "[adversari
   text += "{\"kind\":\"op\",\"id\":" + std::to_string(n + 2) + ",\"name\":\"use\",\"duration\":1,\"inputs\":[" +
           std::to_string(n) + "]}\n";
   text += "{\"kind\":\"compute\",\"op\":" + std::to_string(n + 2) + "}\n";
-  const Trace t = load_trace(write(dir, "chain.jsonl", text));
+  const Trace t = load_trace(test::write_file(dir, "chain.jsonl", text));
   CHECK(t.ops.size() == n + 2);
   const Report r = run(t, "fungible", "dtr", 300);
   REQUIRE(r.status == RunStatus::Completed);
@@ -157,27 +154,29 @@ TEST_CASE("adversarial: lines with 2*10^5 keys and ops with 65536-entry lists st
   // pair of keys (2*10^10 comparisons).
   std::string mark = "{\"kind\":\"mark\",\"label\":\"wide\"";
   for (int i = 0; i < 200'000; ++i) mark += ",\"x_" + std::to_string(i) + "\":0";
-  const Trace wide = load_trace(write(dir, "wide.jsonl", H + mark + "}\n"));
+  const Trace wide = load_trace(test::write_file(dir, "wide.jsonl", test::kTraceHeader + mark + "}\n"));
   CHECK(wide.labels == std::vector<std::string>{"wide"});
-  CHECK_THROWS_WITH(load_trace(write(dir, "dup.jsonl", H + mark + ",\"x_123456\":1}\n")),
+  CHECK_THROWS_WITH(load_trace(test::write_file(dir, "dup.jsonl", test::kTraceHeader + mark + ",\"x_123456\":1}\n")),
                     (dir / "dup.jsonl").string() + ":2: duplicate key 'x_123456'");
 
   // An op listing 65536 inputs (the default fan-in cap), each also mutated: the mutates-are-
   // inputs check used to scan the inputs once per entry (4*10^9 comparisons).
   constexpr int k = 65'536;
-  std::string text = H;
+  std::string text = test::kTraceHeader;
   std::string list;
   for (int i = 0; i < k; ++i) {
     text += "{\"kind\":\"tensor\",\"id\":" + std::to_string(i) + ",\"bytes\":8}\n";
     list += (i ? "," : "") + std::to_string(i);
   }
   text += "{\"kind\":\"op\",\"id\":0,\"inputs\":[" + list + "],\"mutates\":[" + list + "]}\n";
-  const Trace t = load_trace(write(dir, "fan.jsonl", text));
+  const Trace t = load_trace(test::write_file(dir, "fan.jsonl", text));
   CHECK(t.ops.at(0).mutated.size() == k);
 
   // A DTR record with 200000 keys: refused, in linear time, by the duplicate-key check.
   std::string call = "{\"INSTRUCTION\":\"CONSTANT\",\"NAME\":\"p\"";
   for (int i = 0; i < 200'000; ++i) call += ",\"K" + std::to_string(i) + "\":\"\"";
-  const auto dtr = write(dir, "wide.log", call + ",\"K77\":\"\"}\n");
+  const auto dtr = test::write_file(dir, "wide.log", call + ",\"K77\":\"\"}\n");
   CHECK_THROWS_WITH(import_dtr_log(dtr), dtr + ":1: duplicate key 'K77'");
 }
+
+}  // namespace adversarial_test

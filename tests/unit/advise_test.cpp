@@ -12,6 +12,9 @@
 using namespace coopsim;
 using namespace coopsim::advise;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace advise_test {
+
 namespace {
 
 constexpr std::uint64_t kMiB = 1ULL << 20;
@@ -351,3 +354,5 @@ TEST_CASE("advise: a recorded initial state is replayed from an empty allocator,
     for (const Outcome& x : r.settings) CHECK(x.status == RunStatus::Infeasible);
   }
 }
+
+}  // namespace advise_test

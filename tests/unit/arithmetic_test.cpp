@@ -21,6 +21,9 @@
 using namespace coopsim;
 using coopsim::test::TraceBuilder;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace arithmetic_test {
+
 namespace {
 
 constexpr std::int64_t kMaxNs = std::numeric_limits<std::int64_t>::max();
@@ -235,3 +238,5 @@ TEST_CASE("arithmetic: the simulated device refuses to hand out addresses past 2
   CHECK(dev.used().value == 0);
   CHECK(dev.mallocs() == 3);
 }
+
+}  // namespace arithmetic_test

@@ -18,6 +18,9 @@ using namespace coopsim;
 using coopsim::test::TraceBuilder;
 using Lines = std::vector<std::string>;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace audit_runlog_test {
+
 namespace {
 
 using Log = coopsim::test::LogBuilder;
@@ -327,3 +330,5 @@ TEST_CASE("auditor: damaged engine logs are caught", "[audit][engine]") {
     CHECK(v.violations[0].find(fmt::format("reads version {}", read.version)) != std::string::npos);
   }
 }
+
+}  // namespace audit_runlog_test

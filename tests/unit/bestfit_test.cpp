@@ -13,6 +13,9 @@
 
 using namespace coopsim;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace bestfit_test {
+
 namespace {
 
 using test::must_alloc;
@@ -33,14 +36,18 @@ std::vector<R> layout(const Allocator& a) {
 
 }  // namespace
 
+}  // namespace bestfit_test
+
 namespace Catch {
 template <>
-struct StringMaker<R> {
-  static std::string convert(const R& r) {
+struct StringMaker<bestfit_test::R> {
+  static std::string convert(const bestfit_test::R& r) {
     return "{" + std::to_string(r.addr) + ", " + std::to_string(r.size) + (r.free ? ", free}" : ", used}");
   }
 };
 }  // namespace Catch
+
+namespace bestfit_test {
 
 TEST_CASE("bestfit: empty arena reserves the whole budget as one free piece", "[bestfit]") {
   BestFitAllocator a(8_KiB);
@@ -326,3 +333,5 @@ TEST_CASE("bestfit: seeded random alloc/free keeps every invariant", "[bestfit]"
   CHECK(a.ranges().size() == 1);
   CHECK(a.stats().largest_free.value == kArena);
 }
+
+}  // namespace bestfit_test

@@ -15,6 +15,9 @@
 
 using namespace coopsim;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace cnmem_test {
+
 namespace {
 
 constexpr std::uint64_t B = DeviceMemory::kBaseAddress;
@@ -38,15 +41,19 @@ std::vector<R> layout(const Allocator& a) {
 
 }  // namespace
 
+}  // namespace cnmem_test
+
 namespace Catch {
 template <>
-struct StringMaker<R> {
-  static std::string convert(const R& r) {
+struct StringMaker<cnmem_test::R> {
+  static std::string convert(const cnmem_test::R& r) {
     return "{+" + std::to_string(r.addr) + ", " + std::to_string(r.size) + (r.free ? ", free" : ", used") + ", seg " +
            std::to_string(r.segment) + "}";
   }
 };
 }  // namespace Catch
+
+namespace cnmem_test {
 
 TEST_CASE("cnmem: grows by exactly the rounded request and never merges across regions", "[cnmem]") {
   CnMemAllocator a(1_MiB);
@@ -327,3 +334,5 @@ TEST_CASE("cnmem: seeded random alloc/free keeps every invariant", "[cnmem]") {
   // Fully free: exactly one free block per device allocation.
   CHECK(a.stats().free_ranges == a.stats().segments);
 }
+
+}  // namespace cnmem_test

@@ -12,6 +12,9 @@
 
 using namespace coopsim;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace config_test {
+
 namespace {
 SimConfig from(const nlohmann::json& j) {
   SimConfig c;
@@ -140,3 +143,5 @@ TEST_CASE("--set numbers beyond a double or a type name the key", "[config]") {
   CHECK(checked("allocator=bestfti") ==
         "allocator: unknown allocator 'bestfti' (valid: " + builtin_allocators().names() + "); did you mean 'bestfit'?");
 }
+
+}  // namespace config_test

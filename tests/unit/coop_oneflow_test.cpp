@@ -20,6 +20,9 @@ using coopsim::test::must_alloc;
 using coopsim::test::must_free;
 using coopsim::test::TraceBuilder;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace coop_oneflow_test {
+
 namespace {
 
 constexpr std::uint64_t kMiB = 1ULL << 20;
@@ -164,3 +167,5 @@ TEST_CASE("oneflow: eviction never serves the small-piece area, and no window me
     CHECK(r.counters.forced_evictions == (compat ? 0U : 1U));
   }
 }
+
+}  // namespace coop_oneflow_test

@@ -25,6 +25,9 @@
 
 using namespace coopsim;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace dtr_simrd_test {
+
 namespace {
 
 const DtrOptions kSimrd{/*copy_on_write=*/true, /*simrd_compat=*/true};
@@ -354,3 +357,5 @@ TEST_CASE("simrd profile: import --compat takes coopsim or simrd, for dtr logs o
   CHECK_THROWS_WITH(command_import(args, msg), Catch::Contains("does not take --compat"));
   std::filesystem::remove(out);
 }
+
+}  // namespace dtr_simrd_test

@@ -11,6 +11,9 @@
 using namespace coopsim;
 using coopsim::test::TraceBuilder;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace engine_test {
+
 namespace {
 
 // Swaps out the lowest-index resident tensor that is not in use, one per failure.
@@ -226,3 +229,5 @@ TEST_CASE("a policy that breaks an engine rule gets a one-line error naming the 
     CHECK(m.find('\n') == std::string::npos);
   }
 }
+
+}  // namespace engine_test

@@ -17,6 +17,9 @@ using coopsim::test::chain_trace;
 using coopsim::test::LogBuilder;
 using coopsim::test::ref;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace export_test {
+
 namespace {
 
 // The chain (runlog_builder.hpp) run with b swapped out and in before h, c evicted after h and
@@ -191,3 +194,5 @@ TEST_CASE("memory map: address-blind logs are stacked bars", "[export]") {
         std::string::npos);
   CHECK(svg.find("class=\"budget\"") != std::string::npos);
 }
+
+}  // namespace export_test

@@ -26,6 +26,9 @@ using coopsim::test::TraceBuilder;
 using Kind = pickle::Value::Kind;
 using snapshot_test::MiB;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace export_torch_snapshot_test {
+
 namespace {
 
 constexpr std::uint64_t kBase = DeviceMemory::kBaseAddress;
@@ -326,3 +329,5 @@ TEST_CASE("torch snapshot: frames say how a block was filled: swap-in, recompute
   REQUIRE(!root->get("segments")->items.empty());
   CHECK(frame_name(*root->get("segments")->items[0]) == "a [activation] output of f (op 0)");
 }
+
+}  // namespace export_torch_snapshot_test

@@ -13,6 +13,9 @@
 
 using namespace coopsim;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace fungible_test {
+
 namespace {
 
 using test::must_alloc;
@@ -182,3 +185,5 @@ TEST_CASE("fungible: seeded random alloc/free keeps every invariant", "[fungible
   a.check_invariants();
   CHECK(a.stats().allocated == 0_B);
 }
+
+}  // namespace fungible_test

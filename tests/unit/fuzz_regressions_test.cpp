@@ -16,6 +16,9 @@
 
 using namespace coopsim;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace fuzz_regressions_test {
+
 namespace {
 
 const std::string kCorpus = "tests/fuzz/corpus/";
@@ -94,3 +97,5 @@ TEST_CASE("fuzz regression: a NaN in a snapshot's allocator settings becomes nul
   write_trace(t, (dir / "t.jsonl").string());
   CHECK(load_trace((dir / "t.jsonl").string()).header == t.header);
 }
+
+}  // namespace fuzz_regressions_test

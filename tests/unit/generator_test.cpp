@@ -18,6 +18,9 @@
 
 using namespace coopsim;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace generator_test {
+
 namespace {
 
 struct Check {
@@ -597,3 +600,5 @@ TEST_CASE("generated traces pass the loader and round-trip through write_trace",
   }
   std::filesystem::remove_all(dir);
 }
+
+}  // namespace generator_test

@@ -24,6 +24,9 @@
 using namespace coopsim;
 using coopsim::test::TraceBuilder;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace hybrid_regressions_test {
+
 namespace {
 
 constexpr std::uint64_t kBlock = 1024;  // a multiple of bestfit's 512-byte alignment
@@ -246,3 +249,5 @@ TEST_CASE("hybrid engine: a recomputation's input whose swap-out completes meanw
   CHECK(r.memory.peak_reserved <= budget);
   CHECK(r.counters.computes == summarize(trace).computes);
 }
+
+}  // namespace hybrid_regressions_test

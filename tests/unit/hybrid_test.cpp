@@ -17,6 +17,9 @@
 using namespace coopsim;
 using coopsim::test::TraceBuilder;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace hybrid_test {
+
 namespace {
 
 constexpr std::uint64_t kMiB = 1U << 20;
@@ -253,3 +256,5 @@ TEST_CASE("pooch and capuchin run on an address-aware allocator with residency c
     CHECK(count(log, LogKind::Recompute) == 1);
   }
 }
+
+}  // namespace hybrid_test

@@ -14,6 +14,9 @@
 
 using namespace coopsim;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace import_dtr_errors_test {
+
 namespace {
 
 struct Case {
@@ -230,3 +233,5 @@ TEST_CASE("dtr errors: unreadable files", "[import][dtr][errors]") {
       import_dtr_log(gz),
       Catch::StartsWith(gz + ":") && Catch::EndsWith(": gzip stream is truncated (unexpected end of compressed data)"));
 }
+
+}  // namespace import_dtr_errors_test

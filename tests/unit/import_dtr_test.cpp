@@ -23,6 +23,9 @@
 namespace fs = std::filesystem;
 using namespace coopsim;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace import_dtr_test {
+
 namespace {
 
 const std::string kMlp = "tests/data/dtr/mlp-4-2000.0-2021-3-17-12-0-0-default.log";
@@ -407,3 +410,5 @@ TEST_CASE("dtr: model, batch and budget come from the public logs' file names", 
     CHECK(!o.source.contains("batch"));
   }
 }
+
+}  // namespace import_dtr_test

@@ -38,6 +38,9 @@
 namespace fs = std::filesystem;
 using namespace coopsim;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace import_et_test {
+
 namespace {
 
 const std::string kFlat = "tests/data/kineto/et_flat.json";
@@ -321,3 +324,5 @@ TEST_CASE("et: the public same-run pairs link; the resnet pair is refused", "[ki
                     et + ": not from the same run as " + kineto +
                         ": the ET's pid 1734239 is not a process of the Kineto trace (pids: 23442)");
 }
+
+}  // namespace import_et_test

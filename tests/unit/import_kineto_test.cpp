@@ -28,6 +28,9 @@ namespace fs = std::filesystem;
 using namespace coopsim;
 using nlohmann::json;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace import_kineto_test {
+
 namespace {
 
 KinetoOptions on_device(int device) {
@@ -677,3 +680,5 @@ TEST_CASE("kineto: public traces convert and match figures read off the JSON", "
     }
   }
 }
+
+}  // namespace import_kineto_test

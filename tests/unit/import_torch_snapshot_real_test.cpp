@@ -16,6 +16,9 @@
 
 using namespace coopsim;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace import_torch_snapshot_real_test {
+
 namespace {
 
 using Kind = pickle::Value::Kind;
@@ -137,3 +140,5 @@ TEST_CASE("torch snapshot: the six public snapshots replay exactly with the pyto
     CHECK(cmp.reserved_match);
   }
 }
+
+}  // namespace import_torch_snapshot_real_test

@@ -24,6 +24,9 @@
 using namespace coopsim;
 using namespace snapshot_test;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace import_torch_snapshot_test {
+
 namespace {
 
 constexpr std::uint64_t A = 0x10000000;      // a 20 MiB large-pool segment
@@ -528,3 +531,5 @@ TEST_CASE("torch snapshot: files, gzip, and the written trace reads back", "[tor
   CHECK(cmp.recorded_segments == 3);
   CHECK(cmp.model_segments == 4);
 }
+
+}  // namespace import_torch_snapshot_test

@@ -17,17 +17,12 @@
 namespace fs = std::filesystem;
 using namespace coopsim;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace limits_test {
+
 namespace {
 
-// 38 bytes and a newline: line 1 holds bytes 1..39.
-const std::string H = "{\"format\":\"coopsim-trace\",\"version\":1}\n";
 std::string tensor(int id) { return "{\"kind\":\"tensor\",\"id\":" + std::to_string(id) + ",\"bytes\":8}\n"; }
-
-std::string write(const fs::path& dir, const std::string& name, const std::string& text) {
-  const std::string p = (dir / name).string();
-  std::ofstream(p, std::ios::binary) << text;
-  return p;
-}
 
 std::string write_gz(const fs::path& dir, const std::string& name, const std::string& text) {
   const std::string p = (dir / name).string();
@@ -76,9 +71,10 @@ TEST_CASE("limits: the config section, its defaults and its errors", "[limits]")
                     "limits.max_recompute_depth: must be at least 1, got 0");
   CHECK_THROWS_WITH(limits_from_json({{"max_input_bytes", 0}}), "limits.max_input_bytes: must be greater than 0");
   CHECK_THROWS_WITH(limits_from_json({{"max_events", "lots"}}), "limits.max_events: expected an integer, got \"lots\"");
-  CHECK_THROWS_WITH(limits_from_json({{"max_tensor", 5}}),
-                    "limits.max_tensor: unknown parameter (valid for limits: max_input_bytes, max_tensors, "
-                    "max_events, max_op_fan_in, max_recompute_depth, max_search_steps, max_memory); did you mean 'max_tensors'?");
+  CHECK_THROWS_WITH(
+      limits_from_json({{"max_tensor", 5}}),
+      "limits.max_tensor: unknown parameter (valid for limits: max_input_bytes, max_tensors, "
+      "max_events, max_op_fan_in, max_recompute_depth, max_search_steps, max_memory); did you mean 'max_tensors'?");
   CHECK_THROWS_WITH(limits_from_json(5), "limits: expected an object of parameters, got 5");
 
   // In a config: checked by check_config, read by config_limits, both naming the file.
@@ -98,38 +94,40 @@ TEST_CASE("limits: every cap of the trace loader names file, line and key", "[li
   Limits l;
   SECTION("tensors: the third definition (line 4) is over a cap of 2") {
     l.max_tensors = 2;
-    const auto p = write(dir, "tensors.jsonl", H + tensor(1) + tensor(2) + tensor(3));
+    const auto p = test::write_file(dir, "tensors.jsonl", test::kTraceHeader + tensor(1) + tensor(2) + tensor(3));
     CHECK(load_error(p, l) == p + ":4: more than 2 tensors (limits.max_tensors)");
     l.max_tensors = 3;
     CHECK(load_trace(p, l).tensors.size() == 3);
   }
   SECTION("events: the third event (line 5) is over a cap of 2") {
     l.max_events = 2;
-    const auto p = write(dir, "events.jsonl",
-                         H + tensor(1) + "{\"kind\":\"alloc\",\"tensor\":1}\n{\"kind\":\"free\",\"tensor\":1}\n" +
-                             "{\"kind\":\"mark\",\"label\":\"x\"}\n");
+    const auto p = test::write_file(dir, "events.jsonl",
+                                    test::kTraceHeader + tensor(1) +
+                                        "{\"kind\":\"alloc\",\"tensor\":1}\n{\"kind\":\"free\",\"tensor\":1}\n" +
+                                        "{\"kind\":\"mark\",\"label\":\"x\"}\n");
     CHECK(load_error(p, l) == p + ":5: more than 2 events (limits.max_events)");
   }
   SECTION("op fan-in: inputs, outputs, mutates and views, each against the cap") {
     l.max_op_fan_in = 2;
-    const std::string defs = H + tensor(1) + tensor(2) + tensor(3) + tensor(4);
-    const auto in = write(dir, "in.jsonl", defs + "{\"kind\":\"op\",\"id\":9,\"inputs\":[1,2,3]}\n");
+    const std::string defs = test::kTraceHeader + tensor(1) + tensor(2) + tensor(3) + tensor(4);
+    const auto in = test::write_file(dir, "in.jsonl", defs + "{\"kind\":\"op\",\"id\":9,\"inputs\":[1,2,3]}\n");
     CHECK(load_error(in, l) == in + ":6: op 9: field 'inputs': more than 2 tensors (limits.max_op_fan_in)");
-    const auto out = write(dir, "out.jsonl", defs + "{\"kind\":\"op\",\"id\":9,\"inputs\":[1],\"outputs\":[2,3,4]}\n");
+    const auto out =
+        test::write_file(dir, "out.jsonl", defs + "{\"kind\":\"op\",\"id\":9,\"inputs\":[1],\"outputs\":[2,3,4]}\n");
     CHECK(load_error(out, l) == out + ":6: op 9: field 'outputs': more than 2 tensors (limits.max_op_fan_in)");
     const auto mut =
-        write(dir, "mut.jsonl", defs + "{\"kind\":\"op\",\"id\":9,\"inputs\":[1,2],\"mutates\":[1,2,1]}\n");
+        test::write_file(dir, "mut.jsonl", defs + "{\"kind\":\"op\",\"id\":9,\"inputs\":[1,2],\"mutates\":[1,2,1]}\n");
     CHECK(load_error(mut, l) == mut + ":6: op 9: field 'mutates': more than 2 tensors (limits.max_op_fan_in)");
-    const auto views =
-        write(dir, "views.jsonl",
-              defs + "{\"kind\":\"op\",\"id\":9,\"inputs\":[1],\"outputs\":[2],\"views\":[[2,1],[2,1],[2,1]]}\n");
+    const auto views = test::write_file(
+        dir, "views.jsonl",
+        defs + "{\"kind\":\"op\",\"id\":9,\"inputs\":[1],\"outputs\":[2],\"views\":[[2,1],[2,1],[2,1]]}\n");
     CHECK(load_error(views, l) == views + ":6: op 9: field 'views': more than 2 pairs (limits.max_op_fan_in)");
     l.max_op_fan_in = 3;
     CHECK(load_trace(in, l).ops.at(0).inputs.size() == 3);
   }
   SECTION("input bytes: the line holding the first byte over the cap, plain and gzip alike") {
-    const std::string text = H + tensor(1) + tensor(2);  // lines of 39, 35 and 35 bytes
-    const auto plain = write(dir, "bytes.jsonl", text);
+    const std::string text = test::kTraceHeader + tensor(1) + tensor(2);  // lines of 39, 35 and 35 bytes
+    const auto plain = test::write_file(dir, "bytes.jsonl", text);
     const auto gz = write_gz(dir, "bytes.jsonl.gz", text);
     l.max_input_bytes = 39 + 35;  // byte 75, the first of line 3, is over
     CHECK(load_error(plain, l) == plain + ":3: more than 74 bytes of input (limits.max_input_bytes)");
@@ -153,7 +151,7 @@ TEST_CASE("limits: the importers apply the same caps", "[limits]") {
       "{\"ARGS\":[\"p\"],\"INSTRUCTION\":\"CALL\",\"NAME\":\"relu\",\"RESULT\":[\"r\"],\"TIME\":\"5\"}\n"
       "{\"INSTRUCTION\":\"MEMORY\",\"MEMORY\":\"32\",\"NAME\":\"r\"}\n"
       "{\"ALIAS\":\"-1\",\"INSTRUCTION\":\"ALIAS\",\"NAME\":\"r\"}\n";
-  const auto dtr = write(dir, "small.log", log);
+  const auto dtr = test::write_file(dir, "small.log", log);
   Limits l;
   REQUIRE(import_dtr_log(dtr, {}, l).tensors.size() == 2);
   l.max_input_bytes = 48 + 38;  // byte 87 opens line 3
@@ -167,13 +165,13 @@ TEST_CASE("limits: the importers apply the same caps", "[limits]") {
 
   // Kineto: the cap cuts the JSON document; the error is the cap's, at the line it falls in.
   const auto kineto =
-      write(dir, "k.json", "{\"traceEvents\": [\n  {\"ph\":\"X\",\"name\":\"a\",\"ts\":1,\"dur\":1}\n]}\n");
+      test::write_file(dir, "k.json", "{\"traceEvents\": [\n  {\"ph\":\"X\",\"name\":\"a\",\"ts\":1,\"dur\":1}\n]}\n");
   l = Limits{};
   l.max_input_bytes = 20;  // "{\"traceEvents\": [\n" is 18 bytes: byte 21 is on line 2
   CHECK_THROWS_WITH(import_kineto(kineto, {}, l), kineto + ":2: more than 20 bytes of input (limits.max_input_bytes)");
 
   // Torch snapshot pickles: the bytes read, before parsing.
-  const auto pickle = write(dir, "s.pickle", std::string("\x80\x02}q\x00.", 6));
+  const auto pickle = test::write_file(dir, "s.pickle", std::string("\x80\x02}q\x00.", 6));
   l.max_input_bytes = 5;
   CHECK_THROWS_WITH(import_torch_snapshot(pickle, {}, l),
                     pickle + ": more than 5 bytes of input (limits.max_input_bytes)");
@@ -192,3 +190,5 @@ TEST_CASE("limits: check_limits on a trace built in memory names the first cap e
   l.max_tensors = 2;
   CHECK_THROWS_WITH(check_limits(t, l, "t.jsonl"), "t.jsonl: more than 2 tensors (limits.max_tensors)");
 }
+
+}  // namespace limits_test

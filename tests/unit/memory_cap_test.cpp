@@ -26,15 +26,12 @@
 namespace fs = std::filesystem;
 using namespace coopsim;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace memory_cap_test {
+
 namespace {
 
 constexpr std::uint64_t kMiB = std::uint64_t{1} << 20;
-
-std::string write(const fs::path& dir, const std::string& name, const std::string& bytes) {
-  const std::string p = (dir / name).string();
-  std::ofstream(p, std::ios::binary) << bytes;
-  return p;
-}
 
 // One gzip member holding `text`.
 std::string gzip_member(const std::string& text) {
@@ -143,18 +140,19 @@ TEST_CASE("memory: a 100-level dict shared through the pickle memo is refused at
   CHECK(top->get("a") == top->get("b"));
   CHECK(memory.used() < kMiB);
 
-  const std::string p = write(dir, "shared.pickle", bytes);
+  const std::string p = test::write_file(dir, "shared.pickle", bytes);
   CHECK(error_of([&] { (void)import_torch_snapshot(p, {}); }) ==
         p + ": allocator_settings: more than 65536 values once its shared references are expanded (the trace header "
             "copies them); refusing");
   // d_i expands to 2^(i+2) - 3 values: 14 levels (65533) are copied, 15 (131069) are not.
-  const Trace ok = import_torch_snapshot(write(dir, "14.pickle", shared_settings_snapshot(14)), {});
+  const Trace ok = import_torch_snapshot(test::write_file(dir, "14.pickle", shared_settings_snapshot(14)), {});
   CHECK(json_values(ok.header.extra["allocator_settings"]) == 65533);
-  const std::string p15 = write(dir, "15.pickle", shared_settings_snapshot(15));
+  const std::string p15 = test::write_file(dir, "15.pickle", shared_settings_snapshot(15));
   CHECK_THROWS_WITH(import_torch_snapshot(p15, {}), Catch::StartsWith(p15 + ": allocator_settings: more than 65536"));
   // The copies count in the budget: 65533 values twice (source and extra) at 128 bytes.
   CHECK(error_of([&] {
-          (void)import_torch_snapshot(write(dir, "14b.pickle", shared_settings_snapshot(14)), {}, budget(16 * kMiB));
+          (void)import_torch_snapshot(test::write_file(dir, "14b.pickle", shared_settings_snapshot(14)), {},
+                                      budget(16 * kMiB));
         }) ==
         (dir / "14b.pickle").string() + ": allocator_settings: more than 16777216 bytes of memory (limits.max_memory)");
 }
@@ -193,7 +191,7 @@ TEST_CASE("memory: 3*10^8 mark events in an 8 MB gzip trace stop at the budget",
   const std::string member = gzip_member(marks);
   std::string file = gzip_member(header);
   for (int i = 0; i < 300; ++i) file += member;
-  const std::string p = write(dir, "marks.jsonl.gz", file);
+  const std::string p = test::write_file(dir, "marks.jsonl.gz", file);
   const std::uint64_t isize = marks.size();  // the last member's length: the reservation hint
   REQUIRE(isize == 28'000'000);
   REQUIRE(fs::file_size(p) < isize);
@@ -217,7 +215,7 @@ TEST_CASE("memory: a trace of 10^6 tensors and a long header line stop at the bu
   const auto dir = test::scratch_dir("memory-tensors");
   std::string text = "{\"format\":\"coopsim-trace\",\"version\":1}\n";
   for (int i = 0; i < 1'000'000; ++i) text += "{\"kind\":\"tensor\",\"id\":" + std::to_string(i) + ",\"bytes\":8}\n";
-  const std::string p = write(dir, "tensors.jsonl", text);
+  const std::string p = test::write_file(dir, "tensors.jsonl", text);
   // A tensor holds sizeof(TensorInfo) + the loader's state per tensor.
   const std::uint64_t per = memory_cost::tensor(TensorInfo{}) + memory_cost::kLoaderTensor;
   CHECK(per == 72 + 137);
@@ -233,7 +231,7 @@ TEST_CASE("memory: a trace of 10^6 tensors and a long header line stop at the bu
   // One header line of 2 MB ("x":[0,0,...]): its parse and its DOM need 72 bytes per byte.
   std::string big = "{\"format\":\"coopsim-trace\",\"version\":1,\"x\":[0";
   for (int i = 0; i < 1'000'000; ++i) big += ",0";
-  const std::string h = write(dir, "header.jsonl", big + "]}\n");
+  const std::string h = test::write_file(dir, "header.jsonl", big + "]}\n");
   CHECK(error_of([&] { (void)load_trace(h, budget(64 * kMiB)); }) ==
         h + ":1: more than 67108864 bytes of memory (limits.max_memory)");
   CHECK(load_trace(h, budget(256 * kMiB)).header.extra["x"].size() == 1'000'001);
@@ -249,7 +247,7 @@ TEST_CASE("memory: importers count what they derive, not only what they read", "
         "{\"INSTRUCTION\":\"MEMORY\",\"MEMORY\":\"64\",\"NAME\":\"p\"}\n";
     for (int i = 0; i < 20000; ++i)
       log += "{\"ARGS\":[\"p\"],\"INSTRUCTION\":\"MUTATE\",\"MUTATE\":[0],\"NAME\":\"add_\",\"TIME\":\"1\"}\n";
-    const std::string p = write(dir, "cow.log", log);
+    const std::string p = test::write_file(dir, "cow.log", log);
     REQUIRE(import_dtr_log(p, {}, budget(64 * kMiB)).tensors.size() == 1);  // in place: one tensor
     // The k-th MUTATE holds about 584 bytes (tensor 224, op 168, three events 192) and a name of
     // k + 2 bytes: 584 K + K^2 / 2 passes 64 MiB near K = 11016; the vectors' regrowth copies
@@ -260,12 +258,12 @@ TEST_CASE("memory: importers count what they derive, not only what they read", "
   SECTION("Kineto: one event's args array, and a top-level field, are counted as their DOM is built") {
     std::string zeros = "0";
     for (int i = 0; i < 1'000'000; ++i) zeros += ",0";
-    const std::string k = write(
+    const std::string k = test::write_file(
         dir, "k.json",
         "{\"traceEvents\":[{\"ph\":\"X\",\"name\":\"a\",\"ts\":1,\"dur\":1,\"args\":{\"x\":[" + zeros + "]}}]}\n");
     CHECK(error_of([&] { (void)import_kineto(k, {}, budget(16 * kMiB)); }) ==
           k + ":1: traceEvents[0]: more than 16777216 bytes of memory (limits.max_memory)");
-    const std::string t = write(dir, "t.json", "{\"meta\":[" + zeros + "],\"traceEvents\":[]}\n");
+    const std::string t = test::write_file(dir, "t.json", "{\"meta\":[" + zeros + "],\"traceEvents\":[]}\n");
     CHECK(error_of([&] { (void)import_kineto(t, {}, budget(16 * kMiB)); }) ==
           t + ":1: more than 16777216 bytes of memory (limits.max_memory)");
   }
@@ -280,3 +278,5 @@ TEST_CASE("memory: importers count what they derive, not only what they read", "
                       Catch::StartsWith("p.plan.json: expected an object"));
   }
 }
+
+}  // namespace memory_cap_test

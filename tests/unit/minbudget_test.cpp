@@ -11,6 +11,9 @@
 using namespace coopsim;
 using namespace coopsim::sweep;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace minbudget_test {
+
 namespace {
 
 constexpr std::uint64_t kMiB = 1ULL << 20;
@@ -113,3 +116,5 @@ TEST_CASE("minbudget: fungible keep needs the peak, rounded up to the precision 
   // the first bound, ceil(1.25 x peak / unit) units, passes: no growth, then a bisection
   CHECK(big.searched_up_to.value == 1281 * 5 * kMiB);
 }
+
+}  // namespace minbudget_test

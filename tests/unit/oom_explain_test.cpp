@@ -16,6 +16,9 @@
 using namespace coopsim;
 using coopsim::test::TraceBuilder;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace oom_explain_test {
+
 namespace {
 constexpr std::uint64_t MiB = 1ULL << 20;
 }
@@ -109,3 +112,5 @@ TEST_CASE("an OOM verdict: capacity, with the bytes short", "[oom][report]") {
   CHECK(text.str().find("  oom verdict                    capacity OOM: 6.00 MiB short") != std::string::npos);
   CHECK(to_json(r)["oom"]["verdict"]["short_bytes"] == 6 * MiB);
 }
+
+}  // namespace oom_explain_test

@@ -23,6 +23,9 @@
 using namespace coopsim;
 namespace fs = std::filesystem;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace output_file_test {
+
 namespace {
 
 std::string slurp(const fs::path& p) {
@@ -232,3 +235,5 @@ TEST_CASE("sweep directory lock: one holder at a time; released with its holder"
         lock + ": cannot open the sweep lock file: Too many levels of symbolic links");
   CHECK_FALSE(fs::exists(dir / "elsewhere"));
 }
+
+}  // namespace output_file_test

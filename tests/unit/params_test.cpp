@@ -5,6 +5,9 @@
 
 using namespace coopsim;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace params_test {
+
 namespace {
 std::vector<ParamDoc> docs() {
   return {{"size", ParamType::Bytes, "2MiB", "a size", {}},       {"count", ParamType::Int, "3", "a count", {}},
@@ -79,3 +82,5 @@ TEST_CASE("numbers out of range name the key and never wrap", "[params]") {
       error({{std::string(1 << 20, 'k'), 1}}),
       Catch::StartsWith("comp." + std::string(80, 'k') + "... (1048576 bytes): unknown parameter (valid for comp: "));
 }
+
+}  // namespace params_test

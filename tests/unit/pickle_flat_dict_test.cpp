@@ -14,6 +14,9 @@ using namespace coopsim;
 using namespace pickle_test;
 using Kind = pickle::Value::Kind;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace pickle_flat_dict_test {
+
 namespace {
 
 // Python-like text of a value, dict entries in order.
@@ -126,3 +129,5 @@ TEST_CASE("pickle flat dicts: the scanner spans exactly EMPTY_DICT's run up to S
   for (int i = 0; i < 17; ++i) many += "h\x02K\x01"s;
   CHECK(pickle::detail::scan_flat_dict(many + "u", d) == 0);
 }
+
+}  // namespace pickle_flat_dict_test

@@ -20,6 +20,9 @@ using namespace coopsim;
 using namespace pickle_test;
 using Kind = pickle::Value::Kind;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace pickle_stream_test {
+
 namespace {
 
 // Takes the dicts appended to any list, keeping their "n".
@@ -174,3 +177,5 @@ TEST_CASE("pickle stream: a snapshot whose entry list is shared elsewhere is imp
   CHECK(streamed.events == tree.events);
   CHECK(tree.events.size() == 3);
 }
+
+}  // namespace pickle_stream_test

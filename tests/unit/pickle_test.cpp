@@ -22,6 +22,9 @@ using coopsim::pickle::ValuePtr;
 using Kind = Value::Kind;
 using namespace pickle_test;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace pickle_test {
+
 namespace {
 
 std::string error_of_file(const std::string& path) {
@@ -425,3 +428,5 @@ TEST_CASE("pickle: the real PyTorch memory snapshots", "[pickle][shared]") {
     CHECK(first.get("frames")->items.size() == e.first_frames);
   }
 }
+
+}  // namespace pickle_test

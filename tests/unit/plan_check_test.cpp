@@ -13,6 +13,9 @@
 using namespace coopsim;
 using namespace coopsim::gpu;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace plan_check_test {
+
 namespace {
 
 // The message of the Error `f` throws, or "no error".
@@ -171,3 +174,5 @@ TEST_CASE("plan checker: the GPU suite's in-place scenario is sound, and its wro
   CHECK(bad.find("t.plan.json") != std::string::npos);
   CHECK(bad.find("version") != std::string::npos);
 }
+
+}  // namespace plan_check_test

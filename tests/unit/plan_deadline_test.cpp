@@ -17,6 +17,9 @@
 
 using namespace coopsim::plan;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace plan_deadline_test {
+
 namespace {
 
 // n buffers, lifetimes [lo, lo + w) with lo uniform in [0, n) and w uniform in [1, width],
@@ -118,3 +121,5 @@ TEST_CASE("plan deadline: a clock stopped in the sweep is a time cut, not a conf
   CHECK(r.iterations == 0);
   CHECK(r.exact_work == 0);
 }
+
+}  // namespace plan_deadline_test

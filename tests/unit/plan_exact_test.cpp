@@ -14,6 +14,12 @@
 
 using namespace coopsim::plan;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace plan_exact_test {
+
+// The function, not the namespace coopsim::plan that other files' `using namespace coopsim` bring in.
+using coopsim::plan::plan;
+
 namespace {
 
 Problem problem_of(const std::string& text) {
@@ -152,3 +158,5 @@ TEST_CASE("exact: MiniMalloc's example and easy challenging instances", "[plan][
     CHECK(valid(p, found.offsets, lb));
   }
 }
+
+}  // namespace plan_exact_test

@@ -14,6 +14,9 @@
 using namespace coopsim;
 using namespace coopsim::gpu;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace plan_format_test {
+
 namespace {
 
 Plan swap_plan() { return test::plan_of(test::swap_scenario()); }
@@ -169,3 +172,5 @@ TEST_CASE("plan loader: JSON syntax errors name the line") {
   }
   CHECK_THROWS_WITH(load_plan("no/such/file.plan.json"), "no/such/file.plan.json: cannot open plan file");
 }
+
+}  // namespace plan_format_test

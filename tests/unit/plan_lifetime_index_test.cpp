@@ -17,6 +17,9 @@
 
 using namespace coopsim::plan;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace plan_lifetime_index_test {
+
 namespace {
 
 // The quadratic rule: the placed buffers whose lifetimes overlap, their address ranges sorted
@@ -181,3 +184,5 @@ TEST_CASE("place_in_order: past the index's trial (8,192 buffers) the offsets ar
     CHECK(place_in_order(p, order, Fit::BestQuirk, 0) == reference(p, order, Fit::BestQuirk));
   }
 }
+
+}  // namespace plan_lifetime_index_test

@@ -21,6 +21,12 @@
 
 using namespace coopsim::plan;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace plan_limits_test {
+
+// The function, not the namespace coopsim::plan that other files' `using namespace coopsim` bring in.
+using coopsim::plan::plan;
+
 namespace {
 
 constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
@@ -243,3 +249,5 @@ TEST_CASE("plan limits: a time limit far too short still ends with a valid place
   CHECK_FALSE(s.without_lists);
   CHECK(check_solution(sparse, write("cut-sparse", format_solution(sparse, s.offsets)), std::nullopt).ok());
 }
+
+}  // namespace plan_limits_test

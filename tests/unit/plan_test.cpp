@@ -13,6 +13,12 @@
 
 using namespace coopsim::plan;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace plan_test {
+
+// The function, not the namespace coopsim::plan that other files' `using namespace coopsim` bring in.
+using coopsim::plan::plan;
+
 namespace {
 
 Problem problem_of(const std::string& text) {
@@ -172,3 +178,5 @@ TEST_CASE("plan: MiniMalloc challenging set A-K", "[plan][shared]") {
     CHECK(r.height >= r.lower_bound);
   }
 }
+
+}  // namespace plan_test

@@ -23,6 +23,9 @@
 
 using namespace coopsim;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace policy_shapes_test {
+
 namespace {
 
 Trace load_text(const std::string& name, const std::vector<std::string>& records, int iterations = 3) {
@@ -307,3 +310,5 @@ TEST_CASE("policy shapes: a run past limits.max_search_steps stops with status l
     CHECK(to_json(r)["limit"]["key"] == "limits.max_search_steps");
   }
 }
+
+}  // namespace policy_shapes_test

@@ -14,6 +14,9 @@
 
 using namespace coopsim;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace pytorch_test {
+
 namespace {
 
 constexpr std::uint64_t KiB = 1ULL << 10;
@@ -758,3 +761,5 @@ TEST_CASE("pytorch: randomized alloc/free stress keeps every invariant", "[pytor
     stress(o, 256 * MiB, 5, 25000);
   }
 }
+
+}  // namespace pytorch_test

@@ -10,6 +10,9 @@
 
 using namespace coopsim;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace remat_graph_cache_test {
+
 namespace {
 
 void check_candidates(const RematGraph& g) {
@@ -109,3 +112,5 @@ TEST_CASE("remat graph: cached eq-class costs and candidates stay exact", "[rema
     CHECK(costs_read > 1000);
   }
 }
+
+}  // namespace remat_graph_cache_test

@@ -12,6 +12,9 @@
 
 using namespace coopsim;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace remat_graph_test {
+
 namespace {
 Block block_at(std::uint64_t addr) { return Block{addr, Bytes{100}, Bytes{100}, 0}; }
 }  // namespace
@@ -89,3 +92,5 @@ TEST_CASE("every DTR heuristic runs the chain to completion, deterministically",
   CHECK(parse_eviction_score("dtr-eq") == EvictionScore::DtrEq);
   CHECK_FALSE(parse_eviction_score("belady").has_value());
 }
+
+}  // namespace remat_graph_test

@@ -15,6 +15,9 @@
 using namespace coopsim;
 using coopsim::test::TraceBuilder;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace remat_test {
+
 namespace {
 
 constexpr std::uint64_t kMiB = 1ULL << 20;
@@ -338,3 +341,5 @@ TEST_CASE("op-guided allocation puts cheap tensors at the high end of the hole",
   CHECK_FALSE(CoopPolicy::expensive_op_name("aten::relu_"));
   CHECK_FALSE(CoopPolicy::expensive_op_name("aten::add.Tensor"));
 }
+
+}  // namespace remat_test

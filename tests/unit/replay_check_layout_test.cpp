@@ -15,6 +15,9 @@
 using coopsim::gpu::CheckLayout;
 using coopsim::gpu::unit_owner;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace replay_check_layout_test {
+
 namespace {
 
 // word -> thread that writes it, and the words each unit covers, following the kernel's loops.
@@ -67,3 +70,5 @@ TEST_CASE("replay-gpu check layout: units cover the sampled words once; thinned 
     }
   }
 }
+
+}  // namespace replay_check_layout_test

@@ -16,6 +16,9 @@
 using namespace coopsim;
 using namespace coopsim::gpu;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace replay_report_test {
+
 namespace {
 
 std::vector<LinkSample> line_samples() {
@@ -233,3 +236,5 @@ TEST_CASE("replay-gpu op spins lose the launch overhead and the spin excess of t
   CHECK(op_spin_ns(20000.0, old) == 19000.0);
   CHECK(op_spin_ns(2500.0, old) == 1500.0);
 }
+
+}  // namespace replay_report_test

@@ -10,6 +10,9 @@
 using namespace coopsim;
 using coopsim::test::TraceBuilder;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace report_builder_test {
+
 namespace {
 
 AllocatorStats stats(std::uint64_t allocated, std::uint64_t reserved, std::uint64_t requested) {
@@ -127,3 +130,5 @@ TEST_CASE("report builder: memory ratio of the sweep's largest budget", "[report
   ReportBuilder::place_in_sweep(one, Bytes{1200});
   CHECK(one.memory_ratio_of_sweep_max == 0.25);
 }
+
+}  // namespace report_builder_test

@@ -20,6 +20,9 @@ using namespace coopsim::sweep;
 namespace fs = std::filesystem;
 using OJ = nlohmann::ordered_json;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace result_stream_test {
+
 namespace {
 
 std::string slurp(const fs::path& p) {
@@ -202,3 +205,5 @@ TEST_CASE("rows scanned and read back one at a time", "[sweep][merge]") {
   CHECK(scan_rows(dir / "absent.csv", header, 8, "run", Shard{}).count == 0);
   fs::remove_all(dir);
 }
+
+}  // namespace result_stream_test

@@ -5,6 +5,9 @@
 
 using namespace coopsim;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace sliding_window_test {
+
 namespace {
 WindowPiece freep(std::uint64_t size) { return {Bytes{size}, false, 0.0}; }
 WindowPiece tensor(std::uint64_t size, double cost) { return {Bytes{size}, false, cost}; }
@@ -85,3 +88,5 @@ TEST_CASE("window: nothing large enough, or an empty arena, gives no window", "[
   const std::vector<WindowPiece> p{freep(10), pinned(100), freep(10)};
   CHECK_FALSE(find_min_cost_window(p, Bytes{11}));
 }
+
+}  // namespace sliding_window_test

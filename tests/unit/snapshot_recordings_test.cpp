@@ -14,6 +14,9 @@ using namespace coopsim;
 using namespace snapshot_test;
 using namespace snapshot_cases;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace snapshot_recordings_test {
+
 namespace {
 
 // A recording made by the model itself: random allocations and frees on two streams, with the
@@ -224,3 +227,5 @@ TEST_CASE("snapshot cases: recordings near the capacity replay exactly at it, re
   CHECK(ooms > 0);  // the cases are exercised
   CHECK(releases > 0);
 }
+
+}  // namespace snapshot_recordings_test

@@ -14,6 +14,9 @@
 using namespace coopsim;
 using coopsim::test::TraceBuilder;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace swap_policies_test {
+
 namespace {
 
 constexpr std::uint64_t kMiB = 1U << 20;
@@ -252,3 +255,5 @@ TEST_CASE("vdnn without a backward mark plans nothing", "[swap][vdnn]") {
   CHECK(r.status == RunStatus::Completed);
   CHECK(r.time.swap_outs == 0);
 }
+
+}  // namespace swap_policies_test

@@ -12,6 +12,9 @@
 using namespace coopsim;
 using namespace coopsim::sweep;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace sweep_test {
+
 namespace {
 
 SweepConfig parse(const std::string& text) { return parse_sweep_config(text, "dir/s.json"); }
@@ -238,3 +241,5 @@ TEST_CASE("CSV lines split with RFC 4180 quoting", "[sweep]") {
   CHECK(split_csv_line("a,,\"b,c\",\"say \"\"hi\"\"\",") == std::vector<std::string>{"a", "", "b,c", "say \"hi\"", ""});
   CHECK(split_csv_line("").size() == 1);
 }
+
+}  // namespace sweep_test

@@ -20,6 +20,9 @@
 namespace fs = std::filesystem;
 using namespace coopsim;
 
+// A namespace of its own: the unity build (scripts/test.sh) compiles several test files as one.
+namespace trace_loader_test {
+
 namespace {
 
 const std::string kSmall = "tests/data/traces/small_v1.jsonl";
@@ -385,3 +388,5 @@ TEST_CASE("trace v1: parse rate on 2M event lines", "[.perf]") {
               << static_cast<double>(bytes) / best_cpu / 1e6 << " MB/s\n";
   }
 }
+
+}  // namespace trace_loader_test
