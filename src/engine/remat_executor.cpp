@@ -31,6 +31,7 @@ namespace coopsim::engine_detail {
 
 void RematExecutor::setup() {
   graph_.verify_eq_cache(loop_.options().residency_checks);
+  graph_.keep_holders_ordered(loop_.options().residency_checks);  // check_residency lists them in order
   for (const OpInfo& op : trace_.ops) {
     const bool updates_state = std::any_of(op.mutated.begin(), op.mutated.end(), [&](TensorId m) {
       const TensorRole r = trace_.tensor(trace_.storage_of(m)).role;
@@ -222,8 +223,8 @@ void RematExecutor::drop_value(ValueId v) {
   if (holds_block) loop_.release_block(graph_.value(v).storage, b);
 }
 
-// Residency checks (engine.residency_checks, --paranoid): resident values hold disjoint blocks inside the budget, and the
-// allocator holds at least their bytes.
+// Residency checks (engine.residency_checks, --paranoid): resident values hold disjoint blocks inside the budget, and
+// the allocator holds at least their bytes.
 void RematExecutor::check_residency() const {
   std::uint64_t end = 0;
   Bytes held;

@@ -94,14 +94,39 @@ void RematGraph::sync_candidate(ValueId v) {
 }
 
 std::vector<std::pair<std::uint64_t, ValueId>> RematGraph::holders_by_address() const {
+  if (holders_ordered_) {
+    std::vector<std::pair<std::uint64_t, ValueId>> out;
+    out.reserve(holders_.size());
+    ordered_holders_.for_each([&](std::uint64_t addr, ValueId v) { out.emplace_back(addr, v); });
+    return out;
+  }
   std::vector<std::pair<std::uint64_t, ValueId>> out(holders_.begin(), holders_.end());
   std::sort(out.begin(), out.end());
   return out;
 }
 
+void RematGraph::keep_holders_ordered(bool on) {
+  holders_ordered_ = on;
+  ordered_holders_ = {};
+  if (!on) return;
+  for (const auto& [addr, v] : holders_) ordered_holders_.insert(addr, v);
+}
+
+bool RematGraph::add_holder(std::uint64_t addr, ValueId v) {
+  if (!holders_.emplace(addr, v).second) return false;
+  if (holders_ordered_) ordered_holders_.insert(addr, v);
+  return true;
+}
+
+void RematGraph::remove_holder(std::uint64_t addr) {
+  holders_.erase(addr);
+  if (holders_ordered_) ordered_holders_.erase(addr);
+}
+
 void RematGraph::place(ValueId v, const Block& b) {
   RematValue& x = at(v);
-  if (const auto [it, fresh] = holders_.emplace(b.addr, v); !fresh) {
+  if (!add_holder(b.addr, v)) {
+    const auto it = holders_.find(b.addr);
     const RematValue& o = value(it->second);
     throw std::logic_error("remat graph: two resident values at one address: value " + std::to_string(index_of(v)) +
                            " (storage " + std::to_string(index_of(x.storage)) + ") placed where value " +
@@ -113,7 +138,7 @@ void RematGraph::place(ValueId v, const Block& b) {
 }
 
 void RematGraph::mark_evicted_without_memory(ValueId v) {
-  if (value(v).state == ValueState::Resident) holders_.erase(value(v).block.addr);
+  if (value(v).state == ValueState::Resident) remove_holder(value(v).block.addr);
   set_state(v, ValueState::Evicted);
 }
 
@@ -131,7 +156,7 @@ void RematGraph::evict(ValueId v) {
 }
 
 void RematGraph::drop(ValueId v) {
-  if (value(v).state == ValueState::Resident) holders_.erase(value(v).block.addr);
+  if (value(v).state == ValueState::Resident) remove_holder(value(v).block.addr);
   set_state(v, ValueState::Gone);
 }
 
@@ -143,14 +168,14 @@ void RematGraph::begin_swap_out(ValueId v) {
 void RematGraph::finish_swap_out(ValueId v) {
   if (value(v).state != ValueState::SwappingOut)
     throw std::logic_error("remat graph: swap-out completion out of order");
-  holders_.erase(value(v).block.addr);
+  remove_holder(value(v).block.addr);
   set_state(v, ValueState::SwappedOut);
 }
 
 void RematGraph::begin_swap_in(ValueId v, const Block& b) {
   RematValue& x = at(v);
   if (x.state != ValueState::SwappedOut) throw std::logic_error("remat graph: swap-in of a value not swapped out");
-  if (!holders_.emplace(b.addr, v).second) throw std::logic_error("remat graph: two values at one address");
+  if (!add_holder(b.addr, v)) throw std::logic_error("remat graph: two values at one address");
   x.block = b;
   set_state(v, ValueState::SwappingIn);
 }

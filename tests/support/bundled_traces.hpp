@@ -66,6 +66,12 @@ class BundledShard {
   }
   // Every combination runs in this process.
   bool whole() const { return n_ == 1 && sample_ == 1; }
+  // The sanitizer pass's sample: a few dozen runs a shard, too few for a suite's ratios (most
+  // runs complete, most evict), which the normal pass checks on every combination; there a
+  // ratio check asks for at least one.
+  bool sampled() const { return sample_ > 1; }
+  // `part` > `whole` / 2 where every combination of the shard runs, `part` > 0 in a sample.
+  bool most(std::uint64_t part, std::uint64_t whole) const { return sampled() ? part > 0 : part > whole / 2; }
   bool runs(std::initializer_list<std::size_t> indices) const {
     std::size_t sum = 0;
     std::uint64_t hash = 0;

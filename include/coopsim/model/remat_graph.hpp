@@ -106,8 +106,13 @@ class RematGraph {
     if (it == holders_.end()) return std::nullopt;
     return it->second;
   }
-  // Every value holding a block, in address order (the scan order of per-tensor loops). O(n log n).
+  // Every value holding a block, in address order (the scan order of per-tensor loops). O(n)
+  // while the holders are kept in order (keep_holders_ordered), else O(n log n).
   [[nodiscard]] std::vector<std::pair<std::uint64_t, ValueId>> holders_by_address() const;
+  // Keep an ordered copy of the holders beside the hash map: the residency checks list them in
+  // address order after every event, and copying and sorting the hash map there took four
+  // fifths of a checked run's time. Off by default: a plain run never lists them in order.
+  void keep_holders_ordered(bool on);
   // The values evictable() but for pins (resident, not unevictable, with a producer), by block
   // address: what eviction searches walk.
   [[nodiscard]] const FlatOrderedMap<ValueId>& candidates() const { return candidates_; }
@@ -179,6 +184,9 @@ class RematGraph {
   // The reach memos (remat_graph_reach.cpp): z's evicted-ness, state or consumers changed, so the
   // memos of the values whose walks reach z are dropped.
   void forget_reach_above(ValueId z) const;
+  // holders_ (and ordered_holders_) changes: false when `addr` already has a holder.
+  bool add_holder(std::uint64_t addr, ValueId v);
+  void remove_holder(std::uint64_t addr);
   [[nodiscard]] bool needed_by_evicted_memo(ValueId v) const;
   // The plain walk (no memos) from v: some evicted value still referenced is reachable
   // (`unlocked` false), or some reachable resident or swapped value is not unevictable (true).
@@ -186,10 +194,12 @@ class RematGraph {
 
   std::vector<RematValue> values_;
   std::vector<RematExecution> executions_;
-  std::vector<std::vector<ExecutionId>> consumers_;   // per value: executions reading it
-  std::vector<std::vector<ExecutionId>> writers_;     // per value: executions listing it as an output
+  std::vector<std::vector<ExecutionId>> consumers_;     // per value: executions reading it
+  std::vector<std::vector<ExecutionId>> writers_;       // per value: executions listing it as an output
   std::vector<std::vector<ValueId>> produced_;          // per execution: values it was made producer of
   std::unordered_map<std::uint64_t, ValueId> holders_;  // block address -> value holding it
+  bool holders_ordered_ = false;
+  FlatOrderedMap<ValueId> ordered_holders_;  // the same, in address order, when holders_ordered_
   FlatOrderedMap<ValueId> candidates_;
   std::vector<std::uint8_t> in_candidates_;
   // Eq-cost cache: value, validity, generation (bumped on invalidation; watch entries of an
@@ -207,10 +217,10 @@ class RematGraph {
   mutable std::uint32_t watch_free_ = kNoIndex;
   bool verify_eq_ = false;
   SimTime clock_{0};
-  mutable std::vector<ValueId> uf_parent_;         // path halving in find_root
-  std::vector<double> uf_cost_;                    // class roots: summed compute (ns); a double so
-                                                   // that sums of huge costs cannot wrap (exact
-                                                   // below 2^53 ns, 104 days)
+  mutable std::vector<ValueId> uf_parent_;  // path halving in find_root
+  std::vector<double> uf_cost_;             // class roots: summed compute (ns); a double so
+                                            // that sums of huge costs cannot wrap (exact
+                                            // below 2^53 ns, 104 days)
   // Reach memos of needed_by_evicted and lock_dependents (remat_graph_reach.cpp), per value:
   // kReachNotNeeded (its walk found no evicted value still referenced), kReachLocked (every
   // value its walk reaches is locked). The walks from values with a memo are skipped, so the
