@@ -11,7 +11,7 @@
 
 #include "coopsim/alloc/allocator.hpp"
 #include "coopsim/base/params.hpp"
-#include "detail/addr_map.hpp"
+#include "coopsim/base/addr_map.hpp"
 
 namespace coopsim {
 

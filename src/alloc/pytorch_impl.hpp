@@ -67,7 +67,7 @@
 
 #include "coopsim/alloc/pytorch.hpp"
 #include "coopsim/alloc/allocator.hpp"
-#include "detail/addr_map.hpp"
+#include "coopsim/base/addr_map.hpp"
 
 namespace coopsim {
 

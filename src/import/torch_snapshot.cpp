@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <new>
 #include <map>
 #include <memory>
@@ -301,8 +302,12 @@ Trace import_snapshot(const Snapshot& snap, const std::string& path, const Torch
   TraceHeader& hd = t.header;
   hd.model = model_name(path);
   hd.time_unit = "us";
+  std::array<std::uint64_t, kActionNames.size()> per_action{};
+  for (const Entry& e : snap.entries) ++per_action[static_cast<std::size_t>(e.action)];
   std::map<std::string, std::uint64_t> actions;
-  for (const Entry& e : snap.entries) ++actions[std::string(action_name(e.action))];
+  for (std::size_t a = 0; a < per_action.size(); ++a) {
+    if (per_action[a] != 0) actions[std::string(kActionNames[a].first)] = per_action[a];
+  }
   nlohmann::json ooms = nlohmann::json::array();
   const std::vector<std::uint64_t> oom_reserved = reserved_at_ooms(snap, h);
   std::size_t k = 0, ev = 0;
@@ -414,10 +419,14 @@ Trace import_torch_snapshot(const std::string& path, const TorchSnapshotOptions&
 
 // Its line in the registry (src/import/registry.cpp).
 ImporterEntry torch_snapshot_importer_entry() {
-  return {"torch-snapshot", "a PyTorch memory snapshot pickle (torch.cuda.memory._snapshot(); docs/import-torch-snapshot.md)",
-          {"--device"}, {}, [](const std::string& input, const ImportOptions& o) {
+  return {"torch-snapshot",
+          "a PyTorch memory snapshot pickle (torch.cuda.memory._snapshot(); docs/import-torch-snapshot.md)",
+          {"--device"},
+          {},
+          [](const std::string& input, const ImportOptions& o) {
             return import_torch_snapshot(input, TorchSnapshotOptions{o.device}, o.limits);
-          }, &torch_snapshot::simulation_hints};
+          },
+          &torch_snapshot::simulation_hints};
 }
 
 }  // namespace coopsim

@@ -9,6 +9,8 @@
 
 #include <array>
 #include <deque>
+#include <memory>
+#include <span>
 #include <string_view>
 #include <utility>
 
@@ -127,17 +129,39 @@ const pickle::ValuePtr* member(const pickle::Value& dict, std::string_view key);
 // A value in an error message: ints and bools as Python prints them, text quoted, else "a <kind>".
 std::string describe(const pickle::Value& v);
 
+// An entry's frames value: shared when something besides the entry holds it (then it is named
+// once and kept alive through `held` or `memo`, whichever is set).
+struct FramesRef {
+  const pickle::Value* value = nullptr;
+  bool shared = false;
+  const pickle::ValuePtr* held = nullptr;
+  const std::shared_ptr<pickle::Value>* memo = nullptr;
+  [[nodiscard]] pickle::ValuePtr keep() const { return held != nullptr ? *held : pickle::ValuePtr(*memo); }
+};
+
+// The fields an entry may have, found in one pass over its dict (a Value::get per field walked
+// it once for each). First occurrence of each key, as Value::get finds it.
+struct EntryFields {
+  const pickle::Value *action = nullptr, *addr = nullptr, *size = nullptr, *stream = nullptr, *time_us = nullptr,
+                      *device_free = nullptr, *user_metadata = nullptr;
+  FramesRef frames;
+};
+
 // Converts trace entries and names stack frames, counting what it keeps in `memory`.
 class EntryReader {
  public:
   EntryReader(const std::string& path, MemoryCap& memory) : path_(path), memory_(memory) {}
   // The entry at `base`[`index`]; throws Error("<path>: <base>[<index>]...: problem").
   Entry read(const pickle::Value& e, std::string_view base, std::size_t index);
+  // read() in two steps: the checked entry without its name (no side effects), then the name.
+  Entry parse(const EntryFields& f, std::string_view base, std::size_t index) const;
+  void name(Entry& en, const EntryFields& f);
   // Appends `en` to `entries`, counting it, or throws naming `base`[`index`].
   void keep(Entries& entries, Entry en, std::string_view base, std::size_t index);
   // The tensor name of a frames list (name_from_frames), computed once per shared list: its
   // number in names() (0: no frames, or no name in them).
   std::uint32_t name_of(const pickle::ValuePtr* frames);
+  std::uint32_t name_of(const FramesRef& frames);
   std::uint32_t add_name(std::string name);
   [[nodiscard]] const std::vector<std::string>& names() const { return names_; }
   std::vector<std::string> take_names() { return std::exchange(names_, {""}); }
@@ -157,6 +181,8 @@ class EntrySink : public pickle::ItemSink {
  public:
   explicit EntrySink(EntryReader& reader) : reader_(reader) {}
   bool take(const pickle::ValuePtr& list, const pickle::Value& item) override;
+  bool take_flat(const pickle::ValuePtr& list, std::span<const pickle::FlatValue> items,
+                 std::span<const std::uint8_t> sizes) override;
   // The entries taken from `list`, in order (one per taken() it holds); nullptr if none.
   Entries* entries_of(const pickle::Value* list);
   // Whether every list it took from is an item of `device_traces` and held nowhere else (else
@@ -174,11 +200,17 @@ class EntrySink : public pickle::ItemSink {
     pickle::ValuePtr list;  // kept alive: its address names it
     Entries entries;
   };
+  // The entries of `list`, finding its node only when the list changes.
+  Taken& taken_of(const pickle::ValuePtr& list);
+
   EntryReader& reader_;
   std::unordered_map<const pickle::Value*, Taken> lists_;
   // The list the last entry went to (a history is one list): its node, without a lookup.
   const pickle::Value* last_list_ = nullptr;
   Taken* last_ = nullptr;
+  // take_flat's scratch: the immediates of the dict at hand as values, the batch's entries.
+  std::array<pickle::Value, 16> immediates_;
+  std::vector<std::pair<Entry, EntryFields>> batch_;
 };
 
 // Checks and extracts one device's part of a snapshot dict. Throws Error("<path>: <key>: ...").

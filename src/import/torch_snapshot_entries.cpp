@@ -4,6 +4,7 @@
 // never all held at once. Keys in errors are built only when an entry is refused.
 #include <fmt/format.h>
 
+#include <array>
 #include <limits>
 
 #include "coopsim/base/error.hpp"
@@ -18,35 +19,50 @@ using Kind = pickle::Value::Kind;
 constexpr std::uint64_t kMaxBytes = std::uint64_t{1} << 53;  // trace v1's largest tensor
 constexpr std::int64_t kMaxTimeUs = std::numeric_limits<std::int64_t>::max() / 1000;
 
-// The fields an entry may have, found in one pass over its dict (a Value::get per field walked
-// it once for each). First occurrence of each key, as Value::get finds it.
-struct EntryFields {
-  const pickle::Value *action = nullptr, *addr = nullptr, *size = nullptr, *stream = nullptr, *time_us = nullptr,
-                      *device_free = nullptr, *user_metadata = nullptr;
-  const pickle::ValuePtr* frames = nullptr;
-};
+// The fields an entry's keys name.
+enum class Field : std::uint8_t { Other, Action, Addr, Size, Stream, TimeUs, DeviceFree, UserMetadata, Frames };
+
+Field field_named(std::string_view key) {
+  // By length first: most keys are then told apart by one comparison.
+  switch (key.size()) {
+    case 4: return key == "addr" ? Field::Addr : key == "size" ? Field::Size : Field::Other;
+    case 6:
+      return key == "action"   ? Field::Action
+             : key == "stream" ? Field::Stream
+             : key == "frames" ? Field::Frames
+                               : Field::Other;
+    case 7: return key == "time_us" ? Field::TimeUs : Field::Other;
+    case 11: return key == "device_free" ? Field::DeviceFree : Field::Other;
+    case 13: return key == "user_metadata" ? Field::UserMetadata : Field::Other;
+    default: return Field::Other;
+  }
+}
+
+// Where a field's value goes; nullptr for frames (a FramesRef) and keys not read.
+const pickle::Value** slot_of(EntryFields& f, Field field) {
+  switch (field) {
+    case Field::Action: return &f.action;
+    case Field::Addr: return &f.addr;
+    case Field::Size: return &f.size;
+    case Field::Stream: return &f.stream;
+    case Field::TimeUs: return &f.time_us;
+    case Field::DeviceFree: return &f.device_free;
+    case Field::UserMetadata: return &f.user_metadata;
+    default: return nullptr;
+  }
+}
 
 EntryFields fields_of(const pickle::Value& e) {
   EntryFields f;
   for (const auto& [k, v] : e.entries) {
     if (k->kind != Kind::String) continue;
-    const std::string_view key = k->text;
-    // By length first: most keys are then told apart by one comparison.
-    const pickle::Value** field = nullptr;
-    switch (key.size()) {
-      case 4: field = key == "addr" ? &f.addr : key == "size" ? &f.size : nullptr; break;
-      case 6:
-        if (key == "frames") {
-          if (f.frames == nullptr) f.frames = &v;
-          continue;
-        }
-        field = key == "action" ? &f.action : key == "stream" ? &f.stream : nullptr;
-        break;
-      case 7: field = key == "time_us" ? &f.time_us : nullptr; break;
-      case 11: field = key == "device_free" ? &f.device_free : nullptr; break;
-      case 13: field = key == "user_metadata" ? &f.user_metadata : nullptr; break;
-      default: break;
+    const Field named = field_named(k->text);
+    if (named == Field::Frames) {
+      // Held elsewhere too (a pickle's shared frames table) when anything but this dict holds it.
+      if (f.frames.value == nullptr) f.frames = {v.get(), v.use_count() > 1, &v, nullptr};
+      continue;
     }
+    const pickle::Value** field = slot_of(f, named);
     if (field != nullptr && *field == nullptr) *field = v.get();
   }
   return f;
@@ -81,25 +97,49 @@ std::uint32_t EntryReader::add_name(std::string name) {
   return static_cast<std::uint32_t>(names_.size() - 1);
 }
 
-std::uint32_t EntryReader::name_of(const pickle::ValuePtr* frames) {
-  if (frames == nullptr) return 0;
+std::uint32_t EntryReader::name_of(const FramesRef& frames) {
+  if (frames.value == nullptr) return 0;
   // A list held elsewhere too (a pickle's shared frames table) is named once and kept alive
   // here, so its address cannot come back as another list's; one held only by its entry is
   // dropped with the entry while the pickle streams, and named each time.
-  const bool shared = frames->use_count() > 1;
-  if (shared) {
-    const auto it = shared_frames_.find(frames->get());
+  if (frames.shared) {
+    const auto it = shared_frames_.find(frames.value);
     if (it != shared_frames_.end()) return it->second.second;
   }
-  const std::uint32_t id = add_name(name_from_frames(frames->get()));
-  if (shared) {
+  const std::uint32_t id = add_name(name_from_frames(frames.value));
+  if (frames.shared) {
     if (!memory_.add(64)) throw Error(fmt::format("{}: frames: {}", path_, memory_.problem()));
-    shared_frames_.emplace(frames->get(), std::make_pair(*frames, id));
+    shared_frames_.emplace(frames.value, std::make_pair(frames.keep(), id));
   }
   return id;
 }
 
+std::uint32_t EntryReader::name_of(const pickle::ValuePtr* frames) {
+  if (frames == nullptr) return 0;
+  return name_of(FramesRef{frames->get(), frames->use_count() > 1, frames, nullptr});
+}
+
 Entry EntryReader::read(const pickle::Value& e, std::string_view base, std::size_t index) {
+  if (e.kind != Kind::Dict) {
+    throw Error(fmt::format("{}: {}[{}]: expected a dict (got {})", path_, base, index, describe(e)));
+  }
+  const EntryFields f = fields_of(e);
+  Entry en = parse(f, base, index);
+  name(en, f);
+  return en;
+}
+
+void EntryReader::name(Entry& en, const EntryFields& f) {
+  if (en.action == Action::Alloc || en.action == Action::Oom) {
+    en.name = name_of(f.frames);
+  } else if (en.action == Action::Annotate) {
+    if (const pickle::Value* m = f.user_metadata; m != nullptr && m->kind == Kind::String) {
+      en.name = add_name(to_utf8(m->text));
+    }
+  }
+}
+
+Entry EntryReader::parse(const EntryFields& f, std::string_view base, std::size_t index) const {
   auto fail = [&](std::string_view field, const std::string& problem) {
     throw Error(fmt::format("{}: {}[{}]{}{}: {}", path_, base, index, field.empty() ? "" : ".", field, problem));
   };
@@ -112,8 +152,6 @@ Entry EntryReader::read(const pickle::Value& e, std::string_view base, std::size
       fail(name, fmt::format("expected a non-negative int (got {})", describe(v)));
     return static_cast<std::uint64_t>(v.integer);
   };
-  if (e.kind != Kind::Dict) fail("", fmt::format("expected a dict (got {})", describe(e)));
-  const EntryFields f = fields_of(e);
   Entry en;
   en.index = static_cast<std::uint32_t>(index);  // keep() refuses an index past 2^32 - 1
   const pickle::Value& action = field(f.action, "action");
@@ -153,13 +191,6 @@ Entry EntryReader::read(const pickle::Value& e, std::string_view base, std::size
     }
     en.time_us = t->integer;
   }
-  if (en.action == Action::Alloc || en.action == Action::Oom) {
-    en.name = name_of(f.frames);
-  } else if (en.action == Action::Annotate) {
-    if (const pickle::Value* m = f.user_metadata; m != nullptr && m->kind == Kind::String) {
-      en.name = add_name(to_utf8(m->text));
-    }
-  }
   return en;
 }
 
@@ -173,21 +204,81 @@ void EntryReader::keep(Entries& entries, Entry en, std::string_view base, std::s
   entries.push_back(std::move(en));
 }
 
-bool EntrySink::take(const pickle::ValuePtr& list, const pickle::Value& item) {
-  // Only what looks like a trace entry; anything else stays in the tree.
-  if (item.kind != pickle::Value::Kind::Dict || item.get("action") == nullptr) return false;
+EntrySink::Taken& EntrySink::taken_of(const pickle::ValuePtr& list) {
   if (list.get() != last_list_) {
     last_ = &lists_[list.get()];  // a node: stays where it is while others are added
     last_list_ = list.get();
     if (!last_->list) last_->list = list;
   }
-  Taken& t = *last_;
+  return *last_;
+}
+
+bool EntrySink::take(const pickle::ValuePtr& list, const pickle::Value& item) {
+  // Only what looks like a trace entry; anything else stays in the tree.
+  if (item.kind != pickle::Value::Kind::Dict || item.get("action") == nullptr) return false;
+  Taken& t = taken_of(list);
   try {
     reader_.keep(t.entries, reader_.read(item, "?", t.entries.size()), "?", t.entries.size());
   } catch (const Error&) {
     // Refused here, where its key is not known yet: it stays in the tree and is read again, and
     // refused with its key, if it turns out to be an entry of the device imported.
     return false;
+  }
+  return true;
+}
+
+bool EntrySink::take_flat(const pickle::ValuePtr& list, std::span<const pickle::FlatValue> items,
+                          std::span<const std::uint8_t> sizes) {
+  // All or none, as take() would decide each: every dict must be an entry that reads without
+  // error; only then are they named and kept (naming changes the reader's tables).
+  const auto it = lists_.find(list.get());
+  const std::size_t first = it == lists_.end() ? 0 : it->second.entries.size();
+  batch_.clear();
+  // The field of each key object met in this batch (the same few memo strings throughout; none
+  // is freed before the batch is done, so an address stands for one key).
+  std::array<std::pair<const pickle::Value*, Field>, 16> known{};
+  std::size_t n_known = 0;
+  auto field_of_key = [&](const pickle::Value* key) {
+    for (std::size_t i = 0; i < n_known; ++i) {
+      if (known[i].first == key) return known[i].second;
+    }
+    const Field named = field_named(key->text);
+    if (n_known < known.size()) known[n_known++] = {key, named};
+    return named;
+  };
+  std::size_t at = 0;
+  for (const std::uint8_t pairs : sizes) {
+    EntryFields f;
+    bool has_action = false;
+    for (std::size_t p = 0; p < pairs; ++p, at += 2) {
+      const pickle::FlatValue& value = items[at + 1];
+      const Field named = field_of_key(items[at].ref->get());
+      has_action = has_action || named == Field::Action;
+      const pickle::Value** field = slot_of(f, named);
+      if (value.ref != nullptr) {
+        if (named == Field::Frames) f.frames = {value.ref->get(), true, nullptr, value.ref};  // the memo holds it too
+        if (field != nullptr) *field = value.ref->get();
+        continue;
+      }
+      // An immediate is no list (no frames, no name) and no str (no user_metadata).
+      if (field == nullptr || field == &f.user_metadata) continue;
+      pickle::Value& v = immediates_[p];
+      v.kind = value.kind;
+      v.integer = value.integer;
+      v.boolean = value.boolean;
+      *field = &v;
+    }
+    if (!has_action) return false;
+    try {
+      batch_.emplace_back(reader_.parse(f, "?", first + batch_.size()), f);
+    } catch (const Error&) {
+      return false;  // take() refuses it: the dicts go the general way
+    }
+  }
+  Taken& t = taken_of(list);
+  for (auto& [en, f] : batch_) {
+    reader_.name(en, f);
+    reader_.keep(t.entries, en, "?", t.entries.size());
   }
   return true;
 }

@@ -50,16 +50,23 @@ const SnapSegment* Reconstruction::end_segment_at(std::uint64_t addr) const {
 
 // One forward pass: tensors of in-history allocations, pre-existing blocks, segment events.
 void Reconstruction::walk_history() {
-  std::map<std::uint64_t, std::uint32_t> live;  // address -> in-history tensor
+  // Address -> in-history tensor. Flat tables: one node per allocation of a history of
+  // millions would cost more than the walk (and every entry but a free's last is in at most one).
+  coopsim::detail::AddrMap<std::uint32_t> live;
   h_.tensor_of_entry.assign(snap_.entries.size(), kNoTensor);
+  std::size_t tensors = 0;
+  for (const Entry& e : snap_.entries) tensors += e.action == Action::Alloc || e.action == Action::Oom ? 1 : 0;
+  trace_tensors_.reserve(tensors);  // reserved whole: growing would hold two arrays at once
+  trace_alloc_entry_.reserve(tensors);
+  allocs_by_addr_.reserve(tensors);
   for (const Entry& e : snap_.entries) {
     // Built only for an error: formatting it for every entry would cost more than the walk.
     const auto where = [&] { return fmt::format("{}: device_traces[{}][{}]", snap_.path, snap_.device, e.index); };
     switch (e.action) {
       case Action::Alloc: {
-        if (auto it = live.find(e.addr); it != live.end()) {
+        if (const std::uint32_t* t = live.find(e.addr); t != nullptr) {
           throw Error(fmt::format("{}: alloc at {:#x}, which is still allocated (since entry {})", where(), e.addr,
-                                  trace_alloc_entry_[it->second]));
+                                  trace_alloc_entry_[*t]));
         }
         if (auto p = pre_live_.find(e.addr); p != pre_live_.end()) {
           throw Error(fmt::format("{}: alloc at {:#x}, where a block allocated before the recording is still live",
@@ -68,24 +75,24 @@ void Reconstruction::walk_history() {
         const auto t = static_cast<std::uint32_t>(trace_tensors_.size());
         trace_tensors_.push_back({e.size, snap_.names[e.name]});
         trace_alloc_entry_.push_back(e.index);
-        live.emplace(e.addr, t);
-        touched_.insert(e.addr);
+        live.insert(e.addr, t);
+        touched_.insert(e.addr, true);
         allocs_by_addr_.emplace_back(e.addr, e.index);
         h_.tensor_of_entry[e.index] = t;
         break;
       }
       case Action::FreeRequested:
       case Action::FreeCompleted: {
-        const bool seen = !touched_.insert(e.addr).second;
+        const bool seen = !touched_.insert(e.addr, true);
         const bool completed = e.action == Action::FreeCompleted;
-        if (auto it = live.find(e.addr); it != live.end()) {
-          const Tensor& t = trace_tensors_[it->second];
+        if (const std::uint32_t* it = live.find(e.addr); it != nullptr) {
+          const Tensor& t = trace_tensors_[*it];
           if (t.requested != e.size) {
             throw Error(fmt::format("{}: {} of {} bytes at {:#x}, allocated with {} bytes", where(),
                                     completed ? "free_completed" : "free_requested", e.size, e.addr, t.requested));
           }
-          h_.tensor_of_entry[e.index] = it->second;
-          if (completed) live.erase(it);
+          h_.tensor_of_entry[e.index] = *it;
+          if (completed) live.erase(e.addr);
           break;
         }
         // No alloc before it: a block live when the recording began.
@@ -158,7 +165,7 @@ void Reconstruction::walk_history() {
     }
   }
   // Tensors of the history still live at the end.
-  for (const auto& [addr, t] : live) live_at_end_.emplace(addr, t);
+  live.for_each([&](std::uint64_t addr, std::uint32_t t) { live_at_end_.emplace(addr, t); });
 }
 
 SegmentPool Reconstruction::pool_by_size(std::uint64_t size) {

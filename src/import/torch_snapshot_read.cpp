@@ -199,6 +199,16 @@ class Reader {
     return b;
   }
 
+  // The entries of a device's list: its items, and the taken ones it leaves out at its end.
+  std::size_t entries_in(const pickle::Value& trace) const {
+    if (trace.kind != Kind::List) return 0;
+    const Entries* taken = sink_ != nullptr ? sink_->entries_of(&trace) : nullptr;
+    if (taken == nullptr) return trace.items.size();
+    const auto placeholders =
+        static_cast<std::size_t>(std::count(trace.items.begin(), trace.items.end(), pickle::taken()));
+    return trace.items.size() + taken->size() - placeholders;
+  }
+
   void read_trace(const pickle::Value& root, Snapshot& s) {
     const pickle::Value& traces = list(field(root, "device_traces", "top level"), "device_traces");
     s.devices = traces.items.size();
@@ -207,8 +217,7 @@ class Reader {
       std::string listing;
       for (std::size_t d = 0; d < s.devices; ++d) {
         const pickle::Value& tr = *traces.items[d];
-        listing += fmt::format("{}{}: {} entries", d == 0 ? "" : ", ", d,
-                               tr.kind == Kind::List ? tr.items.size() : std::size_t{0});
+        listing += fmt::format("{}{}: {} entries", d == 0 ? "" : ", ", d, entries_in(tr));
       }
       fail("device_traces", fmt::format("the snapshot records {} device(s) ({}); device {} is not one of them "
                                         "(--device N picks one)",
@@ -217,7 +226,7 @@ class Reader {
     const std::string base = fmt::format("device_traces[{}]", device_);
     const pickle::Value& entries = list(*traces.items[static_cast<std::size_t>(device_)], base);
     Entries* taken = sink_ != nullptr ? sink_->entries_of(&entries) : nullptr;
-    if (taken != nullptr && taken->size() == entries.items.size()) {
+    if (taken != nullptr && entries.items.empty()) {
       // Every entry was taken while the pickle streamed (the usual case): already counted.
       s.entries = std::move(*taken);
       for (std::size_t i = 0; i < s.entries.size(); ++i) s.entries[i].index = static_cast<std::uint32_t>(i);
@@ -232,6 +241,12 @@ class Reader {
           continue;
         }
         entries_.keep(s.entries, entries_.read(*e, base, i), base, i);
+      }
+      // The taken entries the list leaves out at its end.
+      for (std::size_t i = entries.items.size(); taken != nullptr && next_taken < taken->size(); ++i) {
+        Entry en = std::move((*taken)[next_taken++]);
+        en.index = static_cast<std::uint32_t>(i);
+        s.entries.push_back(std::move(en));
       }
     }
     s.has_time = !s.entries.empty();

@@ -84,7 +84,7 @@ void Reconstruction::add_untouched_end_blocks() {
         x.name = b.name;
         continue;
       }
-      if (touched_.count(b.addr)) continue;
+      if (touched_.find(b.addr) != nullptr) continue;
       Preexisting x;
       x.addr = b.addr;
       x.requested = b.requested;

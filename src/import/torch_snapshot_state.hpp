@@ -8,9 +8,9 @@
 #include <map>
 #include <set>
 #include <string>
-#include <unordered_set>
 #include <vector>
 
+#include "coopsim/base/addr_map.hpp"
 #include "torch_snapshot_detail.hpp"
 
 namespace coopsim::torch_snapshot::detail {
@@ -82,7 +82,7 @@ class Reconstruction {
   std::vector<std::size_t> trace_alloc_entry_;
   std::vector<Preexisting> pre_;
   std::map<std::uint64_t, std::size_t> pre_live_;                      // address -> pre-existing block not yet freed
-  std::unordered_set<std::uint64_t> touched_;                          // addresses of any alloc / free entry
+  coopsim::detail::AddrMap<bool> touched_;                             // addresses of any alloc / free entry
   std::vector<std::pair<std::uint64_t, std::size_t>> allocs_by_addr_;  // (address, entry)
   std::map<std::uint64_t, std::uint32_t> live_at_end_;
   std::map<std::uint64_t, SegmentEvent> first_segment_event_;  // address -> its first segment event

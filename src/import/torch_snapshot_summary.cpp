@@ -32,7 +32,39 @@ class ActionCounter : public pickle::ItemSink {
     ++actions[action->text];
     return true;
   }
+  // The same for a batch of flat dicts, all or none: each needs an "action" that is a str.
+  bool take_flat(const pickle::ValuePtr& /*list*/, std::span<const pickle::FlatValue> items,
+                 std::span<const std::uint8_t> sizes) override {
+    batch_.clear();
+    std::size_t at = 0;
+    for (const std::uint8_t pairs : sizes) {
+      const Value* action = nullptr;
+      for (std::size_t p = 0; p < pairs; ++p, at += 2) {
+        if (action == nullptr && (*items[at].ref)->text == "action") {
+          const pickle::FlatValue& v = items[at + 1];
+          if (v.ref == nullptr || (*v.ref)->kind != Kind::String) return false;
+          action = v.ref->get();
+        }
+      }
+      if (action == nullptr) return false;
+      batch_.push_back(action);
+    }
+    // Most entries share their action's str object (the memo): counted by object first.
+    const Value* last = nullptr;
+    std::uint64_t* count = nullptr;
+    for (const Value* action : batch_) {
+      if (action != last) {
+        count = &actions[action->text];
+        last = action;
+      }
+      ++*count;
+    }
+    return true;
+  }
   std::map<std::string, std::uint64_t> actions;
+
+ private:
+  std::vector<const Value*> batch_;
 };
 
 struct SummaryReader {

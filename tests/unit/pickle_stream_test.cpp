@@ -7,6 +7,7 @@
 #include <zlib.h>
 
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -73,9 +74,9 @@ TEST_CASE("pickle stream: list items are taken in order, the rest is built as pa
   REQUIRE(sink.ns.size() == 2501);
   for (int i = 0; i < 2500; ++i) CHECK(sink.ns[static_cast<std::size_t>(i)] == i);
   CHECK(sink.ns.back() == 7);
+  // A list leaves out the taken items at its end, and holds taken() for those before a value.
   const pickle::Value& entries = *root->get("entries");
-  REQUIRE(entries.items.size() == 2500);
-  for (const auto& item : entries.items) CHECK(item == pickle::taken());
+  CHECK(entries.items.empty());
   CHECK(sink.lists.front() == &entries);
   const pickle::Value& more = *root->get("more");
   REQUIRE(more.items.size() == 2);
@@ -100,7 +101,7 @@ TEST_CASE("pickle stream: a taken item fetched again from the memo is whole ther
   Collect sink;
   const pickle::ValuePtr root = pickle::stream(bytes, "t.pkl", memory, sink);
   CHECK(sink.ns == std::vector<std::int64_t>{5});
-  CHECK(root->get("l")->items.at(0) == pickle::taken());
+  CHECK(root->get("l")->items.empty());  // its one item taken, at its end
   REQUIRE(root->get("again")->get("n") != nullptr);
   CHECK(root->get("again")->get("n")->integer == 5);
 }
@@ -144,15 +145,111 @@ TEST_CASE("pickle stream: files are read in chunks, plain and gzip, with parse_f
   CHECK(streamed == parsed);
 }
 
-TEST_CASE("pickle stream: a snapshot whose entry list is shared elsewhere is imported from the tree", "[pickle]") {
-  // {"segments": [], "device_traces": [L], "copy": L}: L's entries must stay whole for "copy".
-  pickle::Writer w;
+namespace {
+
+// Opens a snapshot dict with no segments and its device_traces list.
+void begin_snapshot(pickle::Writer& w) {
   w.begin_dict();
   w.text("segments");
   w.begin_list();
   w.end();
   w.text("device_traces");
   w.begin_list();
+}
+
+// A snapshot of `count` alloc / free_completed pairs (three APPENDS batches for 1250: from the
+// second dict on, every key is a memo reference, so whole batches take the flat path), with
+// `bad` (if any) written over entry `at`.
+std::string history_pickle(int count, int at = -1, const std::function<void(pickle::Writer&)>& bad = {}) {
+  pickle::Writer w;
+  begin_snapshot(w);
+  w.begin_list();
+  for (int i = 0; i < 2 * count; ++i) {
+    if (i == at && bad) {
+      bad(w);
+      continue;
+    }
+    w.begin_dict();
+    w.text("action");
+    w.text(i % 2 == 0 ? "alloc" : "free_completed");
+    w.text("addr");
+    w.integer(4096 + 512 * (i / 2 % 7));
+    w.text("size");
+    w.integer(512);
+    w.text("stream");
+    w.integer(0);
+    w.end();
+  }
+  w.end();
+  w.end();
+  w.end();
+  return w.finish();
+}
+
+std::string import_problem(const std::function<void()>& import) {
+  try {
+    import();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_CASE("pickle stream: a history's batches are imported whole or opcode by opcode, as the tree reads them",
+          "[pickle]") {
+  auto same = [](const std::string& bytes, int device = 0) {
+    const TorchSnapshotOptions options{device};
+    const std::string tree = import_problem(
+        [&] { (void)torch_snapshot::import_value(*pickle::parse(bytes, "s.pickle"), "s.pickle", options); });
+    const std::string streamed =
+        import_problem([&] { (void)torch_snapshot::import_bytes(bytes, "s.pickle", options); });
+    CHECK(streamed == tree);
+    return streamed;
+  };
+  // Every batch taken: the same trace.
+  const std::string plain = history_pickle(1250);
+  const Trace tree = torch_snapshot::import_value(*pickle::parse(plain, "s.pickle"), "s.pickle", {});
+  const Trace streamed = torch_snapshot::import_bytes(plain, "s.pickle", {});
+  CHECK(streamed.header == tree.header);
+  CHECK(streamed.tensors == tree.tensors);
+  CHECK(streamed.events == tree.events);
+  CHECK(tree.events.size() == 2500);
+  // A device that is not there: the listing counts the entries the list leaves out.
+  CHECK(same(plain, 1) ==
+        "s.pickle: device_traces: the snapshot records 1 device(s) (0: 2500 entries); device 1 is not one of them "
+        "(--device N picks one)");
+  // One bad entry in the last batch: that batch goes opcode by opcode, the entry stays in the
+  // tree and is refused with its key, as the tree refuses it.
+  const std::string zero = history_pickle(1250, 2200, [](pickle::Writer& w) {
+    w.begin_dict();
+    w.text("action");
+    w.text("alloc");
+    w.text("addr");
+    w.integer(4096);
+    w.text("size");
+    w.integer(0);
+    w.end();
+  });
+  CHECK(same(zero) == "s.pickle: device_traces[0][2200].size: missing or 0 for a 'alloc' entry");
+  // A value that is no dict between taken entries: taken() stands for those before it.
+  const std::string seven = history_pickle(1250, 1500, [](pickle::Writer& w) { w.integer(7); });
+  CHECK(same(seven) == "s.pickle: device_traces[0][1500]: expected a dict (got 7)");
+  // An unknown key is read past, as Value::get passes it; a dict without "action" is no entry.
+  const std::string extra = history_pickle(1250, 1700, [](pickle::Writer& w) {
+    w.begin_dict();
+    w.text("size");
+    w.integer(512);
+    w.end();
+  });
+  CHECK(same(extra) == "s.pickle: device_traces[0][1700]: missing field 'action'");
+}
+
+TEST_CASE("pickle stream: a snapshot whose entry list is shared elsewhere is imported from the tree", "[pickle]") {
+  // {"segments": [], "device_traces": [L], "copy": L}: L's entries must stay whole for "copy".
+  pickle::Writer w;
+  begin_snapshot(w);
   const std::uint32_t list = w.begin_shared_list();
   for (int i = 0; i < 3; ++i) {
     w.begin_dict();

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "coopsim/alloc/allocator.hpp"
-#include "addr_map.hpp"
+#include "coopsim/base/addr_map.hpp"
 
 namespace coopsim::detail {
 

@@ -196,10 +196,37 @@ class Reader {
     return true;
   }
 
+  // After MARK while streaming: MARK (EMPTY_DICT <flat dict>)* APPENDS, the shape of a snapshot
+  // history's batches, in one step (Builder::flat_batch) where the sink takes them all; false,
+  // nothing read, otherwise.
+  bool flat_batch() {
+    const std::string_view w = in_.peek(kBatchPeek);
+    if (batch_.size() < kMaxBatch) batch_.resize(kMaxBatch);
+    std::size_t p = 0, n = 0;
+    while (p < w.size()) {
+      const auto code = static_cast<unsigned char>(w[p]);
+      if (code == op::kAppends) {
+        if (n == 0 || !build_.flat_batch({batch_.data(), n})) return false;
+        in_.advance(p + 1);
+        return true;
+      }
+      if (code != op::kEmptyDict || n == kMaxBatch) return false;
+      const std::size_t k = detail::scan_flat_dict(w.substr(p + 1), batch_[n]);
+      if (k == 0) return false;
+      p += 1 + k;
+      ++n;
+    }
+    return false;
+  }
+
   void step();
   ValuePtr stop();
 
   static constexpr std::size_t kFlatPeek = 512;  // far more than the 16 entries a flat dict may have
+  // A pickler's batch is 1000 items (Python's _BATCHSIZE); bigger ones go opcode by opcode. The
+  // peek covers 1000 dicts of 16 entries of 10-byte ints.
+  static constexpr std::size_t kMaxBatch = 1000;
+  static constexpr std::size_t kBatchPeek = std::size_t{256} << 10;
 
   Input& in_;
   const std::string& name_;
@@ -208,6 +235,7 @@ class Reader {
   detail::Builder build_;
   bool streaming_ = false;
   detail::FlatDict flat_;
+  std::vector<detail::FlatDict> batch_;  // flat_batch's dicts (sized once)
 };
 
 void Reader::step() {
@@ -290,7 +318,9 @@ void Reader::step() {
     case op::kBinBytes8:
     case op::kByteArray8: return push_text(Kind::Bytes, std::string(take(le(8), "data")));
     // ---- structure --------------------------------------------------------------------
-    case op::kMark: return build_.mark();
+    case op::kMark:
+      if (streaming_ && flat_batch()) return;
+      return build_.mark();
     case op::kPop: return build_.pop();
     case op::kPopMark: return build_.pop_mark();
     case op::kDup: return build_.dup();

@@ -17,13 +17,6 @@ using Kind = Value::Kind;
 namespace {
 [[noreturn]] void fail(std::string problem) { throw BuildError{std::move(problem)}; }
 
-// Room for `more` elements, growing geometrically: a list filled by many APPENDS batches (a
-// pickler writes 1000 items per batch) must not be copied whole at every batch.
-template <class T>
-void grow_for(std::vector<T>& v, std::size_t more) {
-  if (v.capacity() - v.size() >= more) return;
-  v.reserve(std::max(v.size() + more, 2 * v.capacity()));
-}
 }  // namespace
 
 void Builder::hold(std::uint64_t bytes) {
@@ -195,8 +188,12 @@ void Builder::insert_item(const Slot& list, Slot& item) {
   if (sink_ != nullptr && sink_->take(list.value, *item.value)) {
     // Given back when the stack lets go of it (unless the memo or another container keeps it).
     memory_.remove(held_by(item.value));
-    list.value->items.push_back(taken());
+    ++c.taken_pending;
     return;
+  }
+  if (c.taken_pending != 0) {
+    list.value->items.insert(list.value->items.end(), static_cast<std::size_t>(c.taken_pending), taken());
+    c.taken_pending = 0;
   }
   // Moved: every caller drops the item's slot next, so the reference changes hands without an
   // atomic count up and down (tens of millions of them in a large snapshot).

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -88,6 +89,12 @@ class Builder {
   // fail, count a new stack slot or memo entry, or meet equal keys: the caller then runs them one
   // by one (and reports their errors at their own offsets).
   bool flat_dict(const FlatDict& d);
+  // Streaming only, with the list on top of the stack: MARK, `dicts` (each EMPTY_DICT and its
+  // flat run, as flat_dict) and APPENDS in one step, offered to the sink's take_flat without
+  // making the dicts. True where the sink took them all, leaving the list, memo and memory
+  // count as the opcodes would; false, changing nothing, otherwise (the caller then runs the
+  // opcodes, which make the dicts and offer them to take() one by one).
+  bool flat_batch(std::span<const FlatDict> dicts);
 
  private:
   static constexpr std::size_t kIndexAfter = 16;  // dicts past this many entries get a hash index
@@ -98,13 +105,19 @@ class Builder {
     bool complete = false;                  // placed inside another container: no further mutation
     std::vector<std::uint64_t> key_hashes;  // dicts: hash of each entry's key (a flat dict's: on demand)
     std::unique_ptr<std::unordered_multimap<std::uint64_t, std::size_t>> index;
+    // Lists: items the sink took since the list's last value, not written out yet: they become
+    // taken() only when a value follows them (pickle_stream.hpp).
+    std::uint64_t taken_pending = 0;
   };
   struct Slot {  // 48 bytes: one per stack entry and kept memo entry
     std::shared_ptr<Value> value;
     std::shared_ptr<Container> container;  // lists and dicts, shared by every slot of it
     std::uint64_t hash = 0;                // when hashable
-    std::uint32_t depth = 1;               // scalars and tuples; lists and dicts: Container
+    std::uint32_t depth = 1;               // scalars and tuples; lists and dicts: Container (or frozen)
     bool hashable = true;
+    // A complete container's depth, copied into `depth` (it cannot change any more): reading
+    // it needs no visit to the Container (flat_batch, millions of references to frames lists).
+    bool frozen = false;
   };
 
   // Bytes counted per part (pickle.hpp, "Memory"): a value (make_shared: the Value, the
@@ -116,6 +129,19 @@ class Builder {
   static constexpr std::uint64_t kContainer = sizeof(Container) + 16;
   static constexpr std::uint64_t kSparseMemo = sizeof(Slot) + 48;
 
+  // The memo slots of a flat dict's keys and Get values (nullptr for the others), the depth the
+  // dict would have and its number of ints; false where the general way must make it (a key
+  // that is not a kept str, equal keys, a value not kept, too deep).
+  // With `keys`, a dict whose keys are the memo indices of the last one resolved through it
+  // reuses that resolution.
+  struct FlatKeys {
+    std::size_t pairs = 0;  // 0: none yet
+    std::uint32_t depth = 0;
+    std::uint64_t index[FlatDict::kMaxItems / 2] = {};
+    const Slot* slot[FlatDict::kMaxItems / 2] = {};
+  };
+  bool resolve_flat(const FlatDict& d, const Slot** refs, std::uint32_t& depth, std::uint64_t& ints,
+                    FlatKeys* keys = nullptr) const;
   // Counts `bytes` more, or throws BuildError with the budget's problem.
   void hold(std::uint64_t bytes);
   // Counts a new value of `text_bytes` bytes of text, and a stack slot if the stack grows.
@@ -127,7 +153,7 @@ class Builder {
   std::size_t fence() const { return marks_.empty() ? 0 : marks_.back(); }
   void need(std::size_t n) const;
   std::size_t take_mark();  // pops the last MARK; returns where its values start
-  static std::uint32_t depth_of(const Slot& s) { return s.container ? s.container->depth : s.depth; }
+  static std::uint32_t depth_of(const Slot& s) { return s.container && !s.frozen ? s.container->depth : s.depth; }
   void check_depth(std::size_t depth) const;
   // Records that `child` goes inside a container; returns the container depth it implies.
   std::uint32_t adopt(const Slot& child);
@@ -156,6 +182,10 @@ class Builder {
   MemoryCap& memory_;
   std::size_t stack_peak_ = 0, marks_peak_ = 0;  // slots counted so far (vectors keep capacity)
   std::vector<const Value*> held_work_;          // held_by's walk, kept: it runs once per taken item
+  // flat_batch's view of its dicts for the sink (capacity reused from batch to batch).
+  std::vector<FlatValue> flat_items_;
+  std::vector<const Slot*> flat_refs_;
+  std::vector<std::uint8_t> flat_sizes_;
 };
 
 }  // namespace coopsim::pickle::detail

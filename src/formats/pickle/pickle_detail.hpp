@@ -2,11 +2,13 @@
 // of protocol-0 opcodes, UTF-8 checking, and Python's dict-key hashing and equality.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "coopsim/formats/pickle.hpp"
 
@@ -41,5 +43,13 @@ std::uint64_t hash_combine(std::uint64_t h, std::uint64_t item);
 std::optional<bool> key_equal(const Value* a, const Value* b, std::uint64_t& budget);
 // None, True and False are never changed: one value each, shared by every pickle (pickle.cpp).
 const std::shared_ptr<Value>& constant(Value::Kind kind, bool b = false);
+
+// Room for `more` elements, growing geometrically: a list filled by many APPENDS batches (a
+// pickler writes 1000 items per batch) must not be copied whole at every batch.
+template <class T>
+void grow_for(std::vector<T>& v, std::size_t more) {
+  if (v.capacity() - v.size() >= more) return;
+  v.reserve(std::max(v.size() + more, 2 * v.capacity()));
+}
 
 }  // namespace coopsim::pickle::detail

@@ -99,27 +99,28 @@ std::size_t scan_flat_dict(std::string_view bytes, FlatDict& out) {
   return p;
 }
 
-bool Builder::flat_dict(const FlatDict& d) {
+bool Builder::resolve_flat(const FlatDict& d, const Slot** refs, std::uint32_t& depth, std::uint64_t& ints,
+                           FlatKeys* keys) const {
   using Item = FlatDict::ItemKind;
-  if (fetched_ == nullptr || memo_kept_.empty()) return false;
-  // The dict's memo entry must be one nothing reads (a kept one could be changed through the memo).
-  const std::uint64_t put_index = d.put == FlatDict::Put::Memoize ? memo_entries() : d.put_index;
-  if (d.put != FlatDict::Put::None && fetched_->rank(put_index)) return false;
-  // EMPTY_DICT and the items take stack slots, MARK a mark: each counted the first time the stack
-  // (the marks) grows that far. Where the vector itself would grow, the general way checks that.
-  const std::size_t stack_top = stack_.size() + 1 + d.size;
-  if (stack_top > stack_.capacity() || (marks_.size() == marks_peak_ && marks_.size() == marks_.capacity())) {
-    return false;
+  ints = 0;
+  depth = d.size == 0 ? 1 : 2;  // an int or constant item is one level down
+  // The keys of the dict before, when these are the same memo indices (a history's dicts all
+  // have one key order): already checked, the same slots.
+  bool same_keys = keys != nullptr && keys->pairs != 0 && keys->pairs * 2 == d.size;
+  for (std::size_t i = 0; same_keys && i < d.size; i += 2) {
+    same_keys = d.items[i].kind == Item::Get && d.items[i].value == keys->index[i / 2];
   }
-  const std::uint64_t new_slots = stack_top > stack_peak_ ? stack_top - stack_peak_ : 0;
-  const std::uint64_t new_marks = marks_.size() == marks_peak_ ? 1 : 0;
-  const Slot* refs[FlatDict::kMaxItems];  // keys and Get values; the rest unread
-  std::uint64_t ints = 0;
-  std::uint32_t depth = d.size == 0 ? 1 : 2;  // an int or constant item is one level down
+  if (same_keys) depth = std::max(depth, keys->depth);
+  std::uint32_t key_depth = 0;
   for (std::size_t i = 0; i < d.size; ++i) {
     const FlatDict::Item& item = d.items[i];
-    if (item.kind == Item::Int) ++ints;
     const bool key = i % 2 == 0;
+    if (key && same_keys) {
+      refs[i] = keys->slot[i / 2];
+      continue;
+    }
+    refs[i] = nullptr;
+    if (item.kind == Item::Int) ++ints;
     if (item.kind != Item::Get) {
       if (key) return false;  // keys are memo references to strings here
       continue;
@@ -138,8 +139,38 @@ bool Builder::flat_dict(const FlatDict& d) {
     const std::uint32_t child = depth_of(slot) + 1;
     if (child > kMaxDepth) return false;
     depth = std::max(depth, child);
+    if (key) key_depth = std::max(key_depth, child);
     refs[i] = &slot;
   }
+  if (keys != nullptr && !same_keys) {
+    keys->pairs = d.size / 2;
+    keys->depth = key_depth;
+    for (std::size_t i = 0; i < d.size; i += 2) {
+      keys->index[i / 2] = d.items[i].value;
+      keys->slot[i / 2] = refs[i];
+    }
+  }
+  return true;
+}
+
+bool Builder::flat_dict(const FlatDict& d) {
+  using Item = FlatDict::ItemKind;
+  if (fetched_ == nullptr || memo_kept_.empty()) return false;
+  // The dict's memo entry must be one nothing reads (a kept one could be changed through the memo).
+  const std::uint64_t put_index = d.put == FlatDict::Put::Memoize ? memo_entries() : d.put_index;
+  if (d.put != FlatDict::Put::None && fetched_->rank(put_index)) return false;
+  // EMPTY_DICT and the items take stack slots, MARK a mark: each counted the first time the stack
+  // (the marks) grows that far. Where the vector itself would grow, the general way checks that.
+  const std::size_t stack_top = stack_.size() + 1 + d.size;
+  if (stack_top > stack_.capacity() || (marks_.size() == marks_peak_ && marks_.size() == marks_.capacity())) {
+    return false;
+  }
+  const std::uint64_t new_slots = stack_top > stack_peak_ ? stack_top - stack_peak_ : 0;
+  const std::uint64_t new_marks = marks_.size() == marks_peak_ ? 1 : 0;
+  const Slot* refs[FlatDict::kMaxItems];  // keys and Get values; nullptr for the rest
+  std::uint64_t ints = 0;
+  std::uint32_t depth = 1;
+  if (!resolve_flat(d, refs, depth, ints)) return false;
   const std::uint64_t entries = d.size / 2;
   // push_empty's value and parser state, each int's value, insert_entry's entries, new slots.
   if (!memory_.add(kValue * (1 + ints) + kContainer + kEntry * entries + sizeof(Slot) * new_slots +
@@ -183,6 +214,94 @@ bool Builder::flat_dict(const FlatDict& d) {
   }
   if (d.put != FlatDict::Put::None) put(put_index, dict);
   stack_.push_back(std::move(dict));
+  return true;
+}
+
+bool Builder::flat_batch(std::span<const FlatDict> dicts) {
+  using Item = FlatDict::ItemKind;
+  if (fetched_ == nullptr || sink_ == nullptr || memo_kept_.empty() || dicts.empty()) return false;
+  // The list right below the MARK (nothing else is between: the MARK is not pushed).
+  if (stack_.size() <= fence()) return false;
+  const Slot& list = stack_.back();
+  if (list.value->kind != Value::Kind::List || list.container->complete) return false;
+  flat_items_.clear();
+  flat_refs_.clear();
+  flat_sizes_.clear();
+  std::uint32_t deepest = 1;
+  std::uint64_t memo_next = memo_count_;
+  FlatKeys keys;  // within this batch only: the memo cannot change before it is done
+  for (const FlatDict& d : dicts) {
+    // MEMOIZE gives each dict the next index; one a GET reads (or a crafted PUT already set)
+    // needs the dict itself: the general way.
+    if (d.put == FlatDict::Put::Index) return false;
+    if (d.put == FlatDict::Put::Memoize) {
+      if (fetched_->rank(memo_next) || memo_set_.contains(memo_next)) return false;
+      ++memo_next;
+    }
+    const Slot* refs[FlatDict::kMaxItems];
+    std::uint32_t depth = 1;
+    std::uint64_t ints = 0;
+    if (!resolve_flat(d, refs, depth, ints, &keys)) return false;
+    deepest = std::max(deepest, depth);
+    for (std::size_t i = 0; i < d.size; ++i) {
+      const FlatDict::Item& item = d.items[i];
+      FlatValue v;
+      switch (item.kind) {
+        case Item::Get:
+          // The list inside a dict appended to itself: a cycle, refused the general way.
+          if (refs[i]->container == list.container) return false;
+          v.ref = &refs[i]->value;
+          break;
+        case Item::Int:
+          v.kind = Value::Kind::Int;
+          v.integer = std::bit_cast<std::int64_t>(item.value);
+          break;
+        case Item::None: break;
+        case Item::True:
+        case Item::False:
+          v.kind = Value::Kind::Bool;
+          v.boolean = item.kind == Item::True;
+          break;
+      }
+      flat_items_.push_back(v);
+      flat_refs_.push_back(refs[i]);
+    }
+    flat_sizes_.push_back(static_cast<std::uint8_t>(d.size / 2));
+  }
+  // Each dict is one level below the list (check_depth's limit as insert_item applies it).
+  if (std::size_t{deepest} + 1 > kMaxDepth) return false;
+  // The list's new references, counted as insert_item counts them (the dicts themselves would be
+  // given back as soon as the sink took them).
+  auto& items = list.value->items;
+  const std::uint64_t more = dicts.size();
+  if (items.capacity() - items.size() < more && !memory_.fits(items.size() * sizeof(ValuePtr))) return false;
+  if (!memory_.add(kItem * more)) return false;
+  if (!sink_->take_flat(list.value, flat_items_, flat_sizes_)) {
+    memory_.remove(kItem * more);
+    return false;
+  }
+  // What the opcodes would have left: the referenced containers complete, the memo indices set,
+  // the list one level above its deepest item, and the dicts taken.
+  for (const Slot* ref : flat_refs_) {
+    // Each is a memo slot of this builder. A container referenced again is complete already:
+    // adopt would only check its depth, done above.
+    if (ref == nullptr || ref->frozen) continue;
+    adopt(*ref);
+    if (ref->container) {
+      Slot& memo = const_cast<Slot&>(*ref);
+      memo.depth = ref->container->depth;
+      memo.frozen = true;
+    }
+  }
+  for (const FlatDict& d : dicts) {
+    if (d.put == FlatDict::Put::Memoize) {
+      memo_set_.insert_new(memo_count_);
+      ++memo_count_;
+    }
+  }
+  Container& c = *list.container;
+  c.depth = std::max(c.depth, deepest + 1);
+  c.taken_pending += dicts.size();
   return true;
 }
 

@@ -17,6 +17,11 @@ class IndexSet {
   // True when `index` was not in the set yet.
   bool insert(std::uint64_t index) {
     if (contains(index)) return false;
+    insert_new(index);
+    return true;
+  }
+  // insert() of an index known not to be in the set.
+  void insert_new(std::uint64_t index) {
     ++members_;
     // The bitmap grows only while it stays at least 1/64 full: 8 bytes per member at most.
     if (index >= bits() && index < 64 * members_ + kGrowth) {
@@ -27,7 +32,6 @@ class IndexSet {
     } else {
       sparse_.emplace(index, 0);
     }
-    return true;
   }
   [[nodiscard]] bool contains(std::uint64_t index) const {
     if (index < bits() && (words_[static_cast<std::size_t>(index / 64)] >> (index % 64) & 1) != 0) return true;

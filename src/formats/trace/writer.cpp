@@ -7,8 +7,10 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <future>
 
 #include "coopsim/base/error.hpp"
 #include "coopsim/base/output_file.hpp"
@@ -48,11 +50,11 @@ class Writer {
     }
     try {
       header();
-      for (const auto& t : trace_.tensors) tensor(t);
+      lines(trace_.tensors.size(), [](Writer& w, std::size_t i) { w.tensor(w.trace_.tensors[i]); });
       for (const auto& op : trace_.ops) this->op(op);
       for (const auto& seg : trace_.initial_segments) segment(seg);
       for (const auto& a : trace_.segment_addresses) segment_address(a);
-      for (const auto& e : trace_.events) event(e);
+      lines(trace_.events.size(), [](Writer& w, std::size_t i) { w.event(w.trace_.events[i]); });
       flush();
       gzFile f = file_;
       file_ = nullptr;
@@ -299,23 +301,56 @@ class Writer {
     end_line();
   }
 
+  // Lines 0..n-1, each written by `line(writer, i)`. Millions of them (a large snapshot's
+  // tensors and events) are formatted in blocks by two threads: this one takes the even
+  // blocks and writes every block in order; a helper, which only formats, takes the odd ones.
+  // The bytes are those of one thread.
+  template <class Line>
+  void lines(std::size_t n, Line line) {
+    constexpr std::size_t kBlock = std::size_t{1} << 15;
+    if (n < 2 * kBlock) {
+      for (std::size_t i = 0; i < n; ++i) line(*this, i);
+      return;
+    }
+    Writer helper(trace_, path_);  // no file: its lines stay in its buffer
+    helper.exp_ = exp_;
+    auto format = [&](Writer& w, std::size_t block) {
+      for (std::size_t i = block * kBlock; i < std::min(n, (block + 1) * kBlock); ++i) line(w, i);
+    };
+    const std::size_t blocks = (n + kBlock - 1) / kBlock;
+    for (std::size_t b = 0; b < blocks; b += 2) {
+      std::future<void> odd;
+      if (b + 1 < blocks) odd = std::async(std::launch::async, [&, b] { format(helper, b + 1); });
+      format(*this, b);
+      if (!odd.valid()) continue;
+      odd.get();
+      flush();
+      write(helper.buf_);
+      helper.buf_.clear();
+    }
+  }
+
   void end_line() {
     buf_.append(std::string_view("}\n"));
-    if (buf_.size() >= (1U << 20)) flush();
+    if (file_ != nullptr && buf_.size() >= (1U << 20)) flush();
   }
 
   void flush() {
+    write(buf_);
+    buf_.clear();
+  }
+
+  void write(const Buffer& b) {
     std::size_t done = 0;
-    while (done < buf_.size()) {
-      const auto n = static_cast<unsigned>(std::min<std::size_t>(buf_.size() - done, 1U << 30));
-      if (gzwrite(file_, buf_.data() + done, n) != static_cast<int>(n)) {
+    while (done < b.size()) {
+      const auto n = static_cast<unsigned>(std::min<std::size_t>(b.size() - done, 1U << 30));
+      if (gzwrite(file_, b.data() + done, n) != static_cast<int>(n)) {
         int err = Z_OK;
         const char* msg = gzerror(file_, &err);
         io_fail(err == Z_ERRNO ? std::strerror(errno) : msg);
       }
       done += n;
     }
-    buf_.clear();
   }
 
   const Trace& trace_;

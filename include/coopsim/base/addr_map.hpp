@@ -1,5 +1,6 @@
 // A flat hash map from a 64-bit address to a small value, for the "which live block starts here"
-// lookups of the allocator models. Open addressing with linear probing and backward-shift
+// lookups of the allocator models and the snapshot importer's address tables (millions of
+// allocations: no node per entry). Open addressing with linear probing and backward-shift
 // deletion (no tombstones), so a long run of alloc/free pairs neither degrades nor allocates
 // once the table has grown to the peak number of live entries.
 #pragma once
