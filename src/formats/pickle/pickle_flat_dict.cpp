@@ -283,15 +283,13 @@ bool Builder::flat_batch(std::span<const FlatDict> dicts) {
   // What the opcodes would have left: the referenced containers complete, the memo indices set,
   // the list one level above its deepest item, and the dicts taken.
   for (const Slot* ref : flat_refs_) {
-    // Each is a memo slot of this builder. A container referenced again is complete already:
-    // adopt would only check its depth, done above.
-    if (ref == nullptr || ref->frozen) continue;
+    // Each is a memo slot of this builder. For a scalar or tuple (nothing changes them), or a
+    // container referenced before (complete already), adopt would only check the depth: done.
+    if (ref == nullptr || !ref->container || ref->frozen) continue;
     adopt(*ref);
-    if (ref->container) {
-      Slot& memo = const_cast<Slot&>(*ref);
-      memo.depth = ref->container->depth;
-      memo.frozen = true;
-    }
+    Slot& memo = const_cast<Slot&>(*ref);
+    memo.depth = ref->container->depth;
+    memo.frozen = true;
   }
   for (const FlatDict& d : dicts) {
     if (d.put == FlatDict::Put::Memoize) {
