@@ -8,6 +8,7 @@
 #include <fstream>
 #include <vector>
 
+#include "coopsim/base/byte_buffer.hpp"
 #include "coopsim/base/capped_input.hpp"
 #include "coopsim/base/error.hpp"
 #include "coopsim/base/limits.hpp"
@@ -89,7 +90,8 @@ std::uint64_t LineReader::run(LineSink& sink) {
     const std::size_t usable = static_cast<std::size_t>(std::min<std::uint64_t>(text.size(), max_bytes_));
     split.feed(text.data(), text.data() + usable);
     if (usable < text.size()) {
-      throw InputError(path_, split.line() + 1, fmt::format("trace text is larger than {} bytes (limits.max_input_bytes)", max_bytes_));
+      throw InputError(path_, split.line() + 1,
+                       fmt::format("trace text is larger than {} bytes (limits.max_input_bytes)", max_bytes_));
     }
     split.finish();
     hash_ = split.hash();
@@ -97,7 +99,7 @@ std::uint64_t LineReader::run(LineSink& sink) {
   }
   CappedInput in(path_, max_bytes_, "trace file");
   if (!in.is_open()) throw InputError(path_, 0, in.problem());
-  std::vector<char> buf(kChunk);
+  UninitVector<char> buf(kChunk);
   for (;;) {
     // Bytes past the cap are not parsed: the lines before it are, so the error (at the line
     // holding the first byte over the cap) does not depend on the chunk size.

@@ -25,6 +25,7 @@ ValueId RematGraph::add_value(TensorId storage, Bytes size, bool unevictable) {
   in_candidates_.push_back(0);
   eq_cost_.push_back(0);
   eq_valid_.push_back(0);
+  eq_in_bound_.push_back(0);
   eq_generation_.push_back(0);
   watch_head_.push_back(kNoIndex);
   return v;
@@ -55,6 +56,8 @@ void RematGraph::set_producer(ValueId v, ExecutionId execution) {
   RematValue& x = at(v);
   x.producer = execution;
   x.compute = executions_[index_of(execution)].cost;
+  x.compute_per_byte =
+      x.size.value == 0 ? 0.0 : static_cast<double>(x.compute.count()) / static_cast<double>(x.size.value);
   produced_[index_of(execution)].push_back(v);
   uf_parent_[index_of(v)] = v;
   uf_cost_[index_of(v)] = static_cast<double>(x.compute.count());
@@ -62,6 +65,8 @@ void RematGraph::set_producer(ValueId v, ExecutionId execution) {
   changed_class(v);
   changed_value(v);
   invalidate_eq(v);
+  // A candidate's compute changed: its block's bound takes the new compute in.
+  if (in_candidates_[index_of(v)] != 0) candidates_.absorb_at(x.block.addr, CandidateBound::of(x));
   sync_candidate(v);
 }
 
@@ -86,7 +91,7 @@ void RematGraph::sync_candidate(ValueId v) {
   auto& in = in_candidates_[index_of(v)];
   if (want == (in != 0)) return;
   if (want) {
-    candidates_.insert(x.block.addr, v);
+    candidates_.insert(x.block.addr, v, CandidateBound::of(x));
   } else {
     candidates_.erase(x.block.addr);
   }
@@ -100,7 +105,9 @@ std::vector<std::pair<std::uint64_t, ValueId>> RematGraph::holders_by_address() 
     ordered_holders_.for_each([&](std::uint64_t addr, ValueId v) { out.emplace_back(addr, v); });
     return out;
   }
-  std::vector<std::pair<std::uint64_t, ValueId>> out(holders_.begin(), holders_.end());
+  std::vector<std::pair<std::uint64_t, ValueId>> out;
+  out.reserve(holders_.size());
+  holders_.for_each([&](std::uint64_t addr, ValueId v) { out.emplace_back(addr, v); });
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -109,11 +116,11 @@ void RematGraph::keep_holders_ordered(bool on) {
   holders_ordered_ = on;
   ordered_holders_ = {};
   if (!on) return;
-  for (const auto& [addr, v] : holders_) ordered_holders_.insert(addr, v);
+  holders_.for_each([&](std::uint64_t addr, ValueId v) { ordered_holders_.insert(addr, v); });
 }
 
 bool RematGraph::add_holder(std::uint64_t addr, ValueId v) {
-  if (!holders_.emplace(addr, v).second) return false;
+  if (!holders_.insert(addr, v)) return false;
   if (holders_ordered_) ordered_holders_.insert(addr, v);
   return true;
 }
@@ -126,11 +133,11 @@ void RematGraph::remove_holder(std::uint64_t addr) {
 void RematGraph::place(ValueId v, const Block& b) {
   RematValue& x = at(v);
   if (!add_holder(b.addr, v)) {
-    const auto it = holders_.find(b.addr);
-    const RematValue& o = value(it->second);
+    const ValueId there = *holders_.find(b.addr);
+    const RematValue& o = value(there);
     throw std::logic_error("remat graph: two resident values at one address: value " + std::to_string(index_of(v)) +
                            " (storage " + std::to_string(index_of(x.storage)) + ") placed where value " +
-                           std::to_string(index_of(it->second)) + " (storage " + std::to_string(index_of(o.storage)) +
+                           std::to_string(index_of(there)) + " (storage " + std::to_string(index_of(o.storage)) +
                            ", state " + std::to_string(static_cast<int>(o.state)) + ") is");
   }
   x.block = b;

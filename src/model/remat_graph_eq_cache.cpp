@@ -59,6 +59,19 @@ void RematGraph::invalidate_eq(ValueId v) const {
   if (eq_valid_[i] == 0) return;
   eq_valid_[i] = 0;
   ++eq_generation_[i];  // its entries on watch lists are stale from now on
+  if (eq_in_bound_[i] != 0) {
+    // Its block's bound may hold the cost that just went stale: the compute bounds the next one.
+    eq_in_bound_[i] = 0;
+    if (in_candidates_[i] != 0) candidates_.absorb_at(values_[i].block.addr, CandidateBound::of(values_[i]));
+  }
+}
+
+double RematGraph::candidate_cost_per_byte(ValueId v) const {
+  const std::uint32_t i = index_of(v);
+  const RematValue& x = values_[i];
+  if (eq_valid_[i] == 0 || x.size.value == 0) return x.compute_per_byte;
+  eq_in_bound_[i] = 1;
+  return eq_cost_[i] / static_cast<double>(x.size.value);
 }
 
 void RematGraph::watch_class(ValueId root, ValueId reader) const {

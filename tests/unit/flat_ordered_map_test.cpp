@@ -2,6 +2,7 @@
 // order, blocks sorted and never empty, through splits and merges.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <random>
@@ -39,4 +40,54 @@ TEST_CASE("flat ordered map matches std::map", "[base][flat_ordered_map]") {
       }
     }
   }
+}
+
+namespace {
+// The least value absorbed: a lower bound over the block's entries.
+struct MinSummary {
+  std::uint32_t least = UINT32_MAX;
+  void absorb(const MinSummary& o) { least = std::min(least, o.least); }
+};
+}  // namespace
+
+TEST_CASE("flat ordered map block summaries bound every entry through splits, merges and refines",
+          "[base][flat_ordered_map]") {
+  std::mt19937_64 rng(34);
+  FlatOrderedMap<std::uint32_t, MinSummary> m;
+  std::map<std::uint64_t, std::uint32_t> ref;
+  std::uint64_t refined = 0;
+  for (int step = 0; step < 40000; ++step) {
+    const std::uint64_t key = rng() % 5000;
+    const bool insert = (step < 20000) ? (rng() % 4 != 0) : (rng() % 3 == 0);
+    if (insert) {
+      const auto value = static_cast<std::uint32_t>(rng() % 1000000);
+      REQUIRE(m.insert(key, value, MinSummary{value}) == ref.emplace(key, value).second);
+    } else {
+      REQUIRE(m.erase(key) == (ref.erase(key) == 1));
+    }
+    if (step % 7 == 0 && !ref.empty()) {
+      // An entry changes and its block absorbs the new value (RematGraph::set_producer's case).
+      auto it = ref.lower_bound(rng() % 5000);
+      if (it == ref.end()) it = ref.begin();
+      it->second = static_cast<std::uint32_t>(rng() % 1000000);
+      m.absorb_at(it->first, MinSummary{it->second});
+    }
+    if (step % 13 == 0 && !m.blocks().empty()) {
+      // A walker that read a whole block replaces its summary by the exact one.
+      const std::size_t b = rng() % m.blocks().size();
+      MinSummary exact;
+      for (const auto& e : m.blocks()[b]) exact.absorb(MinSummary{ref.at(e.key)});
+      m.refine(b, exact);
+      ++refined;
+    }
+    if (step % 17 == 0) {
+      std::size_t over = 0;  // entries below their block's summary
+      for (std::size_t b = 0; b < m.blocks().size(); ++b) {
+        for (const auto& e : m.blocks()[b]) over += m.summary(b).least > ref.at(e.key) ? 1 : 0;
+      }
+      REQUIRE(over == 0);
+    }
+  }
+  CHECK(refined > 1000);
+  CHECK(m.size() == ref.size());
 }

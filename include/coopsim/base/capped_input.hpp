@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "coopsim/base/byte_buffer.hpp"
+
 struct z_stream_s;
 
 namespace coopsim {
@@ -57,7 +59,7 @@ class CappedInput {
   bool in_member_ = false;  // between a gzip member's header and its end
   bool eof_ = false;        // the file has no more bytes
   std::unique_ptr<z_stream_s, StreamDeleter> z_;
-  std::vector<unsigned char> in_;  // compressed bytes; z_->next_in points into it
+  UninitVector<unsigned char> in_;  // compressed bytes; z_->next_in points into it
   std::uint64_t max_bytes_;
   std::uint64_t total_ = 0;
   bool over_ = false;

@@ -29,12 +29,14 @@
 // Policies read this through MemoryView::remat(); only the engine changes it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
-#include <unordered_map>
+#include <limits>
 #include <utility>
 #include <optional>
 #include <vector>
 
+#include "coopsim/base/addr_map.hpp"
 #include "coopsim/model/block.hpp"
 #include "coopsim/base/flat_ordered_map.hpp"
 #include "coopsim/model/trace.hpp"
@@ -65,12 +67,13 @@ struct RematValue {
   Bytes size;
   ExecutionId producer = kNoExecution;  // execution that computed it; kNoExecution: none yet / constant
   ValueState state = ValueState::Resident;
-  bool released = false;     // no external reference left (the trace freed or replaced it)
-  bool unevictable = false;  // constants, random outputs, mutated state, accumulated gradients
-  std::uint32_t pins = 0;    // inputs of the op being executed or recomputed
-  SimTime last_access{0};    // logical clock at its last use or (re)computation
-  SimTime compute{0};        // its producer's cost (0 without one)
-  Block block;               // valid while Resident
+  bool released = false;        // no external reference left (the trace freed or replaced it)
+  bool unevictable = false;     // constants, random outputs, mutated state, accumulated gradients
+  std::uint32_t pins = 0;       // inputs of the op being executed or recomputed
+  SimTime last_access{0};       // logical clock at its last use or (re)computation
+  SimTime compute{0};           // its producer's cost (0 without one)
+  double compute_per_byte = 0;  // compute ns / size bytes (0 for 0 bytes): eviction searches' bounds
+  Block block;                  // valid while Resident
   std::uint32_t recomputes = 0;
 };
 
@@ -78,6 +81,23 @@ struct RematExecution {
   OpId op{kNoIndex};
   SimTime cost{0};
   std::vector<ValueId> inputs, outputs;
+};
+
+// What a block of eviction candidates (RematGraph::candidates()) tells a search without reading
+// it: lower bounds over every value the block holds (and some it held: the summary only absorbs,
+// see FlatOrderedMap). min_compute_per_byte bounds eq-class cost / size: a value enters with its
+// compute (an eq-class cost is never less), a search that reads the whole block may raise it to
+// the cached eq-class costs (candidate_cost_per_byte), and when such a cost is invalidated or a
+// compute changes the block absorbs the compute again. last_access only grows, so an older
+// oldest_access stays a bound.
+struct CandidateBound {
+  double min_compute_per_byte = std::numeric_limits<double>::infinity();
+  SimTime oldest_access = SimTime::max();
+  static CandidateBound of(const RematValue& x) { return CandidateBound{x.compute_per_byte, x.last_access}; }
+  void absorb(const CandidateBound& o) {
+    min_compute_per_byte = std::min(min_compute_per_byte, o.min_compute_per_byte);
+    oldest_access = std::min(oldest_access, o.oldest_access);
+  }
 };
 
 class RematGraph {
@@ -102,9 +122,9 @@ class RematGraph {
   // Values holding a block (resident, or with a copy in flight), by block address.
   [[nodiscard]] std::size_t holder_count() const { return holders_.size(); }
   [[nodiscard]] std::optional<ValueId> resident_at(std::uint64_t addr) const {
-    auto it = holders_.find(addr);
-    if (it == holders_.end()) return std::nullopt;
-    return it->second;
+    const ValueId* v = holders_.find(addr);
+    if (v == nullptr) return std::nullopt;
+    return *v;
   }
   // Every value holding a block, in address order (the scan order of per-tensor loops). O(n)
   // while the holders are kept in order (keep_holders_ordered), else O(n log n).
@@ -115,7 +135,11 @@ class RematGraph {
   void keep_holders_ordered(bool on);
   // The values evictable() but for pins (resident, not unevictable, with a producer), by block
   // address: what eviction searches walk.
-  [[nodiscard]] const FlatOrderedMap<ValueId>& candidates() const { return candidates_; }
+  [[nodiscard]] const FlatOrderedMap<ValueId, CandidateBound>& candidates() const { return candidates_; }
+  // A candidate's term in its block's CandidateBound::min_compute_per_byte: its cached eq-class
+  // cost per byte when the cache holds one (the block then absorbs its compute again when that
+  // cost is invalidated), else its compute per byte. Computes no cost.
+  [[nodiscard]] double candidate_cost_per_byte(ValueId v) const;
 
   // Costs, in ns of compute (see the header comment and docs/models/dtr-dte.md).
   // Coop / DTR prototype eq-class approximation: c(t) + sum over evicted inputs and outputs u
@@ -194,13 +218,13 @@ class RematGraph {
 
   std::vector<RematValue> values_;
   std::vector<RematExecution> executions_;
-  std::vector<std::vector<ExecutionId>> consumers_;     // per value: executions reading it
-  std::vector<std::vector<ExecutionId>> writers_;       // per value: executions listing it as an output
-  std::vector<std::vector<ValueId>> produced_;          // per execution: values it was made producer of
-  std::unordered_map<std::uint64_t, ValueId> holders_;  // block address -> value holding it
+  std::vector<std::vector<ExecutionId>> consumers_;  // per value: executions reading it
+  std::vector<std::vector<ExecutionId>> writers_;    // per value: executions listing it as an output
+  std::vector<std::vector<ValueId>> produced_;       // per execution: values it was made producer of
+  detail::AddrMap<ValueId> holders_;                 // block address -> value holding it
   bool holders_ordered_ = false;
   FlatOrderedMap<ValueId> ordered_holders_;  // the same, in address order, when holders_ordered_
-  FlatOrderedMap<ValueId> candidates_;
+  FlatOrderedMap<ValueId, CandidateBound> candidates_;
   std::vector<std::uint8_t> in_candidates_;
   // Eq-cost cache: value, validity, generation (bumped on invalidation; watch entries of an
   // older generation are stale), and per class root a singly linked list of watch entries.
@@ -211,6 +235,7 @@ class RematGraph {
   };
   mutable std::vector<double> eq_cost_;
   mutable std::vector<std::uint8_t> eq_valid_;
+  mutable std::vector<std::uint8_t> eq_in_bound_;  // a block bound holds the cached cost (candidate_cost_per_byte)
   mutable std::vector<std::uint32_t> eq_generation_;
   mutable std::vector<std::uint32_t> watch_head_;
   mutable std::vector<Watch> watches_;

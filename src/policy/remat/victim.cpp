@@ -1,7 +1,9 @@
 // Per-tensor eviction scores and victim search (see include/coopsim/policy/remat/victim.hpp).
 #include "coopsim/policy/remat/victim.hpp"
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <limits>
 #include <stdexcept>
 #include <utility>
@@ -79,6 +81,7 @@ struct Search {
   std::uint64_t scanned = 0;
   std::optional<ValueId> best;
   double best_score = std::numeric_limits<double>::infinity();
+  std::uint64_t best_key = 0;  // best's block address
 
   // Called in address order for each evictable value: a strict '<' keeps the lowest address.
   void consider(ValueId v, Bytes free_adjacent) {
@@ -88,18 +91,43 @@ struct Search {
       best_score = h;
     }
   }
+  // The same choice when values come in any order: the least score, and of equal scores the
+  // lowest address (what the walk in address order keeps). The first value offered must be the
+  // walk's first (see search_bounded), so that a NaN score is handled as the walk handles it.
+  void consider_at(ValueId v, std::uint64_t key) {
+    const double h = eviction_score(g, v, score, Bytes{0}, draws, &scanned);
+    if (!best || h < best_score || (h == best_score && key < best_key)) {
+      best = v;
+      best_score = h;
+      best_key = key;
+    }
+  }
+  [[nodiscard]] bool has_bound() const { return score == EvictionScore::DtrEq || score == EvictionScore::Dte; }
   // dtr-eq and dte divide an eq-class cost >= the value's own compute c by the same positive
-  // denominator, so c / denominator is a lower bound on the score: a value whose bound is
-  // already >= the best score cannot replace it, and its eq-class cost is not needed.
-  [[nodiscard]] bool cannot_win(ValueId v, Bytes free_adjacent) const {
-    if (!best || (score != EvictionScore::DtrEq && score != EvictionScore::Dte)) return false;
+  // denominator, so c / denominator is a lower bound on the score (rounding keeps the order of
+  // two quotients with one denominator): a value whose bound already loses to the best cannot
+  // replace it, and its eq-class cost is not needed.
+  [[nodiscard]] double value_bound(ValueId v, Bytes free_adjacent) const {
     const RematValue& x = g.value(v);
     const double m = static_cast<double>(x.size.value);
     const double s = static_cast<double>(g.staleness(v).count());
     const double c = static_cast<double>(x.compute.count());
-    const double bound =
-        score == EvictionScore::DtrEq ? c / (m * s) : c / (s * (m + static_cast<double>(free_adjacent.value)));
-    return bound >= best_score;
+    return score == EvictionScore::DtrEq ? c / (m * s) : c / (s * (m + static_cast<double>(free_adjacent.value)));
+  }
+  [[nodiscard]] bool cannot_win(ValueId v, Bytes free_adjacent) const {
+    return best && has_bound() && value_bound(v, free_adjacent) >= best_score;
+  }
+  // dtr-eq's bound without a division (consider_at's order): compute / size, within a few ulps,
+  // times `margin` (just under 1) over the staleness exceeds the best score, so the value's own
+  // score does too. A value that might tie is considered.
+  [[nodiscard]] bool beaten(ValueId v, double margin) const {
+    const RematValue& x = g.value(v);
+    return x.compute_per_byte * margin > best_score * static_cast<double>(g.staleness(v).count());
+  }
+  // The same for values in any order (consider_at): a bound equal to the best still wins at a
+  // lower address.
+  [[nodiscard]] bool loses(double bound, std::uint64_t key) const {
+    return best && (bound > best_score || (bound >= best_score && key > best_key));
   }
 };
 
@@ -126,6 +154,64 @@ void search_all(const MemoryView& view, Search& s) {
     }
   } else {
     for (const auto& [addr, v] : g.holders_by_address()) consider(v, Bytes{0});
+  }
+}
+
+// dtr-eq and dte (no free neighbours) over the candidates, block by block from the least block
+// bound: a block's summary (CandidateBound) bounds every score in it from below by
+// min(compute / size) / (now - oldest access), since an eq-class cost is at least the value's own
+// compute and its staleness at most now - oldest access. Once that bound loses to the best score
+// found, so does every value of the block, and the block is not read. The answer is the walk in
+// address order's: the least score, the lowest address among equal ones.
+void search_bounded(const RematGraph& g, std::uint64_t limit, Search& s) {
+  const auto& candidates = g.candidates();
+  const auto& blocks = candidates.blocks();
+  // The walk's first evictable value comes first: the walk keeps it even with a NaN score (a
+  // zero-byte value of no compute), as no later score compares below NaN.
+  bool seeded = false;
+  for (std::size_t b = 0; b < blocks.size() && !seeded; ++b) {
+    for (const auto& e : blocks[b]) {
+      if (e.key >= limit) break;
+      if (g.evictable(e.value)) {
+        s.consider_at(e.value, e.key);
+        seeded = true;
+        break;
+      }
+    }
+  }
+  if (!seeded || std::isnan(s.best_score)) return;
+  const SimTime now = g.clock();
+  // The bound computed in floating point may exceed the exact one by a few ulps: a relative
+  // margin keeps it below every score of the block.
+  constexpr double kMargin = 1.0 - 1e-9;
+  thread_local std::vector<std::pair<double, std::size_t>> order;
+  order.clear();
+  for (std::size_t b = 0; b < blocks.size(); ++b) {
+    if (blocks[b].front().key >= limit) break;
+    const CandidateBound& sum = candidates.summary(b);
+    const SimTime stale = sum.oldest_access >= now ? SimTime{1} : now - sum.oldest_access;
+    order.emplace_back(sum.min_compute_per_byte / static_cast<double>(stale.count()) * kMargin, b);
+  }
+  std::sort(order.begin(), order.end());
+  constexpr std::size_t kAhead = 8;  // candidates prefetched ahead of the scan
+  for (const auto& [bound, b] : order) {
+    if (bound > s.best_score) break;  // and so does every later block
+    const auto& block = blocks[b];
+    if (s.loses(bound, block.front().key)) continue;
+    CandidateBound exact;
+    bool whole = true;
+    for (std::size_t i = 0; i < block.size(); ++i) {
+      if (i + kAhead < block.size()) g.prefetch(block[i + kAhead].value);
+      if (block[i].key >= limit) {
+        whole = false;
+        break;
+      }
+      const ValueId v = block[i].value;
+      exact.absorb(CandidateBound{g.candidate_cost_per_byte(v), g.value(v).last_access});
+      if (g.evictable(v) && !s.beaten(v, kMargin)) s.consider_at(v, block[i].key);
+    }
+    // Read whole, the block's summary becomes exact again (values that left it, newer accesses).
+    if (whole) candidates.refine(b, exact);
   }
 }
 
@@ -156,13 +242,17 @@ bool search_candidates(const MemoryView& view, Search& s) {
   }
   s.scanned += g.holder_count();
   const std::uint64_t limit = view.allocator().reclaimable_end();
+  if (s.has_bound()) {
+    search_bounded(g, limit, s);
+    return true;
+  }
   constexpr std::size_t kAhead = 8;  // candidates prefetched ahead of the scan
   for (const auto& block : g.candidates().blocks()) {
     for (std::size_t i = 0; i < block.size(); ++i) {
       if (i + kAhead < block.size()) g.prefetch(block[i + kAhead].value);
       if (block[i].key >= limit) break;  // address order: the rest of the block lies above too
       const ValueId v = block[i].value;
-      if (g.evictable(v) && !s.cannot_win(v, Bytes{0})) s.consider(v, Bytes{0});
+      if (g.evictable(v)) s.consider(v, Bytes{0});
     }
   }
   return true;
