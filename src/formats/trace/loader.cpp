@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <limits>
 #include <new>
+#include <utility>
 
 #if defined(__linux__)
 #include <sys/mman.h>
@@ -144,7 +145,11 @@ void Loader::on_header(std::string_view line) {
   h.format = "coopsim-trace";
   h.version = 1;
   h.extra = nlohmann::json::object();
-  for (const auto& [key, value] : j.items()) {
+  // Values are moved out of the parsed line, not copied: a header can carry a large free-form
+  // object (the DTR importer's "simrd" tables), and a copy doubled the header's cost.
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& key = it.key();
+    nlohmann::json& value = it.value();
     if (key == "format" || key == "version") continue;
     if (key == "model") {
       if (!value.is_string())
@@ -153,7 +158,7 @@ void Loader::on_header(std::string_view line) {
     } else if (key == "source") {
       if (!value.is_object())
         fail(fmt::format("header: field 'source' must be an object (got {})", describe_json(value)));
-      h.source = value;
+      h.source = std::move(value);
     } else if (key == "time_unit") {
       const auto exp = value.is_string() ? time_unit_exponent(value.get_ref<const std::string&>()) : std::nullopt;
       if (!exp)
@@ -167,7 +172,7 @@ void Loader::on_header(std::string_view line) {
       }
       h.iterations = value.get<std::uint32_t>();
     } else {
-      h.extra[key] = value;
+      h.extra[key] = std::move(value);
     }
   }
   have_header_ = true;
