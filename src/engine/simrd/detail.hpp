@@ -15,6 +15,9 @@ namespace coopsim::simrd::detail {
 
 inline constexpr std::uint32_t kNone = 0xffffffffU;
 
+// State::material_ values; any non-zero one is Storage.material.
+inline constexpr std::uint8_t kEvicted = 0, kMaterial = 1, kPinned = 2;
+
 // Sums of op costs (ns) in the heuristics: Python's integers do not wrap, and sums of int64
 // costs (ops of 6e18 ns) would; 128 bits hold any sum a trace can make.
 __extension__ using Cost = __int128;
@@ -38,13 +41,14 @@ struct STensor {
 // optimization/region.py Region: evicted storages reachable from a base storage (children
 // direction, or parents when reverse), and the material storages bounding them. Upstream keeps
 // Python sets; only membership and sums are ever read (never an order), so both are vectors of
-// distinct ids. The interior's membership index is built when the region first absorbs another
-// after a rebuild, and kept by later absorbs (a hub absorbs once per eviction next to it).
+// distinct ids. The interior's membership, a paged bitmap over the State's page pool, is built
+// when the region first absorbs another after a rebuild, and kept by later absorbs (a hub absorbs
+// once per eviction next to it; most rebuilt regions absorb nothing before their next rebuild).
 struct SRegion {
   std::vector<std::uint32_t> interior, frontier;
   Cost compute = 0;
-  IdSet interior_index;
-  bool indexed = false;  // interior_index holds exactly `interior`
+  PagedIdSet members;  // the ids of `interior` when `indexed`
+  bool indexed = false;
 };
 
 // Membership marks over ids 0..n-1 that are cleared in O(1): an id is marked when its stamp
@@ -84,9 +88,9 @@ struct SStorage {
   bool pooled = false;
   std::uint32_t pool_prev = kNone, pool_next = kNone;  // links of the pool, in pool order
   SRegion fwd, rev;
-  std::uint32_t ecn = kNone;  // eq-class node while evicted
+  std::uint32_t ecn = kNone;                  // eq-class node while evicted
   bool stale_fwd = false, stale_rev = false;  // a rebuild of the region is pending (flush_rebuilds)
-  bool stale_made_material = false;  // became material: both regions and their frontiers' are pending
+  bool stale_made_material = false;           // became material: both regions and their frontiers' are pending
 };
 
 struct RunStop {
@@ -112,8 +116,7 @@ class State {
   void make_evictable(std::uint32_t s);
   void make_unevictable(std::uint32_t s);
   void evict(std::uint32_t s);
-  std::uint32_t new_op(std::int64_t compute, std::vector<std::uint32_t> inputs,
-                       const std::vector<std::uint32_t>& outputs);
+  std::uint32_t new_op(std::int64_t compute, std::vector<std::uint32_t> inputs, std::vector<std::uint32_t> outputs);
   void read_zero_byte_tensors();  // the importer's header key "simrd" (src/import/dtr_simrd.hpp)
   [[nodiscard]] std::uint32_t storage_of(std::uint32_t t) const {
     return root_[t] != kNone ? root_[t] : trace_.storage_of(t);
@@ -123,6 +126,7 @@ class State {
   void request_rebuild(std::uint32_t base, bool reverse);
   void flush_rebuilds();
   void absorb(std::uint32_t base, bool reverse, std::uint32_t evicted);
+  void index(SRegion& r);  // r.members from r.interior, unless it holds them already
   void after_evict(std::uint32_t s);
   void after_compute(const std::vector<std::uint32_t>& remat_storages);
   void update_compute(std::uint32_t s);
@@ -142,11 +146,12 @@ class State {
   const Trace& trace_;
   Config config_;
   std::vector<SOp> ops_;
-  std::vector<STensor> tensors_;         // indexed by trace tensor index
-  std::vector<SStorage> storages_;       // indexed by the storage root's trace tensor index
+  std::vector<STensor> tensors_;    // indexed by trace tensor index
+  std::vector<SStorage> storages_;  // indexed by the storage root's trace tensor index
   // Per storage, apart from SStorage: what every step of a region walk reads.
-  std::vector<std::uint8_t> material_;  // Storage.material
-  std::vector<Cost> compute_;           // Storage.get_compute: sum over the distinct ops of its tensors
+  // Storage.material: kEvicted, kMaterial, or kPinned (material for good; see State::pin).
+  std::vector<std::uint8_t> material_;
+  std::vector<Cost> compute_;  // Storage.get_compute: sum over the distinct ops of its tensors
   // The storages of the tensors computed from this storage's tensors (children direction) and of
   // the inputs of the ops that computed its tensors (parents direction): Storage.
   // evicted_neighbors and the steps of Region.rebuild, per storage rather than per tensor.
@@ -170,10 +175,14 @@ class State {
   std::vector<Cost> uf_value_;
   // Scratch space of graph.cpp, kept so that the hot path does not allocate.
   Marks marks_, marks2_;
+  BitPages pages_;  // the pages of every SRegion::members
   std::vector<std::uint32_t> stack_, scratch_, scratch2_;
-  std::vector<std::pair<std::uint32_t, bool>> stale_;  // requested rebuilds (storage, reverse)
-  std::vector<std::uint32_t> made_material_;           // storages made material since the last flush
-  std::int64_t clock_ = 1;  // RuntimeBase: clock starts at 1
+  std::vector<std::uint32_t> undefined_;                     // materialize: a stack over its nested calls
+  std::vector<std::uint32_t> dup_, fresh_, remat_storages_;  // compute
+  std::vector<std::uint32_t> ops_seen_;                      // update_compute
+  std::vector<std::pair<std::uint32_t, bool>> stale_;        // requested rebuilds (storage, reverse)
+  std::vector<std::uint32_t> made_material_;                 // storages made material since the last flush
+  std::int64_t clock_ = 1;                                   // RuntimeBase: clock starts at 1
   std::int64_t memory_ = 0;
   double remat_limit_ = std::numeric_limits<double>::infinity();
   std::size_t event_ = 0;

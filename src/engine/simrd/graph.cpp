@@ -69,7 +69,8 @@ bool State::keeps_interior(bool reverse) const { return reverse || config_.heuri
 bool State::uses_eq_classes() const { return config_.heuristic == EvictionScore::DtrEq; }
 
 void State::update_compute(std::uint32_t s) {
-  std::vector<std::uint32_t> seen;
+  std::vector<std::uint32_t>& seen = ops_seen_;
+  seen.clear();
   Cost c = 0;
   for (std::uint32_t t : storages_[s].tensors) {
     const std::uint32_t op = tensors_[t].op;
@@ -102,8 +103,10 @@ void State::rebuild(std::uint32_t base, bool reverse) {
     const std::uint32_t s = stack_.back();
     stack_.pop_back();
     for (std::uint32_t us : reverse ? parents_[s] : children_[s]) {
-      if (material_[us] != 0) {
-        if (us != base && marks2_.mark(us)) r.frontier.push_back(us);
+      if (material_[us] != kEvicted) {
+        // A pinned storage is left off frontiers: its own regions are never kept (above), so
+        // nothing reads it there.
+        if (us != base && material_[us] == kMaterial && marks2_.mark(us)) r.frontier.push_back(us);
         continue;
       }
       if (marks_.mark(us)) {
@@ -157,15 +160,33 @@ void State::flush_rebuilds() {
   stale_.clear();
 }
 
+void State::index(SRegion& r) {
+  if (r.indexed) return;
+  r.members.clear(pages_);
+  for (std::uint32_t x : r.interior) r.members.insert(x, pages_);
+  r.indexed = true;
+}
+
 void State::absorb(std::uint32_t base, bool reverse, std::uint32_t evicted) {
   if (storages_[base].pinned) return;  // see rebuild
   SRegion& r = reverse ? storages_[base].rev : storages_[base].fwd;
-  const SRegion& e = reverse ? storages_[evicted].rev : storages_[evicted].fwd;
-  if (const auto it = std::find(r.frontier.begin(), r.frontier.end(), evicted); it != r.frontier.end()) {
-    *it = r.frontier.back();
+  SRegion& e = reverse ? storages_[evicted].rev : storages_[evicted].fwd;
+  // r.frontier loses `evicted` (swapped with the last) and the others are marked, in one pass.
+  const bool own = &r == &e;  // a storage on its own frontier: the unions below add nothing
+  if (!own) marks2_.reset(storages_.size());
+  std::size_t at = r.frontier.size();
+  for (std::size_t i = 0; i < r.frontier.size(); ++i) {
+    if (r.frontier[i] == evicted) {
+      at = i;
+    } else if (!own) {
+      marks2_.mark(r.frontier[i]);
+    }
+  }
+  if (at != r.frontier.size()) {
+    r.frontier[at] = r.frontier.back();
     r.frontier.pop_back();
   }
-  if (&r == &e) {  // a storage on its own frontier: the unions below add nothing
+  if (own) {
     r.compute += compute_[evicted];
     if (std::find(r.interior.begin(), r.interior.end(), evicted) == r.interior.end()) {
       r.interior.push_back(evicted);
@@ -173,28 +194,21 @@ void State::absorb(std::uint32_t base, bool reverse, std::uint32_t evicted) {
     }
     return;
   }
-  marks2_.reset(storages_.size());
-  for (std::uint32_t x : r.frontier) marks2_.mark(x);
   for (std::uint32_t x : e.frontier) {
-    if (marks2_.mark(x)) r.frontier.push_back(x);
+    if (material_[x] != kPinned && marks2_.mark(x)) r.frontier.push_back(x);  // pinned: see rebuild
   }
   if (!keeps_interior(reverse)) return;
   // diff = e.interior - r.interior, plus `evicted` even if r already holds it (as upstream)
-  if (!r.indexed) {
-    r.interior_index.clear();
-    for (std::uint32_t x : r.interior) r.interior_index.insert(x);
-    r.indexed = true;
-  }
-  bool evicted_in_diff = false;
-  for (std::uint32_t x : e.interior) {
-    if (!r.interior_index.insert(x)) continue;
+  index(r);
+  index(e);  // once per eviction: every region on its frontier absorbs it
+  const bool evicted_in_diff = e.members.contains(evicted, pages_) && !r.members.contains(evicted, pages_);
+  r.members.insert_all(e.members, pages_, [&](std::uint32_t x) {
     r.interior.push_back(x);
     r.compute += compute_[x];
-    evicted_in_diff = evicted_in_diff || x == evicted;
-  }
+  });
   if (!evicted_in_diff) {
     r.compute += compute_[evicted];
-    if (r.interior_index.insert(evicted)) r.interior.push_back(evicted);
+    if (r.members.insert(evicted, pages_)) r.interior.push_back(evicted);
   }
 }
 
@@ -214,6 +228,7 @@ void State::after_evict(std::uint32_t s) {
     for (std::uint32_t c : scratch_) absorb(c, /*reverse=*/true, s);
     for (SRegion* r : {&storages_[s].fwd, &storages_[s].rev}) {
       r->interior.clear();
+      r->members.clear(pages_);
       r->frontier.clear();
       r->compute = 0;
       r->indexed = false;

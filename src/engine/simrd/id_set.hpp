@@ -1,6 +1,8 @@
-// Private to src/engine/simrd/: a set of 32-bit ids for membership tests, hashed with open
-// addressing (linear probing, at most half full). Only insert, lookup and clear: a region's
-// interior grows by absorbs and is emptied by rebuilds, never shrinks one id at a time.
+// Private to src/engine/simrd/: sets of 32-bit ids as bitmaps in pages of 512 ids (one cache
+// line), drawn from a pool the sets share. A region's interior is such a set: ids near each other
+// (storages made by neighbouring ops) share a page, a membership test is two loads, and emptying a
+// set gives its pages back, zeroed, in time proportional to their number. Memory is at most one
+// page per id held, over the sets alive at once (regions of evicted storages are emptied).
 #pragma once
 
 #include <algorithm>
@@ -10,51 +12,90 @@
 
 namespace coopsim::simrd::detail {
 
-class IdSet {
+class BitPages {
  public:
-  // true when `id` was absent (it is now present).
-  bool insert(std::uint32_t id) {
-    if ((size_ + 1) * 2 > slots_.size()) grow();
-    std::uint32_t& slot = *probe(id);
-    if (slot == id) return false;
-    slot = id;
-    ++size_;
-    return true;
+  static constexpr std::uint32_t kWords = 8;  // 512 bits
+
+  // A zeroed page.
+  std::uint32_t acquire() {
+    if (!free_.empty()) {
+      const std::uint32_t p = free_.back();
+      free_.pop_back();
+      return p;
+    }
+    const auto p = static_cast<std::uint32_t>(words_.size() / kWords);
+    words_.resize(words_.size() + kWords, 0);
+    return p;
   }
-  [[nodiscard]] bool contains(std::uint32_t id) const {
-    return !slots_.empty() && *const_cast<IdSet*>(this)->probe(id) == id;  // NOLINT: probe changes nothing
+  void release(std::uint32_t page) {
+    std::fill_n(words(page), kWords, 0);
+    free_.push_back(page);
   }
-  void clear() {
-    if (size_ == 0) return;
-    std::fill(slots_.begin(), slots_.end(), kEmpty);
-    size_ = 0;
+  std::uint64_t* words(std::uint32_t page) { return words_.data() + static_cast<std::size_t>(page) * kWords; }
+  [[nodiscard]] const std::uint64_t* words(std::uint32_t page) const {
+    return words_.data() + static_cast<std::size_t>(page) * kWords;
   }
 
  private:
-  static constexpr std::uint32_t kEmpty = 0xffffffffU;  // never an id (ids index vectors)
+  std::vector<std::uint64_t> words_;
+  std::vector<std::uint32_t> free_;
+};
 
-  // The slot holding `id`, or the empty slot where it would go. Fibonacci hashing: the product's
-  // high bits depend on all of the id's bits.
-  std::uint32_t* probe(std::uint32_t id) {
-    for (std::size_t i = static_cast<std::size_t>((id * 0x9e3779b97f4a7c15ULL) >> shift_);; i = (i + 1) & mask_) {
-      if (slots_[i] == id || slots_[i] == kEmpty) return &slots_[i];
+class PagedIdSet {
+ public:
+  // true when `id` was absent (it is now present).
+  [[gnu::always_inline]] bool insert(std::uint32_t id, BitPages& pool) {
+    const std::uint32_t slot = id >> 9;
+    if (slot >= table_.size() || table_[slot] == kNoPage) [[unlikely]]
+      add_page(slot, pool);
+    std::uint64_t& word = pool.words(table_[slot])[(id >> 6) & (BitPages::kWords - 1)];
+    const std::uint64_t bit = std::uint64_t{1} << (id & 63);
+    if ((word & bit) != 0) return false;
+    word |= bit;
+    return true;
+  }
+  [[nodiscard]] bool contains(std::uint32_t id, const BitPages& pool) const {
+    const std::uint32_t slot = id >> 9;
+    if (slot >= table_.size() || table_[slot] == kNoPage) return false;
+    return (pool.words(table_[slot])[(id >> 6) & (BitPages::kWords - 1)] >> (id & 63) & 1) != 0;
+  }
+  // Adds every id of `other` (whose pages are in the same pool) and calls new_id(id) for each one
+  // that was absent, page by page: a word at a time for ids both sets hold.
+  template <class F>
+  void insert_all(const PagedIdSet& other, BitPages& pool, F&& new_id) {
+    for (std::uint32_t slot : other.used_) {
+      if (slot >= table_.size() || table_[slot] == kNoPage) add_page(slot, pool);
+      // add_page may grow the pool: both pages are looked up after it.
+      const std::uint64_t* from = pool.words(other.table_[slot]);
+      std::uint64_t* to = pool.words(table_[slot]);
+      for (std::uint32_t w = 0; w < BitPages::kWords; ++w) {
+        std::uint64_t fresh = from[w] & ~to[w];
+        to[w] |= fresh;
+        while (fresh != 0) {
+          new_id(slot * 512 + w * 64 + static_cast<std::uint32_t>(std::countr_zero(fresh)));
+          fresh &= fresh - 1;
+        }
+      }
     }
   }
-  void grow() {
-    std::vector<std::uint32_t> old(std::max<std::size_t>(16, slots_.size() * 2), kEmpty);
-    old.swap(slots_);
-    mask_ = slots_.size() - 1;
-    shift_ = 64 - std::countr_zero(slots_.size());
-    size_ = 0;
-    for (std::uint32_t id : old) {
-      if (id != kEmpty) insert(id);
+  void clear(BitPages& pool) {
+    for (std::uint32_t slot : used_) {
+      pool.release(table_[slot]);
+      table_[slot] = kNoPage;
     }
+    used_.clear();
   }
 
-  std::vector<std::uint32_t> slots_;
-  std::size_t mask_ = 0;
-  int shift_ = 64;  // 64 - log2(slot count)
-  std::size_t size_ = 0;
+ private:
+  static constexpr std::uint32_t kNoPage = 0xffffffffU;
+
+  [[gnu::noinline]] void add_page(std::uint32_t slot, BitPages& pool) {
+    if (slot >= table_.size()) table_.resize(slot + 1, kNoPage);
+    table_[slot] = pool.acquire();
+    used_.push_back(slot);
+  }
+  std::vector<std::uint32_t> table_;  // id / 512 -> page in the pool, or kNoPage
+  std::vector<std::uint32_t> used_;   // the slots of table_ holding a page
 };
 
 }  // namespace coopsim::simrd::detail

@@ -59,7 +59,7 @@ void State::make_unevictable(std::uint32_t s) {
 void State::evict(std::uint32_t s) {
   flush_rebuilds();  // requested while s was material
   SStorage& st = storages_[s];
-  material_[s] = 0;
+  material_[s] = kEvicted;
   memory_ -= st.size;
   make_unevictable(s);
   for (std::uint32_t t : st.tensors) tensors_[t].defined = false;  // views are destroyed too

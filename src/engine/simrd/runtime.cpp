@@ -50,9 +50,10 @@ void refuse_outside_grammar(const Trace& trace) {
     for (TensorId o : op.outputs) has_producer[index_of(o)] = 1;
   }
   auto refuse = [&](std::size_t event, const OpInfo& op, const std::string& why) {
-    throw Error(fmt::format("{}: event {}: dtr.compat=simrd refuses this trace: op {} {} (simrd's tensors are "
-                                 "written once, by one op execution: traces from `import dtr --compat simrd`)",
-                                 trace.path, event, op.file_id, why));
+    throw Error(
+        fmt::format("{}: event {}: dtr.compat=simrd refuses this trace: op {} {} (simrd's tensors are "
+                    "written once, by one op execution: traces from `import dtr --compat simrd`)",
+                    trace.path, event, op.file_id, why));
   };
   for (std::size_t e = 0; e < trace.events.size(); ++e) {
     if (trace.events[e].kind != EventKind::Compute) continue;
@@ -66,7 +67,8 @@ void refuse_outside_grammar(const Trace& trace) {
       }
     }
     for (TensorId o : op.outputs) {
-      if (written[index_of(o)] != 0) refuse(e, op, fmt::format("writes tensor {} a second time", trace.tensor(o).file_id));
+      if (written[index_of(o)] != 0)
+        refuse(e, op, fmt::format("writes tensor {} a second time", trace.tensor(o).file_id));
       written[index_of(o)] = 1;
     }
   }
@@ -208,15 +210,15 @@ Result State::run() {
 }
 
 std::uint32_t State::new_op(std::int64_t compute, std::vector<std::uint32_t> inputs,
-                            const std::vector<std::uint32_t>& outputs) {
+                            std::vector<std::uint32_t> outputs) {
   flush_rebuilds();  // requested before these edges existed
   const auto id = static_cast<std::uint32_t>(ops_.size());
   SOp op;
   op.compute = compute;
   op.inputs = std::move(inputs);
-  op.outputs = outputs;
+  op.outputs = std::move(outputs);
   // Tensor.from_op: an alias output joins its input's storage; the others get a fresh one.
-  for (std::uint32_t o : outputs) {
+  for (std::uint32_t o : op.outputs) {
     STensor& t = tensors_[o];
     t.op = id;
     t.storage = storage_of(o);
@@ -234,15 +236,19 @@ std::uint32_t State::new_op(std::int64_t compute, std::vector<std::uint32_t> inp
     s.tensors.push_back(o);
   }
   // The storage graph's edges of this op (SStorage::children / parents), each pair once.
+  // Edges to a storage pinned already are left out: it is material for good, so every reader of
+  // the edges (region walks, eq-class merges and costs) passes over it, and it is never the base
+  // of a region walk, never evicted and never in a pool.
   auto distinct_storages = [&](const std::vector<std::uint32_t>& ts, std::vector<std::uint32_t>& out) {
     out.clear();
     marks_.reset(storages_.size());
     for (std::uint32_t t : ts) {
-      if (marks_.mark(tensors_[t].storage)) out.push_back(tensors_[t].storage);
+      const std::uint32_t s = tensors_[t].storage;
+      if (material_[s] != kPinned && marks_.mark(s)) out.push_back(s);
     }
   };
   distinct_storages(op.inputs, scratch_);
-  distinct_storages(outputs, scratch2_);
+  distinct_storages(op.outputs, scratch2_);
   for (std::uint32_t in : scratch_) {
     auto& c = children_[in];
     c.insert(c.end(), scratch2_.begin(), scratch2_.end());
@@ -252,7 +258,7 @@ std::uint32_t State::new_op(std::int64_t compute, std::vector<std::uint32_t> inp
     p.insert(p.end(), scratch_.begin(), scratch_.end());
   }
   ops_.push_back(std::move(op));
-  for (std::uint32_t o : outputs) update_compute(tensors_[o].storage);  // Storage.get_compute
+  for (std::uint32_t o : ops_.back().outputs) update_compute(tensors_[o].storage);  // Storage.get_compute
   return id;
 }
 
@@ -265,11 +271,13 @@ void State::on_constant(std::uint32_t s) {
 
 void State::on_compute(std::uint32_t op_index) {
   const OpInfo& info = trace_.ops[op_index];
-  std::vector<std::uint32_t> inputs, outputs;
+  std::vector<std::uint32_t> inputs, outputs;  // kept by the new op
   if (has_full_[op_index] != 0) {
     inputs = full_inputs_[op_index];
     outputs = full_outputs_[op_index];
   } else {
+    inputs.reserve(info.inputs.size());
+    outputs.reserve(info.outputs.size());
     for (TensorId t : info.inputs) inputs.push_back(index_of(t));
     for (TensorId t : info.outputs) outputs.push_back(index_of(t));
   }
@@ -282,21 +290,22 @@ void State::on_compute(std::uint32_t op_index) {
     }
     on_constant(p);
   }
-  const std::uint32_t id = new_op(info.duration.count(), inputs, outputs);
-  if (outputs.empty()) {
+  const std::uint32_t id = new_op(info.duration.count(), std::move(inputs), std::move(outputs));
+  const SOp& op = ops_[id];  // ops_ grows only in new_op
+  if (op.outputs.empty()) {
     // An op whose results were all left out (0-byte storages, docs/import-dtr.md): run it as an
     // op with no outputs, which simrd never sees.
-    for (std::uint32_t p : inputs) storages_[tensors_[p].storage].last_access = static_cast<double>(clock_);
-    for (std::uint32_t p : inputs) {
+    for (std::uint32_t p : op.inputs) storages_[tensors_[p].storage].last_access = static_cast<double>(clock_);
+    for (std::uint32_t p : op.inputs) {
       if (!tensors_[p].defined) materialize(p, true);
       lock(tensors_[p].storage);
     }
-    advance(ops_[id].compute);
-    for (std::uint32_t p : inputs) unlock(tensors_[p].storage);
+    advance(op.compute);
+    for (std::uint32_t p : op.inputs) unlock(tensors_[p].storage);
     return;
   }
-  materialize(outputs.front(), /*remat=*/false);
-  for (std::uint32_t o : outputs) storages_[tensors_[o].storage].last_access = static_cast<double>(clock_);  // R10
+  materialize(op.outputs.front(), /*remat=*/false);
+  for (std::uint32_t o : op.outputs) storages_[tensors_[o].storage].last_access = static_cast<double>(clock_);  // R10
 }
 
 void State::on_release(std::uint32_t s) {
@@ -312,34 +321,40 @@ void State::pin(std::uint32_t s) {
   flush_rebuilds();  // while s, perhaps just made material, is not pinned: its frontiers' rebuilds
   lock(s);
   storages_[s].pinned = true;
+  material_[s] = kPinned;  // pinned after a materialization: material
 }
 
 void State::materialize(std::uint32_t t, bool remat) {
-  const std::uint32_t op_id = tensors_[t].op;
-  const std::vector<std::uint32_t> inputs = ops_[op_id].inputs;  // copied: nested calls add no ops, but stay safe
-  for (std::uint32_t p : inputs) storages_[tensors_[p].storage].last_access = static_cast<double>(clock_);
-  std::vector<std::uint32_t> undefined;
-  for (std::uint32_t p : inputs) {
+  // ops_ does not grow below (no new op while materializing), so the op's lists stay put.
+  const SOp& op = ops_[tensors_[t].op];
+  for (std::uint32_t p : op.inputs) storages_[tensors_[p].storage].last_access = static_cast<double>(clock_);
+  // The inputs undefined now, on a stack shared with the nested materializations (each pops its own).
+  const std::size_t first_undefined = undefined_.size();
+  for (std::uint32_t p : op.inputs) {
     if (tensors_[p].defined) {
       lock(tensors_[p].storage);
     } else {
-      undefined.push_back(p);
+      undefined_.push_back(p);
     }
   }
-  for (std::uint32_t p : undefined) {
+  for (std::size_t i = first_undefined; i < undefined_.size(); ++i) {
+    const std::uint32_t p = undefined_[i];
     if (!tensors_[p].defined) materialize(p, /*remat=*/true);  // a sibling may have brought it back
     lock(tensors_[p].storage);
   }
-  const std::int64_t total = ops_[op_id].total_size;
-  if (!fits(total)) free_until(total);
+  undefined_.resize(first_undefined);
+  if (!fits(op.total_size)) free_until(op.total_size);
   compute(t, remat);
-  for (std::uint32_t p : inputs) unlock(tensors_[p].storage);
+  for (std::uint32_t p : op.inputs) unlock(tensors_[p].storage);
   if (static_cast<double>(result_.remat_compute) > remat_limit_) throw RunStop{Outcome::Thrashed};  // R8
 }
 
 void State::compute(std::uint32_t t, bool remat) {
   const SOp& op = ops_[tensors_[t].op];
-  std::vector<std::uint32_t> dup, fresh, remat_storages;
+  std::vector<std::uint32_t>&dup = dup_, &fresh = fresh_, &remat_storages = remat_storages_;  // not reentrant
+  dup.clear();
+  fresh.clear();
+  remat_storages.clear();
   bool seen_self = false;
   for (std::uint32_t u : op.outputs) {
     if (u == t && !seen_self) {
@@ -357,10 +372,13 @@ void State::compute(std::uint32_t t, bool remat) {
     result_.remat_compute += op.compute;
     ++result_.recomputes;
   }
-  material_[tensors_[t].storage] = 1;
+  auto make_material = [&](std::uint32_t s) {
+    if (material_[s] == kEvicted) material_[s] = kMaterial;  // a pinned storage stays kPinned
+  };
+  make_material(tensors_[t].storage);
   tensors_[t].defined = true;
   for (std::uint32_t u : fresh) {
-    material_[tensors_[u].storage] = 1;
+    make_material(tensors_[u].storage);
     tensors_[u].defined = true;
   }
   for (std::uint32_t u : dup) memory_ -= tensors_[u].size;  // R4: outputs computed twice
