@@ -93,31 +93,34 @@ void State::rebuild(std::uint32_t base, bool reverse) {
   SRegion& r = reverse ? storages_[base].rev : storages_[base].fwd;
   r.interior.clear();
   r.frontier.clear();
-  r.compute = 0;
   r.indexed = false;
-  marks_.reset(storages_.size());   // r.interior
-  marks2_.reset(storages_.size());  // r.frontier
+  // A walk in breadth-first order over the list of storages it reached (the interior itself when
+  // kept): a region's interior and frontier are sets, so the order of the walk changes nothing.
+  // One set of marks serves both: the interior's storages are evicted, the frontier's material.
   const bool keep = keeps_interior(reverse);
-  stack_.assign(1, base);
-  while (!stack_.empty()) {
-    const std::uint32_t s = stack_.back();
-    stack_.pop_back();
-    for (std::uint32_t us : reverse ? parents_[s] : children_[s]) {
-      if (material_[us] != kEvicted) {
-        // A pinned storage is left off frontiers: its own regions are never kept (above), so
-        // nothing reads it there.
-        if (us != base && material_[us] == kMaterial && marks2_.mark(us)) r.frontier.push_back(us);
-        continue;
-      }
-      if (marks_.mark(us)) {
-        if (keep) {
-          r.interior.push_back(us);
-          r.compute += compute_[us];
-        }
-        stack_.push_back(us);
+  std::vector<std::uint32_t>& reached = keep ? r.interior : stack_;
+  reached.clear();
+  marks_.reset(storages_.size());
+  const std::vector<std::vector<std::uint32_t>>& next = reverse ? parents_ : children_;
+  const std::uint8_t* material = material_.data();
+  auto visit = [&](std::uint32_t s) {
+    for (std::uint32_t us : next[s]) {
+      const std::uint8_t m = material[us];
+      if (m == kPinned || !marks_.mark(us)) continue;  // pinned: never on a frontier, see above
+      if (m == kEvicted) {
+        reached.push_back(us);
+      } else if (us != base) {
+        r.frontier.push_back(us);
       }
     }
+  };
+  visit(base);
+  for (std::size_t i = 0; i < reached.size(); ++i) visit(reached[i]);
+  Cost compute = 0;
+  if (keep) {
+    for (std::uint32_t us : reached) compute += compute_[us];
   }
+  r.compute = compute;
 }
 
 // The rebuilds after a compute (the regions of the storages it made material, then those of the
@@ -171,22 +174,14 @@ void State::absorb(std::uint32_t base, bool reverse, std::uint32_t evicted) {
   if (storages_[base].pinned) return;  // see rebuild
   SRegion& r = reverse ? storages_[base].rev : storages_[base].fwd;
   SRegion& e = reverse ? storages_[evicted].rev : storages_[evicted].fwd;
-  // r.frontier loses `evicted` (swapped with the last) and the others are marked, in one pass.
-  const bool own = &r == &e;  // a storage on its own frontier: the unions below add nothing
-  if (!own) marks2_.reset(storages_.size());
-  std::size_t at = r.frontier.size();
-  for (std::size_t i = 0; i < r.frontier.size(); ++i) {
-    if (r.frontier[i] == evicted) {
-      at = i;
-    } else if (!own) {
-      marks2_.mark(r.frontier[i]);
-    }
-  }
-  if (at != r.frontier.size()) {
-    r.frontier[at] = r.frontier.back();
+  // r.frontier loses `evicted` (swapped with the last), then gains e.frontier's storages it lacks
+  // (pinned ones left out, see rebuild). A few are looked up in r.frontier directly; more, by
+  // marking r.frontier first.
+  if (const auto it = std::find(r.frontier.begin(), r.frontier.end(), evicted); it != r.frontier.end()) {
+    *it = r.frontier.back();
     r.frontier.pop_back();
   }
-  if (own) {
+  if (&r == &e) {  // a storage on its own frontier: the unions below add nothing
     r.compute += compute_[evicted];
     if (std::find(r.interior.begin(), r.interior.end(), evicted) == r.interior.end()) {
       r.interior.push_back(evicted);
@@ -194,8 +189,22 @@ void State::absorb(std::uint32_t base, bool reverse, std::uint32_t evicted) {
     }
     return;
   }
-  for (std::uint32_t x : e.frontier) {
-    if (material_[x] != kPinned && marks2_.mark(x)) r.frontier.push_back(x);  // pinned: see rebuild
+  constexpr std::size_t kLookups = 4;
+  if (e.frontier.size() <= kLookups) {
+    const std::size_t before = r.frontier.size();  // e.frontier's storages are distinct
+    for (std::uint32_t x : e.frontier) {
+      if (material_[x] != kPinned &&
+          std::find(r.frontier.begin(), r.frontier.begin() + static_cast<std::ptrdiff_t>(before), x) ==
+              r.frontier.begin() + static_cast<std::ptrdiff_t>(before)) {
+        r.frontier.push_back(x);
+      }
+    }
+  } else {
+    marks2_.reset(storages_.size());
+    for (std::uint32_t x : r.frontier) marks2_.mark(x);
+    for (std::uint32_t x : e.frontier) {
+      if (material_[x] != kPinned && marks2_.mark(x)) r.frontier.push_back(x);
+    }
   }
   if (!keeps_interior(reverse)) return;
   // diff = e.interior - r.interior, plus `evicted` even if r already holds it (as upstream)

@@ -72,16 +72,14 @@ void Loader::on_op() {
   if (const std::uint32_t prev = op_ids_.find(id); prev != kNoIndex) {
     fail(fmt::format("duplicate op id {} (first defined at line {})", id, op_def_line_[prev]));
   }
-  const std::string prefix = fmt::format("op {}", id);
+  auto prefix = [id] { return fmt::format("op {}", id); };  // for errors only
   OpInfo op;
   op.file_id = id;
   if (const JValue* name = slot_[kName]) {
-    if (name->type != JType::String) bad(prefix, kName, "a string", *name);
+    if (name->type != JType::String) bad(prefix(), kName, "a string", *name);
     op.name = std::string(name->text);
   }
-  if (const JValue* d = slot_[kDuration])
-    op.duration = SimTime{read_time(
-        *d, [&] { return prefix; }, kDuration)};
+  if (const JValue* d = slot_[kDuration]) op.duration = SimTime{read_time(*d, prefix, kDuration)};
   tensor_list(kInputs, id, op.inputs);
   tensor_list(kOutputs, id, op.outputs);
   tensor_list(kMutates, id, op.mutated);
@@ -95,7 +93,7 @@ void Loader::on_op() {
   write_self_references_in_place(op);
   if (const JValue* views = slot_[kViews]) {
     constexpr std::string_view kWhat = "an array of [output, input] tensor id pairs";
-    if (views->type != JType::Array) bad(prefix, kViews, kWhat, *views);
+    if (views->type != JType::Array) bad(prefix(), kViews, kWhat, *views);
     if (views->count > limits_.max_op_fan_in) {
       fail(fmt::format("op {}: field 'views': {}", id, limit_problem(limits_.max_op_fan_in, "pairs", "max_op_fan_in")));
     }
@@ -114,7 +112,7 @@ void Loader::on_op() {
     }
   }
   if (const JValue* r = slot_[kRandom]) {
-    if (r->type != JType::Bool) bad(prefix, kRandom, "true or false", *r);
+    if (r->type != JType::Bool) bad(prefix(), kRandom, "true or false", *r);
     op.random = r->boolean;
   }
   if (trace_.ops.size() >= kNoIndex - 1) fail("too many ops (at most 4294967294)");
@@ -146,22 +144,32 @@ void Loader::mark_op_tensors(const OpInfo& op) {
 // policy then sees one shape for an in-place write (the old value is the input, the new one the
 // output at the same storage), never a value that is its own producer's input.
 void Loader::write_self_references_in_place(OpInfo& op) {
-  std::vector<TensorId> sorted_mutated = op.mutated;
-  std::sort(sorted_mutated.begin(), sorted_mutated.end());
-  std::vector<TensorId> outputs;
-  outputs.reserve(op.outputs.size());
-  for (const TensorId t : op.outputs) {
+  // The outputs are compacted in place (first occurrences kept, in order). An output that is
+  // also an input joins `mutated` unless listed there already: only the listed ones (the first
+  // `listed` entries) are searched, and most ops write nothing in place.
+  const auto listed = static_cast<std::ptrdiff_t>(op.mutated.size());
+  std::vector<TensorId> sorted;  // the listed ones, sorted, when there are many (bounded work)
+  constexpr std::ptrdiff_t kLinear = 8;
+  if (listed > kLinear) {
+    sorted.assign(op.mutated.begin(), op.mutated.end());
+    std::sort(sorted.begin(), sorted.end());
+  }
+  auto is_listed = [&](TensorId t) {
+    return listed > kLinear
+               ? std::binary_search(sorted.begin(), sorted.end(), t)
+               : std::find(op.mutated.begin(), op.mutated.begin() + listed, t) != op.mutated.begin() + listed;
+  };
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < op.outputs.size(); ++i) {
+    const TensorId t = op.outputs[i];
     std::uint32_t& mark = out_mark_[index_of(t)];
     if (mark == 0) continue;  // already kept: a duplicate
     mark = 0;
-    outputs.push_back(t);
-    if (in_mark_[index_of(t)] == op_epoch_ &&
-        !std::binary_search(sorted_mutated.begin(), sorted_mutated.end(), t)) {
-      op.mutated.push_back(t);
-    }
+    op.outputs[kept++] = t;
+    if (in_mark_[index_of(t)] == op_epoch_ && !is_listed(t)) op.mutated.push_back(t);
   }
-  for (const TensorId t : outputs) out_mark_[index_of(t)] = op_epoch_;
-  op.outputs = std::move(outputs);
+  op.outputs.resize(kept);
+  for (const TensorId t : op.outputs) out_mark_[index_of(t)] = op_epoch_;
 }
 
 void Loader::add_view(OpInfo& op, std::uint64_t op_id, std::uint32_t out, std::uint32_t in, std::uint64_t out_id,
