@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <cstring>
 #include <unordered_set>
 
@@ -188,10 +189,22 @@ bool JsonLine::parse_value(JValue& out, int depth) {
   return fail("expected a value");
 }
 
+namespace {
+// The bytes that end a run of plain characters in a string: the closing quote, a backslash, a
+// control character or a UTF-8 lead or continuation byte.
+constexpr std::array<bool, 256> kStringStop = [] {
+  std::array<bool, 256> t{};
+  for (int c = 0; c < 256; ++c) t[static_cast<std::size_t>(c)] = c == '"' || c == '\\' || c < 0x20 || c >= 0x80;
+  return t;
+}();
+}  // namespace
+
 bool JsonLine::parse_string(std::string_view& out) {
   ++p_;  // opening quote
   const char* start = p_;
   while (p_ < end_) {
+    while (p_ < end_ && !kStringStop[static_cast<unsigned char>(*p_)]) ++p_;
+    if (p_ == end_) break;
     const auto c = static_cast<unsigned char>(*p_);
     if (c == '"') {
       out = std::string_view(start, static_cast<std::size_t>(p_ - start));
@@ -200,11 +213,7 @@ bool JsonLine::parse_string(std::string_view& out) {
     }
     if (c == '\\') return parse_string_slow(start, out);
     if (c < 0x20) return fail("control character in string");
-    if (c >= 0x80) {
-      if (!check_utf8()) return false;
-      continue;
-    }
-    ++p_;
+    if (!check_utf8()) return false;  // c >= 0x80
   }
   return fail("unterminated string");
 }

@@ -83,8 +83,8 @@ Trace Loader::run() {
   } catch (const std::bad_alloc&) {
     // Only a hint: the vector grows as it would have.
   }
-  LineReader reader = text_ ? LineReader(path_, *text_, limits_.max_input_bytes)
-                            : LineReader(path_, limits_.max_input_bytes);
+  LineReader reader =
+      text_ ? LineReader(path_, *text_, limits_.max_input_bytes) : LineReader(path_, limits_.max_input_bytes);
   line_ = reader.run(*this);
   finish();
   trace_.content_hash = reader.hash();

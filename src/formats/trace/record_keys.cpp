@@ -47,10 +47,14 @@ std::optional<Kind> parse_kind(std::string_view s) {
 
 bool as_u64(const JValue& v, std::uint64_t& out) {
   if (v.type != JType::Number || !v.integer || v.negative) return false;
+  // r * 10 + d overflows exactly when r > max / 10, or r == max / 10 and d > max % 10 (constants:
+  // no division per digit).
+  constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
+  constexpr std::uint64_t kLimit = kMax / 10, kLastDigit = kMax % 10;
   std::uint64_t r = 0;
   for (const char c : v.text) {
     const auto d = static_cast<std::uint64_t>(c - '0');
-    if (r > (std::numeric_limits<std::uint64_t>::max() - d) / 10) return false;
+    if (r > kLimit || (r == kLimit && d > kLastDigit)) return false;
     r = r * 10 + d;
   }
   out = r;
