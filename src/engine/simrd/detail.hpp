@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <span>
+#include <stdexcept>
 #include <vector>
 
 #include "coopsim/engine/simrd.hpp"
@@ -49,6 +51,39 @@ struct SRegion {
   Cost compute = 0;
   PagedIdSet members;  // the ids of `interior` when `indexed`
   bool indexed = false;
+};
+
+// Per storage, a list of storages that only grows by appends: all the lists in one array, each
+// with room for the most it can get (counted from the trace before the run), so that a walk over
+// the graph reads neighbouring memory rather than one heap block per storage.
+class Adjacency {
+ public:
+  Adjacency() = default;
+  // Room for capacity[s] entries in the list of s.
+  explicit Adjacency(const std::vector<std::uint32_t>& capacity) : begin_(capacity.size()), len_(capacity.size(), 0) {
+    std::size_t at = 0;
+    for (std::size_t s = 0; s < capacity.size(); ++s) {
+      begin_[s] = at;
+      at += capacity[s];
+    }
+    end_ = begin_;
+    for (std::size_t s = 0; s < capacity.size(); ++s) end_[s] += capacity[s];
+    data_.resize(at);
+  }
+  void append(std::uint32_t s, const std::vector<std::uint32_t>& more) {
+    if (begin_[s] + len_[s] + more.size() > end_[s])
+      throw std::logic_error("simrd profile: storage graph over its count");
+    std::copy(more.begin(), more.end(), data_.begin() + static_cast<std::ptrdiff_t>(begin_[s] + len_[s]));
+    len_[s] += static_cast<std::uint32_t>(more.size());
+  }
+  [[nodiscard]] std::span<const std::uint32_t> operator[](std::uint32_t s) const {
+    return {data_.data() + begin_[s], len_[s]};
+  }
+
+ private:
+  std::vector<std::uint32_t> data_;
+  std::vector<std::size_t> begin_, end_;
+  std::vector<std::uint32_t> len_;
 };
 
 // Membership marks over ids 0..n-1 that are cleared in O(1): an id is marked when its stamp
@@ -156,7 +191,12 @@ class State {
   // the inputs of the ops that computed its tensors (parents direction): Storage.
   // evicted_neighbors and the steps of Region.rebuild, per storage rather than per tensor.
   // Repeats within one op are dropped; repeats across ops are kept (every use is a set insert).
-  std::vector<std::vector<std::uint32_t>> children_, parents_;
+  Adjacency children_, parents_;
+  // The capacities of children_ and parents_ (count_edges), kept only until they are built.
+  struct EdgeCounts {
+    std::vector<std::uint32_t> children, parents;
+  };
+  [[nodiscard]] EdgeCounts count_edges();
   // storage_pool, in the order storages became evictable: a list linked through the storages
   // (SStorage::pool_prev / pool_next), so joining and leaving it allocate nothing.
   std::uint32_t pool_head_ = kNone, pool_tail_ = kNone;

@@ -101,7 +101,7 @@ void State::rebuild(std::uint32_t base, bool reverse) {
   std::vector<std::uint32_t>& reached = keep ? r.interior : stack_;
   reached.clear();
   marks_.reset(storages_.size());
-  const std::vector<std::vector<std::uint32_t>>& next = reverse ? parents_ : children_;
+  const Adjacency& next = reverse ? parents_ : children_;
   const std::uint8_t* material = material_.data();
   auto visit = [&](std::uint32_t s) {
     for (std::uint32_t us : next[s]) {
@@ -251,8 +251,8 @@ void State::after_evict(std::uint32_t s) {
     // Merged with each distinct evicted neighbour's class; the classes and their values do not
     // depend on the order of the merges.
     marks_.reset(storages_.size());
-    for (const auto* list : {&parents_[s], &children_[s]}) {
-      for (std::uint32_t n : *list) {
+    for (const Adjacency* adjacent : {&parents_, &children_}) {
+      for (std::uint32_t n : (*adjacent)[s]) {
         if (material_[n] != 0 || n == s || !marks_.mark(n)) continue;
         if (storages_[n].ecn == kNone) throw std::logic_error("simrd profile: evicted storage without a class");
         const std::uint32_t l = find(storages_[n].ecn), r = find(node);
@@ -292,8 +292,8 @@ double State::cost(std::uint32_t s) {
     case EvictionScore::DtrEq: {
       Cost c = compute_[s];
       marks_.reset(uf_parent_.size());  // the distinct class roots
-      for (const auto* list : {&parents_[s], &children_[s]}) {
-        for (std::uint32_t us : *list) {
+      for (const Adjacency* adjacent : {&parents_, &children_}) {
+        for (std::uint32_t us : (*adjacent)[s]) {
           if (material_[us] != 0 || us == s) continue;
           const std::uint32_t r = find(storages_[us].ecn);
           if (marks_.mark(r)) c += uf_value_[r];

@@ -30,6 +30,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <type_traits>
 
 #include "coopsim/base/error.hpp"
 #include "coopsim/policy/policy.hpp"
@@ -94,8 +95,6 @@ State::State(const Trace& trace, const Config& config)
       storages_(trace.tensors.size()),
       material_(trace.tensors.size(), 0),
       compute_(trace.tensors.size(), 0),
-      children_(trace.tensors.size()),
-      parents_(trace.tensors.size()),
       producer_(trace.tensors.size(), kNone),
       full_inputs_(trace.ops.size()),
       full_outputs_(trace.ops.size()),
@@ -106,6 +105,51 @@ State::State(const Trace& trace, const Config& config)
     for (TensorId o : trace.ops[i].outputs) producer_[index_of(o)] = i;
   }
   read_zero_byte_tensors();
+  const EdgeCounts counts = count_edges();
+  children_ = Adjacency(counts.children);
+  parents_ = Adjacency(counts.parents);
+}
+
+// The most edges each storage can get: new_op's for every compute event of the trace (the
+// constants' ops have no inputs), before it leaves out the pinned storages.
+State::EdgeCounts State::count_edges() {
+  EdgeCounts n{std::vector<std::uint32_t>(trace_.tensors.size(), 0),
+               std::vector<std::uint32_t>(trace_.tensors.size(), 0)};
+  auto add = [](std::uint32_t& count, std::size_t more) {
+    if (more > std::numeric_limits<std::uint32_t>::max() - count) {
+      throw std::invalid_argument("simrd profile: a storage has more than 2^32 - 1 edges");
+    }
+    count += static_cast<std::uint32_t>(more);
+  };
+  std::vector<std::uint32_t> ins, outs;
+  auto distinct = [&](auto&& tensors, std::vector<std::uint32_t>& out) {
+    out.clear();
+    marks_.reset(storages_.size());
+    for (const auto t : tensors) {
+      std::uint32_t tensor = 0;  // a trace op's TensorId, or a tensor index of the header's lists
+      if constexpr (std::is_same_v<std::decay_t<decltype(t)>, TensorId>) {
+        tensor = index_of(t);
+      } else {
+        tensor = t;
+      }
+      const std::uint32_t s = storage_of(tensor);
+      if (marks_.mark(s)) out.push_back(s);
+    }
+  };
+  for (const TraceEvent& e : trace_.events) {
+    if (e.kind != EventKind::Compute) continue;
+    const std::uint32_t op = index_of(e.compute_op());
+    if (has_full_[op] != 0) {
+      distinct(full_inputs_[op], ins);
+      distinct(full_outputs_[op], outs);
+    } else {
+      distinct(trace_.ops[op].inputs, ins);
+      distinct(trace_.ops[op].outputs, outs);
+    }
+    for (std::uint32_t in : ins) add(n.children[in], outs.size());
+    for (std::uint32_t out : outs) add(n.parents[out], ins.size());
+  }
+  return n;
 }
 
 void State::read_zero_byte_tensors() {
@@ -249,14 +293,8 @@ std::uint32_t State::new_op(std::int64_t compute, std::vector<std::uint32_t> inp
   };
   distinct_storages(op.inputs, scratch_);
   distinct_storages(op.outputs, scratch2_);
-  for (std::uint32_t in : scratch_) {
-    auto& c = children_[in];
-    c.insert(c.end(), scratch2_.begin(), scratch2_.end());
-  }
-  for (std::uint32_t out : scratch2_) {
-    auto& p = parents_[out];
-    p.insert(p.end(), scratch_.begin(), scratch_.end());
-  }
+  for (std::uint32_t in : scratch_) children_.append(in, scratch2_);
+  for (std::uint32_t out : scratch2_) parents_.append(out, scratch_);
   ops_.push_back(std::move(op));
   for (std::uint32_t o : ops_.back().outputs) update_compute(tensors_[o].storage);  // Storage.get_compute
   return id;
