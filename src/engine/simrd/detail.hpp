@@ -60,30 +60,34 @@ class Adjacency {
  public:
   Adjacency() = default;
   // Room for capacity[s] entries in the list of s.
-  explicit Adjacency(const std::vector<std::uint32_t>& capacity) : begin_(capacity.size()), len_(capacity.size(), 0) {
-    std::size_t at = 0;
+  explicit Adjacency(const std::vector<std::uint32_t>& capacity) : list_(capacity.size()), room_(capacity) {
+    std::uint64_t at = 0;
     for (std::size_t s = 0; s < capacity.size(); ++s) {
-      begin_[s] = at;
+      list_[s].begin = static_cast<std::uint32_t>(at);
       at += capacity[s];
+      if (at > std::numeric_limits<std::uint32_t>::max()) {
+        throw std::invalid_argument("simrd profile: the storage graph has more than 2^32 - 1 edges");
+      }
     }
-    end_ = begin_;
-    for (std::size_t s = 0; s < capacity.size(); ++s) end_[s] += capacity[s];
     data_.resize(at);
   }
   void append(std::uint32_t s, const std::vector<std::uint32_t>& more) {
-    if (begin_[s] + len_[s] + more.size() > end_[s])
-      throw std::logic_error("simrd profile: storage graph over its count");
-    std::copy(more.begin(), more.end(), data_.begin() + static_cast<std::ptrdiff_t>(begin_[s] + len_[s]));
-    len_[s] += static_cast<std::uint32_t>(more.size());
+    List& l = list_[s];
+    if (more.size() > room_[s] - l.size) throw std::logic_error("simrd profile: storage graph over its count");
+    std::copy(more.begin(), more.end(), data_.begin() + l.begin + l.size);
+    l.size += static_cast<std::uint32_t>(more.size());
   }
   [[nodiscard]] std::span<const std::uint32_t> operator[](std::uint32_t s) const {
-    return {data_.data() + begin_[s], len_[s]};
+    return {data_.data() + list_[s].begin, list_[s].size};
   }
 
  private:
+  struct List {
+    std::uint32_t begin = 0, size = 0;  // together: one load per storage walked
+  };
   std::vector<std::uint32_t> data_;
-  std::vector<std::size_t> begin_, end_;
-  std::vector<std::uint32_t> len_;
+  std::vector<List> list_;
+  std::vector<std::uint32_t> room_;
 };
 
 // Membership marks over ids 0..n-1 that are cleared in O(1): an id is marked when its stamp
