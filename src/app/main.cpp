@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "coopsim/base/output_file.hpp"
+#include "coopsim/base/process_heap.hpp"
 #include "coopsim/cli/command_line.hpp"
 #include "stdout_sink.hpp"
 
@@ -30,6 +31,7 @@ int finish_stdout(int status, const coopsim::cli::StdoutSink* sink) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  coopsim::prefer_huge_pages_for_heap();
   coopsim::install_output_signal_cleanup();
   static coopsim::cli::StdoutSink sink;  // static: it outlives every use of std::cout
   const bool own_buffer = isatty(STDOUT_FILENO) == 0;

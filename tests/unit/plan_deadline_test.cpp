@@ -66,12 +66,12 @@ Cuts stop_everywhere(const Problem& p, const PlanOptions& o) {
   const std::int64_t stacked = total_bytes(p);
   for (std::uint64_t reads = 0;; reads += reads < 128 ? 1 : reads / 4) {
     INFO("clock expiring at read " << reads + 1);
-    auto clock = detail::Clock::after_reads(reads);
-    const PlanResult r = detail::plan_with_clock(p, o, clock);
+    auto clock = coopsim::plan::detail::Clock::after_reads(reads);
+    const PlanResult r = coopsim::plan::detail::plan_with_clock(p, o, clock);
     REQUIRE(valid(p, r));
     CHECK(r.height >= r.lower_bound);
-    auto again = detail::Clock::after_reads(reads);
-    CHECK(detail::plan_with_clock(p, o, again).offsets == r.offsets);
+    auto again = coopsim::plan::detail::Clock::after_reads(reads);
+    CHECK(coopsim::plan::detail::plan_with_clock(p, o, again).offsets == r.offsets);
     if (!r.time_cut) return cuts;
     REQUIRE(reads < (std::uint64_t{1} << 24));  // the budgets end every run long before
     if (reads == 0 && r.height == stacked) cuts.sweep = true;
@@ -101,8 +101,8 @@ TEST_CASE("plan deadline: a run stopped at any read of the clock returns a valid
   SECTION("above max_conflicts: the list-free construction") {
     o.max_conflicts = 100;
     const Problem p = generated(400, 400, 7);
-    auto clock = detail::Clock::after_reads(0);
-    const PlanResult r = detail::plan_with_clock(p, o, clock);
+    auto clock = coopsim::plan::detail::Clock::after_reads(0);
+    const PlanResult r = coopsim::plan::detail::plan_with_clock(p, o, clock);
     CHECK(r.without_lists);
     CHECK(r.time_cut);
     CHECK(r.height == total_bytes(p));  // nothing placed by the rules: all stacked
@@ -114,8 +114,8 @@ TEST_CASE("plan deadline: a run stopped at any read of the clock returns a valid
 TEST_CASE("plan deadline: a clock stopped in the sweep is a time cut, not a conflict cap", "[plan][deadline]") {
   const Problem p = generated(300, 300, 5);
   PlanOptions o;
-  auto clock = detail::Clock::after_reads(0);
-  const PlanResult r = detail::plan_with_clock(p, o, clock);
+  auto clock = coopsim::plan::detail::Clock::after_reads(0);
+  const PlanResult r = coopsim::plan::detail::plan_with_clock(p, o, clock);
   CHECK(r.time_cut);
   CHECK_FALSE(r.without_lists);  // the command would otherwise blame limits.max_conflicts
   CHECK(r.iterations == 0);

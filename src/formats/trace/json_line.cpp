@@ -3,9 +3,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
+#include <bit>
 #include <cstring>
-#include <unordered_set>
 
 #include "coopsim/base/text.hpp"
 
@@ -38,6 +39,14 @@ void append_utf8(std::string& out, std::uint32_t cp) {
     out += static_cast<char>(0x80 | (cp & 0x3F));
   }
 }
+
+// The bytes that end a run of plain characters in a string: the closing quote, a backslash, a
+// control character or a UTF-8 lead or continuation byte.
+constexpr std::array<bool, 256> kStringStop = [] {
+  std::array<bool, 256> t{};
+  for (int c = 0; c < 256; ++c) t[static_cast<std::size_t>(c)] = c == '"' || c == '\\' || c < 0x20 || c >= 0x80;
+  return t;
+}();
 
 }  // namespace
 
@@ -93,7 +102,7 @@ bool JsonLine::parse_members(Member&& member) {
     if (p_ >= end_) return fail("unexpected end of line");
     if (*p_ != '"') return fail("expected a key string");
     std::string_view key;
-    if (!parse_string(key)) return false;
+    if (!parse_short_string(key)) return false;
     skip_ws();
     if (p_ >= end_) return fail("unexpected end of line");
     if (*p_ != ':') return fail("expected ':' after a key");
@@ -118,8 +127,7 @@ bool JsonLine::parse_top_object() {
   // Records have a handful of keys, checked by a linear scan; a line with many keys (hostile or
   // broken input) switches to a hash set, so that the check stays linear in the line length.
   constexpr std::size_t kLinearKeys = 16;
-  std::unordered_set<std::string_view> seen;
-  auto repeated = [&](std::string_view key) {
+  auto repeated = [this](std::string_view key) {
     if (fields_.size() < kLinearKeys) {
       for (const auto& f : fields_) {
         if (f.key.size() == key.size() &&
@@ -129,10 +137,11 @@ bool JsonLine::parse_top_object() {
       }
       return false;
     }
-    if (seen.empty()) {
-      for (const auto& f : fields_) seen.insert(f.key);
+    if (fields_.size() == kLinearKeys) {
+      seen_keys_.clear();
+      for (const auto& f : fields_) seen_keys_.insert(f.key);
     }
-    return !seen.insert(key).second;
+    return !seen_keys_.insert(key).second;
   };
   return parse_members([this, &repeated](std::string_view key) {
     if (repeated(key)) {
@@ -149,7 +158,7 @@ bool JsonLine::parse_top_object() {
 bool JsonLine::parse_value(JValue& out, int depth) {
   if (p_ >= end_) return fail("unexpected end of line");
   switch (*p_) {
-    case '"': out.type = JType::String; return parse_string(out.text);
+    case '"': out.type = JType::String; return parse_short_string(out.text);
     case '{': {
       if (depth >= kMaxDepth) return fail("nesting too deep");
       const char* start = p_;
@@ -190,30 +199,59 @@ bool JsonLine::parse_value(JValue& out, int depth) {
 }
 
 namespace {
-// The bytes that end a run of plain characters in a string: the closing quote, a backslash, a
-// control character or a UTF-8 lead or continuation byte.
-constexpr std::array<bool, 256> kStringStop = [] {
-  std::array<bool, 256> t{};
-  for (int c = 0; c < 256; ++c) t[static_cast<std::size_t>(c)] = c == '"' || c == '\\' || c < 0x20 || c >= 0x80;
-  return t;
-}();
+
+// The first byte of [q, end) that ends a plain run (kStringStop), or end. Eight bytes at a time
+// where the machine is little-endian: each test below flags its bytes in bit 7 exactly up to its
+// first hit (a borrow may flag bytes after it), so the lowest flag of all is the first stop byte.
+const char* skip_plain(const char* q, const char* end) {
+  if constexpr (std::endian::native == std::endian::little) {
+    constexpr std::uint64_t k01 = 0x0101010101010101ULL, k80 = 0x8080808080808080ULL;
+    constexpr std::uint64_t kQuote = k01 * '"', kBackslash = k01 * '\\', kSpace = k01 * 0x20;
+    while (end - q >= 8) {
+      std::uint64_t x = 0;
+      std::memcpy(&x, q, 8);
+      const std::uint64_t quote = x ^ kQuote, backslash = x ^ kBackslash;
+      const std::uint64_t stop = ((quote - k01) & ~quote) | ((backslash - k01) & ~backslash) | ((x - kSpace) & ~x) | x;
+      if ((stop & k80) != 0) return q + (std::countr_zero(stop & k80) >> 3);
+      q += 8;
+    }
+  }
+  while (q < end && !kStringStop[static_cast<unsigned char>(*q)]) ++q;
+  return q;
+}
+
 }  // namespace
 
+bool JsonLine::parse_short_string(std::string_view& out) {
+  // Keys and most values are a few plain bytes: read them here, one at a time, and leave anything
+  // longer or not plain to parse_string, from the opening quote again.
+  const char* q = p_ + 1;
+  const char* const stop = std::min(end_, q + 16);
+  while (q < stop && !kStringStop[static_cast<unsigned char>(*q)]) ++q;
+  if (q < stop && *q == '"') {
+    out = std::string_view(p_ + 1, static_cast<std::size_t>(q - p_ - 1));
+    p_ = q + 1;
+    return true;
+  }
+  return parse_string(out);
+}
+
 bool JsonLine::parse_string(std::string_view& out) {
-  ++p_;  // opening quote
-  const char* start = p_;
-  while (p_ < end_) {
-    while (p_ < end_ && !kStringStop[static_cast<unsigned char>(*p_)]) ++p_;
-    if (p_ == end_) break;
-    const auto c = static_cast<unsigned char>(*p_);
+  const char* const start = p_ + 1;  // after the opening quote
+  for (const char* q = start;;) {
+    q = skip_plain(q, end_);
+    p_ = q;
+    if (q == end_) break;
+    const auto c = static_cast<unsigned char>(*q);
     if (c == '"') {
-      out = std::string_view(start, static_cast<std::size_t>(p_ - start));
-      ++p_;
+      out = std::string_view(start, static_cast<std::size_t>(q - start));
+      p_ = q + 1;
       return true;
     }
     if (c == '\\') return parse_string_slow(start, out);
     if (c < 0x20) return fail("control character in string");
     if (!check_utf8()) return false;  // c >= 0x80
+    q = p_;
   }
   return fail("unterminated string");
 }
@@ -314,10 +352,13 @@ bool JsonLine::parse_number(JValue& out) {
     out.negative = true;
     ++p_;
   }
+  std::uint64_t value = 0;
   if (p_ < end_ && *p_ == '0') {
     ++p_;
   } else if (p_ < end_ && is_digit(*p_)) {
-    while (p_ < end_ && is_digit(*p_)) ++p_;
+    const char* q = p_;
+    while (q < end_ && is_digit(*q)) value = value * 10 + static_cast<std::uint64_t>(*q++ - '0');
+    p_ = q;
   } else {
     p_ = start;
     return fail("invalid number");
@@ -342,6 +383,9 @@ bool JsonLine::parse_number(JValue& out) {
     while (p_ < end_ && is_digit(*p_)) ++p_;
   }
   out.text = std::string_view(start, static_cast<std::size_t>(p_ - start));
+  // 19 digits stay below 2^64; longer integers are converted from the text, with their check.
+  out.exact = out.integer && !out.negative && out.text.size() <= 19;
+  out.value = out.exact ? value : 0;
   return true;
 }
 

@@ -11,6 +11,7 @@
 #include <deque>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 namespace coopsim::trace_detail {
@@ -24,7 +25,11 @@ struct JValue {
   bool integer = false;     // Number: no fraction and no exponent
   std::uint32_t first = 0;  // Array: index of the first element (JsonLine::element)
   std::uint32_t count = 0;  // Array: number of elements
-  std::string_view text;    // Number: raw text; String: decoded content; Array/Object: raw text
+  // Number: its value when it is a non-negative integer of at most 19 digits (which cannot
+  // overflow), so that readers need not convert the text again; otherwise 0 and `exact` false.
+  bool exact = false;
+  std::uint64_t value = 0;
+  std::string_view text;  // Number: raw text; String: decoded content; Array/Object: raw text
 };
 
 struct JField {
@@ -53,6 +58,7 @@ class JsonLine {
 
  private:
   bool parse_value(JValue& out, int depth);
+  bool parse_short_string(std::string_view& out);  // at '"': a short plain string, else parse_string
   bool parse_string(std::string_view& out);
   bool parse_string_slow(const char* start, std::string_view& out);
   bool parse_number(JValue& out);
@@ -83,6 +89,7 @@ class JsonLine {
   static constexpr std::size_t kKeepScratch = 64 << 10;  // bytes of one decoded string
   std::string error_;
   bool duplicate_ = false;
+  std::unordered_set<std::string_view> seen_keys_;  // a line with many keys: those read so far
 };
 
 // Quotes a string for an error message: '...' with control characters, quotes and backslashes

@@ -13,6 +13,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -87,6 +88,9 @@ class Loader final : public LineSink {
 
   // loader.cpp: header, dispatch, field helpers, end of file
   void on_header(std::string_view line);
+  // The commonest event lines in the writer's exact form, read without the JSON parser (the same
+  // checks and the same event as on_record); false leaves the line to the parser.
+  bool plain_event(std::string_view line);
   void on_record();
   void finish();
   [[noreturn]] void missing(std::string_view prefix, Key k) const;
@@ -98,6 +102,9 @@ class Loader final : public LineSink {
   std::int64_t read_time(const JValue& v, Prefix&& prefix, Key k) const {
     if (v.type != JType::Number || v.negative) bad(prefix(), k, "a non-negative number", v);
     std::int64_t ns = 0;
+    if (v.exact && unit_exp_ == 0 && v.value <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+      return static_cast<std::int64_t>(v.value);  // an integer of ns: what to_ns would give
+    }
     if (!to_ns(v.text, unit_exp_, ns)) {
       fail(fmt::format("{}: field '{}' is too large ({} {} overflows 64-bit nanoseconds)", prefix(), key_name(k),
                        describe(v), trace_.header.time_unit));
@@ -162,6 +169,7 @@ class Loader final : public LineSink {
   int unit_exp_ = 0;
   Kind kind_ = Kind::Tensor;
   std::array<const JValue*, kNumKeys> slot_{};
+  JValue plain_kind_, plain_value_;  // the fields of a plain_event line
   IdMap tensor_ids_, op_ids_;
   std::vector<std::uint64_t> tensor_def_line_, op_def_line_;
   std::vector<Life> life_;

@@ -47,6 +47,10 @@ std::optional<Kind> parse_kind(std::string_view s) {
 
 bool as_u64(const JValue& v, std::uint64_t& out) {
   if (v.type != JType::Number || !v.integer || v.negative) return false;
+  if (v.exact) {
+    out = v.value;
+    return true;
+  }
   // r * 10 + d overflows exactly when r > max / 10, or r == max / 10 and d > max % 10 (constants:
   // no division per digit).
   constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();

@@ -1,0 +1,168 @@
+// The trace loader's fast paths read the same traces as its general ones: event lines in the
+// writer's exact form (Loader::plain_event) against the same records spaced out for the JSON
+// parser, strings scanned eight bytes at a time against every position of a stop byte, integers
+// converted while parsed against 19- and 20-digit ids, and the content hash read eight bytes at a
+// time against FNV-1a byte by byte.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "coopsim/base/error.hpp"
+#include "coopsim/base/hash.hpp"
+#include "coopsim/formats/trace_file.hpp"
+#include "coopsim/model/trace.hpp"
+
+// A namespace of its own, holding the using-directive too: the unity build (scripts/test.sh)
+// compiles several test files as one.
+namespace trace_fast_paths_test {
+
+using namespace coopsim;
+
+namespace {
+
+const std::string kHeader = R"({"format":"coopsim-trace","version":1})";
+
+// The event lines of `body` with a space after every ':' and ',' outside strings, which the fast
+// path does not take: the JSON parser reads them.
+std::string spaced(const std::string& body) {
+  std::string out;
+  bool in_string = false;
+  for (std::size_t i = 0; i < body.size(); ++i) {
+    const char c = body[i];
+    out += c;
+    if (c == '"' && (i == 0 || body[i - 1] != '\\')) in_string = !in_string;
+    if (!in_string && (c == ':' || c == ',')) out += ' ';
+  }
+  return out;
+}
+
+// The error of loading `text`, or "" when it loads.
+std::string load_error(const std::string& text) {
+  try {
+    (void)parse_trace(text, "t.jsonl");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::uint64_t fnv1a_bytewise(std::string_view s) {
+  std::uint64_t h = kFnvOffset;
+  for (const char c : s) {
+    h ^= static_cast<unsigned char>(c);
+    h *= kFnvPrime;
+  }
+  return h;
+}
+
+}  // namespace
+
+TEST_CASE("trace fast paths: plain event lines give the trace the JSON parser gives", "[trace]") {
+  const std::string defs = std::string(R"({"kind":"tensor","id":0,"bytes":16})") + "\n" +
+                           R"({"kind":"tensor","id":9999999999999999999,"bytes":8})" + "\n" +
+                           R"({"kind":"op","id":7,"inputs":[0],"outputs":[9999999999999999999]})" + "\n";
+  const std::string events = std::string(R"({"kind":"alloc","tensor":0})") + "\n" +
+                             R"({"kind":"alloc","tensor":9999999999999999999})" + "\n" +
+                             R"({"kind":"compute","op":7})" + "\n" + R"({"kind":"free","tensor":0})" + "\n" +
+                             R"({"kind":"free","tensor":9999999999999999999})" + "\n";
+  const Trace plain = parse_trace(kHeader + "\n" + defs + events, "plain.jsonl");
+  const Trace parsed = parse_trace(kHeader + "\n" + defs + spaced(events), "parsed.jsonl");
+  REQUIRE(plain.events.size() == 5);
+  CHECK(plain.events == parsed.events);
+  CHECK(plain.tensors == parsed.tensors);
+  CHECK(plain.ops == parsed.ops);
+  CHECK(plain.events[1].tensor() == plain.tensors[1].id);
+}
+
+TEST_CASE("trace fast paths: a plain event line fails as the parsed one does", "[trace]") {
+  const std::string defs = std::string(R"({"kind":"tensor","id":1,"bytes":16})") + "\n" +
+                           R"({"kind":"tensor","id":2,"bytes":0})" + "\n" + R"({"kind":"op","id":3,"inputs":[1]})" +
+                           "\n";
+  const std::vector<std::string> bad = {
+      R"({"kind":"alloc","tensor":5})",                     // undefined tensor
+      R"({"kind":"alloc","tensor":2})",                     // 0 bytes
+      R"({"kind":"free","tensor":1})",                      // never allocated
+      R"({"kind":"compute","op":3})",                       // reads a tensor not allocated
+      R"({"kind":"compute","op":4})",                       // undefined op
+      R"({"kind":"alloc","tensor":01})",                    // leading zero: not JSON
+      R"({"kind":"alloc","tensor":18446744073709551616})",  // 20 digits, over 2^64 - 1
+      R"({"kind":"alloc","tensor":-1})",
+      R"({"kind":"alloc","tensor":1.0})",
+      R"({"kind":"alloc","tensor":})",
+      R"({"kind":"free","tensor":1}x})",
+  };
+  for (const std::string& line : bad) {
+    INFO(line);
+    const std::string plain = load_error(kHeader + "\n" + defs + line + "\n");
+    CHECK_THAT(plain, Catch::Matchers::StartsWith("t.jsonl:5: "));
+    if (line.find("01") == std::string::npos && line.find("x}") == std::string::npos &&
+        line.find("\":}") == std::string::npos) {
+      CHECK(plain == load_error(kHeader + "\n" + defs + spaced(line) + "\n"));
+    }
+  }
+  // Twice allocated, twice freed: the line of the first is named.
+  const std::string alloc = R"({"kind":"alloc","tensor":1})";
+  const std::string free = R"({"kind":"free","tensor":1})";
+  CHECK(load_error(kHeader + "\n" + defs + alloc + "\n" + alloc + "\n") ==
+        load_error(kHeader + "\n" + defs + spaced(alloc) + "\n" + spaced(alloc) + "\n"));
+  CHECK(load_error(kHeader + "\n" + defs + alloc + "\n" + free + "\n" + free + "\n") ==
+        load_error(kHeader + "\n" + defs + spaced(alloc) + "\n" + spaced(free) + "\n" + spaced(free) + "\n"));
+}
+
+TEST_CASE("trace fast paths: a stop byte anywhere in a string ends its plain run", "[trace]") {
+  for (std::size_t at = 0; at < 24; ++at) {
+    INFO("stop byte at " << at);
+    const std::string before(at, 'a');
+    auto tensor = [&](const std::string& name_json) {
+      return kHeader + "\n" + R"({"kind":"tensor","id":0,"bytes":4,"name":")" + name_json + "\"}\n";
+    };
+    // An escaped quote, an escaped backslash and two-, three- and four-byte UTF-8.
+    CHECK(parse_trace(tensor(before + "\\\"b"), "t").tensors[0].name == before + "\"b");
+    CHECK(parse_trace(tensor(before + "\\\\b"), "t").tensors[0].name == before + "\\b");
+    CHECK(parse_trace(tensor(before + "\xC3\xA9" + before), "t").tensors[0].name == before + "\xC3\xA9" + before);
+    CHECK(parse_trace(tensor(before + "\xE2\x82\xAC"), "t").tensors[0].name == before + "\xE2\x82\xAC");
+    CHECK(parse_trace(tensor(before + "\xF0\x9F\x98\x80z"), "t").tensors[0].name == before + "\xF0\x9F\x98\x80z");
+    // A plain name of that length, and the column of a control character or a bad UTF-8 byte.
+    CHECK(parse_trace(tensor(before), "t").tensors[0].name == before);
+    const std::size_t column = std::string(R"({"kind":"tensor","id":0,"bytes":4,"name":")").size() + at + 1;
+    CHECK_THAT(load_error(tensor(before + "\tb")),
+               Catch::Matchers::Contains("control character in string at column " + std::to_string(column)));
+    CHECK_THAT(load_error(tensor(before + "\x80")),
+               Catch::Matchers::Contains("invalid UTF-8 in string at column " + std::to_string(column)));
+    CHECK_THAT(load_error(kHeader + "\n" + R"({"kind":"tensor","id":0,"bytes":4,"name":")" + before + "\n"),
+               Catch::Matchers::Contains("unterminated string"));
+  }
+}
+
+TEST_CASE("trace fast paths: integers of 19 and 20 digits", "[trace]") {
+  auto tensor_bytes = [](const std::string& bytes) {
+    return kHeader + "\n" + R"({"kind":"tensor","id":0,"bytes":)" + bytes + "}\n";
+  };
+  CHECK(parse_trace(tensor_bytes("9007199254740992"), "t").tensors[0].size == Bytes{9007199254740992ULL});
+  CHECK(parse_trace(tensor_bytes("0"), "t").tensors[0].size == Bytes{0});
+  CHECK_THAT(load_error(tensor_bytes("9007199254740993")), Catch::Matchers::Contains("an integer in [0, 2^53]"));
+  auto tensor_id = [](const std::string& id) {
+    return kHeader + "\n" + R"({"kind":"tensor","id":)" + id + R"(,"bytes":4})" + "\n";
+  };
+  CHECK(parse_trace(tensor_id("9999999999999999999"), "t").tensors[0].file_id == 9999999999999999999ULL);
+  CHECK(parse_trace(tensor_id("18446744073709551615"), "t").tensors[0].file_id == 18446744073709551615ULL);
+  CHECK_THAT(load_error(tensor_id("18446744073709551616")), Catch::Matchers::Contains("a non-negative integer"));
+  CHECK_THAT(load_error(tensor_id("99999999999999999999")), Catch::Matchers::Contains("a non-negative integer"));
+}
+
+TEST_CASE("trace fast paths: the content hash is FNV-1a over every byte", "[trace]") {
+  std::string text;
+  for (int i = 0; i < 64; ++i) text += static_cast<char>(0x80 + i * 7);  // bytes of both halves
+  for (std::size_t n = 0; n <= text.size(); ++n) {
+    INFO(n);
+    CHECK(fnv1a(kFnvOffset, text.data(), n) == fnv1a_bytewise(std::string_view(text.data(), n)));
+    // Split anywhere, the running hash is the same.
+    CHECK(fnv1a(fnv1a(kFnvOffset, text.data(), n / 3), text.data() + n / 3, n - n / 3) ==
+          fnv1a_bytewise(std::string_view(text.data(), n)));
+  }
+  const std::string trace = kHeader + "\n" + R"({"kind":"tensor","id":0,"bytes":4,"name":"a\u00e9"})" + "\n";
+  CHECK(parse_trace(trace, "t").content_hash == fnv1a_bytewise(trace));
+}
+
+}  // namespace trace_fast_paths_test
