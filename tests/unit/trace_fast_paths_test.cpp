@@ -1,8 +1,8 @@
-// The trace loader's fast paths read the same traces as its general ones: event lines in the
-// writer's exact form (Loader::plain_event) against the same records spaced out for the JSON
-// parser, strings scanned eight bytes at a time against every position of a stop byte, integers
-// converted while parsed against 19- and 20-digit ids, and the content hash read eight bytes at a
-// time against FNV-1a byte by byte.
+// The trace loader's fast paths read the same traces as its general ones: tensor, op and event
+// lines in the writer's exact form (src/formats/trace/loader_plain.cpp) against the same records
+// spaced out for the JSON parser, strings scanned eight bytes at a time against every position of
+// a stop byte, integers converted while parsed against 19- and 20-digit ids, and the content hash
+// read eight bytes at a time against FNV-1a byte by byte.
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -108,6 +108,66 @@ TEST_CASE("trace fast paths: a plain event line fails as the parsed one does", "
         load_error(kHeader + "\n" + defs + spaced(alloc) + "\n" + spaced(alloc) + "\n"));
   CHECK(load_error(kHeader + "\n" + defs + alloc + "\n" + free + "\n" + free + "\n") ==
         load_error(kHeader + "\n" + defs + spaced(alloc) + "\n" + spaced(free) + "\n" + spaced(free) + "\n"));
+}
+
+TEST_CASE("trace fast paths: plain tensor and op lines give what the JSON parser gives", "[trace]") {
+  const std::string defs = std::string(R"({"kind":"tensor","id":1,"bytes":16,"role":"parameter"})") + "\n" +
+                           R"({"kind":"tensor","id":2,"bytes":16,"role":"activation","name":"x2 a/b"})" + "\n" +
+                           R"({"kind":"tensor","id":3,"bytes":0,"role":"other","name":""})" + "\n" +
+                           R"({"kind":"tensor","id":4,"bytes":8,"role":"gradient"})" + "\n";
+  const std::string ops =
+      std::string(R"({"kind":"op","id":10,"name":"mm","duration":1500,"inputs":[1,2],"outputs":[4]})") + "\n" +
+      R"({"kind":"op","id":11,"duration":0,"inputs":[2,4],"outputs":[3,4,4],"views":[[3,2]],"mutates":[4],"random":true})" +
+      "\n" + R"({"kind":"op","id":12,"duration":7})" + "\n";
+  const Trace plain = parse_trace(kHeader + "\n" + defs + ops, "plain.jsonl");
+  const Trace parsed = parse_trace(kHeader + "\n" + spaced(defs) + spaced(ops), "parsed.jsonl");
+  REQUIRE(plain.ops.size() == 3);
+  CHECK(plain.tensors == parsed.tensors);
+  CHECK(plain.ops == parsed.ops);
+  CHECK(plain.tensors[1].name == "x2 a/b");
+  CHECK(plain.ops[1].random);
+  CHECK(plain.ops[1].views.size() == 1);
+  CHECK(plain.ops[1].outputs.size() == 2);  // the repeated output is one
+  // In microseconds, the duration is converted from its text.
+  const std::string us = R"({"format":"coopsim-trace","version":1,"time_unit":"us"})";
+  CHECK(parse_trace(us + "\n" + defs + ops, "t").ops[0].duration == SimTime{1500000});
+
+  const std::vector<std::string> bad = {
+      R"({"kind":"op","id":10,"duration":1,"inputs":[9]})",                  // undefined tensor
+      R"({"kind":"op","id":10,"duration":1,"inputs":[1],"mutates":[2]})",    // mutates a non-input
+      R"({"kind":"op","id":10,"duration":1,"inputs":[1],"views":[[2,1]]})",  // view of a non-output
+      R"({"kind":"op","id":10,"duration":1,"inputs":[1],"outputs":[2],"views":[[2,2]]})",
+      R"({"kind":"tensor","id":1,"bytes":4,"role":"parameter"})",  // a duplicate id
+      R"({"kind":"tensor","id":5,"bytes":4,"role":"weights"})",
+      R"({"kind":"tensor","id":5,"bytes":9007199254740993,"role":"other"})",
+  };
+  for (const std::string& line : bad) {
+    INFO(line);
+    const std::string plain_error = load_error(kHeader + "\n" + defs + line + "\n");
+    CHECK_THAT(plain_error, Catch::Matchers::StartsWith("t.jsonl:6: "));
+    CHECK(plain_error == load_error(kHeader + "\n" + defs + spaced(line) + "\n"));
+  }
+  // A pair of three: the message quotes the pair as written.
+  CHECK_THAT(load_error(kHeader + "\n" + defs +
+                        R"({"kind":"op","id":10,"duration":1,"inputs":[1],"outputs":[2],"views":[[2,1,1]]})" + "\n"),
+             Catch::Matchers::EndsWith("(element 0 is [2,1,1])"));
+  // Valid lines in another form than the writer's go to the parser, with the same result.
+  for (const std::string& line :
+       {std::string(R"({"kind":"op","id":10,"duration":1,"inputs":[]})"),
+        std::string(R"({"kind":"op","id":10,"duration":1,"random":true,"inputs":[1]})"),
+        std::string(R"({"kind":"op","id":10,"duration":1,"random":false})"),
+        std::string(R"({"kind":"op","id":10,"duration":1.5})"),
+        std::string(R"({"kind":"tensor","id":5,"bytes":4,"role":"other","name":"\u00e9"})")}) {
+    INFO(line);
+    const Trace a = parse_trace(kHeader + "\n" + defs + line + "\n", "t");
+    const Trace b = parse_trace(kHeader + "\n" + defs + spaced(line) + "\n", "t");
+    CHECK(a.ops == b.ops);
+    CHECK(a.tensors == b.tensors);
+  }
+  // A duplicate op id names the first line.
+  const std::string op = R"({"kind":"op","id":10,"duration":1})";
+  CHECK(load_error(kHeader + "\n" + defs + op + "\n" + op + "\n") ==
+        load_error(kHeader + "\n" + defs + spaced(op) + "\n" + spaced(op) + "\n"));
 }
 
 TEST_CASE("trace fast paths: a stop byte anywhere in a string ends its plain run", "[trace]") {

@@ -80,9 +80,9 @@ std::uint64_t trace(const Trace& t);
 inline constexpr std::uint64_t kLoaderOp = std::uint64_t{6} * 16 + sizeof(std::uint64_t);
 inline constexpr std::uint64_t kLoaderTensor = kLoaderOp + 24 + 1 + 2 * sizeof(std::uint32_t);
 // Per byte of the longest line (its parse buffers are kept): the line itself (it may span read
-// chunks), its fields, its array elements and their per-depth staging (a 32-byte value per
-// 2 bytes of "0,", twice).
-inline constexpr std::uint64_t kLoaderLine = 40;
+// chunks), its fields, its array elements and their per-depth staging (a value of at most 40
+// bytes per 2 bytes of "0,", twice), and the elements of its plain reading (once more).
+inline constexpr std::uint64_t kLoaderLine = 64;
 inline constexpr std::uint64_t kMapNode = 64;  // a std::map node besides its key's text
 // A JSON document parsed whole (nlohmann::json DOM), per byte of its text, at worst: "[{},{},"
 // gives a 16-byte value (vectors grow to twice their size) and a 64-byte empty object per

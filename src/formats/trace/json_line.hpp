@@ -20,14 +20,14 @@ enum class JType : std::uint8_t { Null, Bool, Number, String, Array, Object };
 
 struct JValue {
   JType type = JType::Null;
-  bool boolean = false;     // Bool
-  bool negative = false;    // Number: has a leading '-'
-  bool integer = false;     // Number: no fraction and no exponent
+  bool boolean = false;   // Bool
+  bool negative = false;  // Number: has a leading '-'
+  bool integer = false;   // Number: no fraction and no exponent
+  // Number: `value` holds it, a non-negative integer of at most 19 digits (which cannot
+  // overflow), so that readers need not convert the text again; otherwise false and 0.
+  bool exact = false;
   std::uint32_t first = 0;  // Array: index of the first element (JsonLine::element)
   std::uint32_t count = 0;  // Array: number of elements
-  // Number: its value when it is a non-negative integer of at most 19 digits (which cannot
-  // overflow), so that readers need not convert the text again; otherwise 0 and `exact` false.
-  bool exact = false;
   std::uint64_t value = 0;
   std::string_view text;  // Number: raw text; String: decoded content; Array/Object: raw text
 };

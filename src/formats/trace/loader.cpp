@@ -101,7 +101,7 @@ void Loader::on_line(std::string_view line, std::uint64_t number, bool no_newlin
     hold((line.size() - longest_line_) * kLineBytes);
     longest_line_ = line.size();
   }
-  if (have_header_ && plain_event(line)) return;
+  if (have_header_ && plain_line(line)) return;
   switch (json_.parse(line)) {
     case JsonLine::Status::Ok: break;
     case JsonLine::Status::Malformed:
@@ -114,61 +114,6 @@ void Loader::on_line(std::string_view line, std::uint64_t number, bool no_newlin
   } else {
     on_header(line);
   }
-}
-
-namespace {
-
-// The events the writer emits most, in its exact bytes: {"kind":"alloc","tensor":N},
-// {"kind":"free","tensor":N} and {"kind":"compute","op":N}, N of 1 to 19 digits without a
-// leading zero.
-struct PlainEvent {
-  std::string_view prefix;
-  Kind kind;
-  Key key;
-};
-constexpr std::array<PlainEvent, 3> kPlainEvents{{
-    {R"({"kind":"alloc","tensor":)", Kind::Alloc, kTensor},
-    {R"({"kind":"free","tensor":)", Kind::Free, kTensor},
-    {R"({"kind":"compute","op":)", Kind::Compute, kOp},
-}};
-
-}  // namespace
-
-bool Loader::plain_event(std::string_view line) {
-  if (line.size() < 12 || line.back() != '}' || line[9] < 'a' || line[9] > 'f') return false;
-  for (const PlainEvent& shape : kPlainEvents) {
-    if (line.size() <= shape.prefix.size() + 1 || line[9] != shape.prefix[9] ||
-        line.compare(0, shape.prefix.size(), shape.prefix) != 0) {
-      continue;
-    }
-    const std::string_view digits = line.substr(shape.prefix.size(), line.size() - shape.prefix.size() - 1);
-    if (digits.size() > 19 || (digits[0] == '0' && digits.size() > 1)) return false;
-    std::uint64_t value = 0;
-    for (const char c : digits) {
-      if (c < '0' || c > '9') return false;
-      value = value * 10 + static_cast<std::uint64_t>(c - '0');
-    }
-    // What the JSON parser and on_record would have made of the line: the same two fields.
-    plain_kind_ = JValue{};
-    plain_kind_.type = JType::String;
-    plain_kind_.text = kKindNames[static_cast<int>(shape.kind)];
-    plain_value_ = JValue{};
-    plain_value_.type = JType::Number;
-    plain_value_.integer = plain_value_.exact = true;
-    plain_value_.value = value;
-    plain_value_.text = digits;
-    slot_.fill(nullptr);
-    slot_[kKind] = &plain_kind_;
-    slot_[shape.key] = &plain_value_;
-    kind_ = shape.kind;
-    switch (shape.kind) {
-      case Kind::Alloc: on_alloc(); break;
-      case Kind::Free: on_free(); break;
-      default: on_compute(); break;
-    }
-    return true;
-  }
-  return false;
 }
 
 // ---- header ------------------------------------------------------------------------------
@@ -237,6 +182,7 @@ void Loader::on_header(std::string_view line) {
 // ---- records -----------------------------------------------------------------------------
 
 void Loader::on_record() {
+  plain_elements_active_ = false;
   slot_.fill(nullptr);
   std::uint32_t present = 0;
   bool unknown = false;

@@ -6,7 +6,8 @@
 // line. The header line is additionally parsed with nlohmann::json to keep its free-form parts.
 // The member functions are split by responsibility: loader.cpp (lines, header, record dispatch,
 // field helpers), loader_definitions.cpp (tensor, op, views), loader_events.cpp (alloc, free,
-// access, compute, iteration, mark) and loader_segments.cpp (initial-state records).
+// access, compute, iteration, mark), loader_segments.cpp (initial-state records) and
+// loader_plain.cpp (the writer's commonest lines without the JSON parser).
 #pragma once
 
 #include <fmt/format.h>
@@ -88,9 +89,15 @@ class Loader final : public LineSink {
 
   // loader.cpp: header, dispatch, field helpers, end of file
   void on_header(std::string_view line);
-  // The commonest event lines in the writer's exact form, read without the JSON parser (the same
-  // checks and the same event as on_record); false leaves the line to the parser.
-  bool plain_event(std::string_view line);
+  // loader_plain.cpp: the commonest lines in the writer's exact form, read without the JSON parser
+  // (the same fields, checks and records as on_record); false leaves the line to the parser.
+  bool plain_line(std::string_view line);
+  bool plain_tensor(std::string_view line);
+  bool plain_op(std::string_view line);
+  // An array element of the record being read: the parser's, or the plain reading's.
+  [[nodiscard]] const JValue& element(std::uint32_t i) const {
+    return plain_elements_active_ ? plain_elements_[i] : json_.element(i);
+  }
   void on_record();
   void finish();
   [[noreturn]] void missing(std::string_view prefix, Key k) const;
@@ -129,6 +136,7 @@ class Loader final : public LineSink {
   static constexpr std::uint64_t kIdBytes = memory_cost::kLoaderOp;
   static constexpr std::uint64_t kTensorState = memory_cost::kLoaderTensor;
   static constexpr std::uint64_t kLineBytes = memory_cost::kLoaderLine;
+  static_assert(sizeof(JValue) <= 40, "memory_cost::kLoaderLine counts 40 bytes per parsed value");
   static constexpr std::uint64_t kMapNode = memory_cost::kMapNode;
 
   // loader_definitions.cpp
@@ -169,7 +177,9 @@ class Loader final : public LineSink {
   int unit_exp_ = 0;
   Kind kind_ = Kind::Tensor;
   std::array<const JValue*, kNumKeys> slot_{};
-  JValue plain_kind_, plain_value_;  // the fields of a plain_event line
+  std::array<JValue, 8> plain_;           // the fields of a plain line
+  std::vector<JValue> plain_elements_;      // and its array elements
+  bool plain_elements_active_ = false;      // element() reads plain_elements_
   IdMap tensor_ids_, op_ids_;
   std::vector<std::uint64_t> tensor_def_line_, op_def_line_;
   std::vector<Life> life_;

@@ -55,7 +55,7 @@ void Loader::tensor_list(Key k, std::uint64_t op_id, std::vector<TensorId>& out)
   }
   out.reserve(v->count);
   for (std::uint32_t i = 0; i < v->count; ++i) {
-    const JValue& el = json_.element(v->first + i);
+    const JValue& el = element(v->first + i);
     std::uint64_t id = 0;
     if (!as_u64(el, id)) {
       fail(fmt::format("op {}: field '{}' must be an array of tensor ids (element {} is {})", op_id, key_name(k), i,
@@ -98,10 +98,10 @@ void Loader::on_op() {
       fail(fmt::format("op {}: field 'views': {}", id, limit_problem(limits_.max_op_fan_in, "pairs", "max_op_fan_in")));
     }
     for (std::uint32_t i = 0; i < views->count; ++i) {
-      const JValue& pair = json_.element(views->first + i);
+      const JValue& pair = element(views->first + i);
       std::uint64_t out_id = 0, in_id = 0;
-      if (pair.type != JType::Array || pair.count != 2 || !as_u64(json_.element(pair.first), out_id) ||
-          !as_u64(json_.element(pair.first + 1), in_id)) {
+      if (pair.type != JType::Array || pair.count != 2 || !as_u64(element(pair.first), out_id) ||
+          !as_u64(element(pair.first + 1), in_id)) {
         fail(fmt::format("op {}: field 'views' must be {} (element {} is {})", id, kWhat, i,
                          pair.type == JType::Array ? std::string(pair.text) : describe(pair)));
       }
