@@ -195,16 +195,16 @@ TEST_CASE("memory: 3*10^8 mark events in an 8 MB gzip trace stop at the budget",
   const std::uint64_t isize = marks.size();  // the last member's length: the reservation hint
   REQUIRE(isize == 28'000'000);
   REQUIRE(fs::file_size(p) < isize);
-  // Held before the events: the header line (38 bytes) at 40 + 32 per byte, and the label "x"
-  // (twice 32 + a 64-byte map node): 2864 bytes. Events are 32 bytes each.
+  // Held before the events: the header line (38 bytes) at 64 + 32 per byte, and the label "x"
+  // (twice 32 + a 64-byte map node): 3776 bytes. Events are 32 bytes each.
   // 64 MiB: the events vector reserves isize / 24 = 1166666 events from the input's size; when
   // it is full, growing it would copy 37 MB beside the 37 MB held: event 1166667 (line 1166668).
   CHECK(error_of([&] { (void)load_trace(p, budget(64 * kMiB)); }) ==
         p + ":1166668: more than 67108864 bytes of memory (limits.max_memory)");
   // 16 MiB: the reservation itself is cut to 16 MiB / 32 = 524288 events, and the events fill
-  // the budget first: (16 MiB - 2864) / 32 = 524198 fit, event 524199 (line 524200) does not.
+  // the budget first: (16 MiB - 3776) / 32 = 524170 fit, event 524171 (line 524172) does not.
   CHECK(error_of([&] { (void)load_trace(p, budget(16 * kMiB)); }) ==
-        p + ":524200: more than 16777216 bytes of memory (limits.max_memory)");
+        p + ":524172: more than 16777216 bytes of memory (limits.max_memory)");
   // The count cap still comes first when it is the lower one.
   Limits l = budget(64 * kMiB);
   l.max_events = 1000;
@@ -219,7 +219,7 @@ TEST_CASE("memory: a trace of 10^6 tensors and a long header line stop at the bu
   // A tensor holds sizeof(TensorInfo) + the loader's state per tensor.
   const std::uint64_t per = memory_cost::tensor(TensorInfo{}) + memory_cost::kLoaderTensor;
   CHECK(per == 72 + 137);
-  // 16 MiB: the header line (38 bytes at 40 + 32 per byte: its parse and its DOM) holds 2736;
+  // 16 MiB: the header line (38 bytes at 64 + 32 per byte: its parse and its DOM) holds 3648;
   // the tensors vector grows by doubling: at 65536 tensors (13.7 MB held) its 4.7 MB copy does
   // not fit: tensor 65537, on line 65538, is refused.
   CHECK(error_of([&] { (void)load_trace(p, budget(16 * kMiB)); }) ==
@@ -228,7 +228,7 @@ TEST_CASE("memory: a trace of 10^6 tensors and a long header line stop at the bu
   l.max_tensors = 1000;
   CHECK(error_of([&] { (void)load_trace(p, l); }) == p + ":1002: more than 1000 tensors (limits.max_tensors)");
 
-  // One header line of 2 MB ("x":[0,0,...]): its parse and its DOM need 72 bytes per byte.
+  // One header line of 2 MB ("x":[0,0,...]): its parse and its DOM need 96 bytes per byte.
   std::string big = "{\"format\":\"coopsim-trace\",\"version\":1,\"x\":[0";
   for (int i = 0; i < 1'000'000; ++i) big += ",0";
   const std::string h = test::write_file(dir, "header.jsonl", big + "]}\n");
