@@ -25,10 +25,11 @@ inline constexpr std::uint8_t kEvicted = 0, kMaterial = 1, kPinned = 2;
 __extension__ using Cost = __int128;
 
 // tensor.py Operator: compute, output sizes (views 0), total_size = their sum.
+// Its tensor lists are ranges of State::op_tensors_ (State::inputs_of / outputs_of).
 struct SOp {
   std::int64_t compute = 0;
-  std::vector<std::uint32_t> inputs;   // tensor ids, as listed (duplicates kept)
-  std::vector<std::uint32_t> outputs;  // tensor ids
+  std::uint32_t inputs_begin = 0, inputs_size = 0;    // tensor ids, as listed (duplicates kept)
+  std::uint32_t outputs_begin = 0, outputs_size = 0;  // tensor ids
   std::int64_t total_size = 0;
 };
 
@@ -155,7 +156,15 @@ class State {
   void make_evictable(std::uint32_t s);
   void make_unevictable(std::uint32_t s);
   void evict(std::uint32_t s);
-  std::uint32_t new_op(std::int64_t compute, std::vector<std::uint32_t> inputs, std::vector<std::uint32_t> outputs);
+  std::uint32_t new_op(std::int64_t compute, std::span<const std::uint32_t> inputs,
+                       std::span<const std::uint32_t> outputs);
+  // An op's lists: valid until the next new_op (op_tensors_ may move as it grows).
+  [[nodiscard]] std::span<const std::uint32_t> inputs_of(const SOp& op) const {
+    return {op_tensors_.data() + op.inputs_begin, op.inputs_size};
+  }
+  [[nodiscard]] std::span<const std::uint32_t> outputs_of(const SOp& op) const {
+    return {op_tensors_.data() + op.outputs_begin, op.outputs_size};
+  }
   void read_zero_byte_tensors();  // the importer's header key "simrd" (src/import/dtr_simrd.hpp)
   [[nodiscard]] std::uint32_t storage_of(std::uint32_t t) const {
     return root_[t] != kNone ? root_[t] : trace_.storage_of(t);
@@ -185,6 +194,8 @@ class State {
   const Trace& trace_;
   Config config_;
   std::vector<SOp> ops_;
+  // Every op's inputs then outputs, op after op; and on_compute's lists before new_op copies them.
+  std::vector<std::uint32_t> op_tensors_, op_inputs_, op_outputs_;
   std::vector<STensor> tensors_;    // indexed by trace tensor index
   std::vector<SStorage> storages_;  // indexed by the storage root's trace tensor index
   // Per storage, apart from SStorage: what every step of a region walk reads.

@@ -253,16 +253,23 @@ Result State::run() {
   return result_;
 }
 
-std::uint32_t State::new_op(std::int64_t compute, std::vector<std::uint32_t> inputs,
-                            std::vector<std::uint32_t> outputs) {
+std::uint32_t State::new_op(std::int64_t compute, std::span<const std::uint32_t> inputs,
+                            std::span<const std::uint32_t> outputs) {
   flush_rebuilds();  // requested before these edges existed
   const auto id = static_cast<std::uint32_t>(ops_.size());
+  if (op_tensors_.size() > std::numeric_limits<std::uint32_t>::max() - inputs.size() - outputs.size()) {
+    throw std::invalid_argument("simrd profile: the ops list more than 2^32 - 1 tensors");
+  }
   SOp op;
   op.compute = compute;
-  op.inputs = std::move(inputs);
-  op.outputs = std::move(outputs);
+  op.inputs_begin = static_cast<std::uint32_t>(op_tensors_.size());
+  op.inputs_size = static_cast<std::uint32_t>(inputs.size());
+  op_tensors_.insert(op_tensors_.end(), inputs.begin(), inputs.end());
+  op.outputs_begin = static_cast<std::uint32_t>(op_tensors_.size());
+  op.outputs_size = static_cast<std::uint32_t>(outputs.size());
+  op_tensors_.insert(op_tensors_.end(), outputs.begin(), outputs.end());
   // Tensor.from_op: an alias output joins its input's storage; the others get a fresh one.
-  for (std::uint32_t o : op.outputs) {
+  for (std::uint32_t o : outputs_of(op)) {
     STensor& t = tensors_[o];
     t.op = id;
     t.storage = storage_of(o);
@@ -283,7 +290,7 @@ std::uint32_t State::new_op(std::int64_t compute, std::vector<std::uint32_t> inp
   // Edges to a storage pinned already are left out: it is material for good, so every reader of
   // the edges (region walks, eq-class merges and costs) passes over it, and it is never the base
   // of a region walk, never evicted and never in a pool.
-  auto distinct_storages = [&](const std::vector<std::uint32_t>& ts, std::vector<std::uint32_t>& out) {
+  auto distinct_storages = [&](std::span<const std::uint32_t> ts, std::vector<std::uint32_t>& out) {
     out.clear();
     marks_.reset(storages_.size());
     for (std::uint32_t t : ts) {
@@ -291,17 +298,18 @@ std::uint32_t State::new_op(std::int64_t compute, std::vector<std::uint32_t> inp
       if (material_[s] != kPinned && marks_.mark(s)) out.push_back(s);
     }
   };
-  distinct_storages(op.inputs, scratch_);
-  distinct_storages(op.outputs, scratch2_);
+  distinct_storages(inputs_of(op), scratch_);
+  distinct_storages(outputs_of(op), scratch2_);
   for (std::uint32_t in : scratch_) children_.append(in, scratch2_);
   for (std::uint32_t out : scratch2_) parents_.append(out, scratch_);
-  ops_.push_back(std::move(op));
-  for (std::uint32_t o : ops_.back().outputs) update_compute(tensors_[o].storage);  // Storage.get_compute
+  ops_.push_back(op);
+  for (std::uint32_t o : outputs_of(op)) update_compute(tensors_[o].storage);  // Storage.get_compute
   return id;
 }
 
 void State::on_constant(std::uint32_t s) {
-  new_op(0, {}, {s});
+  const std::uint32_t outputs[] = {s};
+  new_op(0, {}, outputs);
   materialize(s, /*remat=*/false);
   storages_[s].last_access = static_cast<double>(clock_);
   pin(s);
@@ -309,15 +317,16 @@ void State::on_constant(std::uint32_t s) {
 
 void State::on_compute(std::uint32_t op_index) {
   const OpInfo& info = trace_.ops[op_index];
-  std::vector<std::uint32_t> inputs, outputs;  // kept by the new op
-  if (has_full_[op_index] != 0) {
-    inputs = full_inputs_[op_index];
-    outputs = full_outputs_[op_index];
-  } else {
-    inputs.reserve(info.inputs.size());
-    outputs.reserve(info.outputs.size());
-    for (TensorId t : info.inputs) inputs.push_back(index_of(t));
-    for (TensorId t : info.outputs) outputs.push_back(index_of(t));
+  // The header's full lists, or the trace op's as tensor indexes (on_constant below and new_op
+  // leave op_inputs_ and op_outputs_ alone).
+  std::span<const std::uint32_t> inputs = full_inputs_[op_index], outputs = full_outputs_[op_index];
+  if (has_full_[op_index] == 0) {
+    op_inputs_.clear();
+    op_outputs_.clear();
+    for (TensorId t : info.inputs) op_inputs_.push_back(index_of(t));
+    for (TensorId t : info.outputs) op_outputs_.push_back(index_of(t));
+    inputs = op_inputs_;
+    outputs = op_outputs_;
   }
   for (std::uint32_t p : inputs) {
     if (tensors_[p].op != kNone) continue;
@@ -328,22 +337,24 @@ void State::on_compute(std::uint32_t op_index) {
     }
     on_constant(p);
   }
-  const std::uint32_t id = new_op(info.duration.count(), std::move(inputs), std::move(outputs));
-  const SOp& op = ops_[id];  // ops_ grows only in new_op
-  if (op.outputs.empty()) {
+  const std::uint32_t id = new_op(info.duration.count(), inputs, outputs);
+  const SOp& op = ops_[id];  // ops_ and op_tensors_ grow only in new_op
+  if (op.outputs_size == 0) {
     // An op whose results were all left out (0-byte storages, docs/import-dtr.md): run it as an
     // op with no outputs, which simrd never sees.
-    for (std::uint32_t p : op.inputs) storages_[tensors_[p].storage].last_access = static_cast<double>(clock_);
-    for (std::uint32_t p : op.inputs) {
+    for (std::uint32_t p : inputs_of(op)) storages_[tensors_[p].storage].last_access = static_cast<double>(clock_);
+    for (std::uint32_t p : inputs_of(op)) {
       if (!tensors_[p].defined) materialize(p, true);
       lock(tensors_[p].storage);
     }
     advance(op.compute);
-    for (std::uint32_t p : op.inputs) unlock(tensors_[p].storage);
+    for (std::uint32_t p : inputs_of(op)) unlock(tensors_[p].storage);
     return;
   }
-  materialize(op.outputs.front(), /*remat=*/false);
-  for (std::uint32_t o : op.outputs) storages_[tensors_[o].storage].last_access = static_cast<double>(clock_);  // R10
+  materialize(outputs_of(op).front(), /*remat=*/false);
+  for (std::uint32_t o : outputs_of(op)) {
+    storages_[tensors_[o].storage].last_access = static_cast<double>(clock_);  // R10
+  }
 }
 
 void State::on_release(std::uint32_t s) {
@@ -363,12 +374,12 @@ void State::pin(std::uint32_t s) {
 }
 
 void State::materialize(std::uint32_t t, bool remat) {
-  // ops_ does not grow below (no new op while materializing), so the op's lists stay put.
+  // ops_ and op_tensors_ do not grow below (no new op while materializing): the lists stay put.
   const SOp& op = ops_[tensors_[t].op];
-  for (std::uint32_t p : op.inputs) storages_[tensors_[p].storage].last_access = static_cast<double>(clock_);
+  for (std::uint32_t p : inputs_of(op)) storages_[tensors_[p].storage].last_access = static_cast<double>(clock_);
   // The inputs undefined now, on a stack shared with the nested materializations (each pops its own).
   const std::size_t first_undefined = undefined_.size();
-  for (std::uint32_t p : op.inputs) {
+  for (std::uint32_t p : inputs_of(op)) {
     if (tensors_[p].defined) {
       lock(tensors_[p].storage);
     } else {
@@ -383,7 +394,7 @@ void State::materialize(std::uint32_t t, bool remat) {
   undefined_.resize(first_undefined);
   if (!fits(op.total_size)) free_until(op.total_size);
   compute(t, remat);
-  for (std::uint32_t p : op.inputs) unlock(tensors_[p].storage);
+  for (std::uint32_t p : inputs_of(op)) unlock(tensors_[p].storage);
   if (static_cast<double>(result_.remat_compute) > remat_limit_) throw RunStop{Outcome::Thrashed};  // R8
 }
 
@@ -394,7 +405,7 @@ void State::compute(std::uint32_t t, bool remat) {
   fresh.clear();
   remat_storages.clear();
   bool seen_self = false;
-  for (std::uint32_t u : op.outputs) {
+  for (std::uint32_t u : outputs_of(op)) {
     if (u == t && !seen_self) {
       seen_self = true;
       continue;

@@ -67,6 +67,7 @@ JsonLine::Status JsonLine::parse(std::string_view line) {
   scratch_used_ = 0;
   error_.clear();
   duplicate_ = false;
+  skipping_ = 0;
   if (stage_.empty()) stage_.resize(kMaxDepth + 2);
 
   skip_ws();
@@ -403,7 +404,7 @@ bool JsonLine::parse_array(JValue& out, int depth) {
       skip_ws();
       JValue v;
       if (!parse_value(v, depth + 1)) return false;
-      stage_[d].push_back(v);
+      if (skipping_ == 0) stage_[d].push_back(v);  // inside a nested object: validated only
       skip_ws();
       if (p_ >= end_) return fail("unexpected end of line");
       if (*p_ == ',') {
@@ -429,10 +430,13 @@ bool JsonLine::parse_array(JValue& out, int depth) {
 }
 
 bool JsonLine::parse_object_skip(int depth) {
-  return parse_members([this, depth](std::string_view) {
+  ++skipping_;  // arrays inside keep no elements: the object is kept as raw text only
+  const bool ok = parse_members([this, depth](std::string_view) {
     JValue v;
     return parse_value(v, depth);
   });
+  --skipping_;
+  return ok;
 }
 
 std::string describe(const JValue& v) {

@@ -89,6 +89,8 @@ class JsonLine {
   static constexpr std::size_t kKeepScratch = 64 << 10;  // bytes of one decoded string
   std::string error_;
   bool duplicate_ = false;
+  // The depth of nested objects being read (their arrays stage nothing).
+  int skipping_ = 0;
   std::unordered_set<std::string_view> seen_keys_;  // a line with many keys: those read so far
 };
 
