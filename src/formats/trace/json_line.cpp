@@ -3,7 +3,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstring>
@@ -227,7 +226,7 @@ bool JsonLine::parse_short_string(std::string_view& out) {
   // Keys and most values are a few plain bytes: read them here, one at a time, and leave anything
   // longer or not plain to parse_string, from the opening quote again.
   const char* q = p_ + 1;
-  const char* const stop = std::min(end_, q + 16);
+  const char* const stop = end_ - q > 16 ? q + 16 : end_;  // no pointer past the line's end
   while (q < stop && !kStringStop[static_cast<unsigned char>(*q)]) ++q;
   if (q < stop && *q == '"') {
     out = std::string_view(p_ + 1, static_cast<std::size_t>(q - p_ - 1));
