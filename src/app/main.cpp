@@ -32,11 +32,13 @@ int finish_stdout(int status, const coopsim::cli::StdoutSink* sink) {
 
 int main(int argc, char** argv) {
   coopsim::prefer_huge_pages_for_heap();
+  coopsim::set_ends_after_command(true);
   coopsim::install_output_signal_cleanup();
   static coopsim::cli::StdoutSink sink;  // static: it outlives every use of std::cout
   const bool own_buffer = isatty(STDOUT_FILENO) == 0;
   std::streambuf* const stdio_buffer = own_buffer ? std::cout.rdbuf(&sink) : nullptr;
-  const int status = finish_stdout(coopsim::run_command_line(argc, argv, std::cout, std::cerr), own_buffer ? &sink : nullptr);
+  const int status =
+      finish_stdout(coopsim::run_command_line(argc, argv, std::cout, std::cerr), own_buffer ? &sink : nullptr);
   if (own_buffer) std::cout.rdbuf(stdio_buffer);
   return status;
 }

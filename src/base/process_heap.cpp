@@ -47,3 +47,13 @@ void prefer_huge_pages_for_heap() {
 }
 
 }  // namespace coopsim
+
+namespace coopsim {
+namespace {
+bool g_ends_after_command = false;
+}  // namespace
+
+void set_ends_after_command(bool ends) { g_ends_after_command = ends; }
+bool ends_after_command() { return g_ends_after_command; }
+
+}  // namespace coopsim

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <ostream>
 
+#include "coopsim/base/process_heap.hpp"
 #include "coopsim/base/error.hpp"
 #include "coopsim/cli/commands.hpp"
 #include "coopsim/formats/trace_file.hpp"
@@ -43,7 +44,8 @@ int command_advise(const AdviseArgs& args, std::ostream& out) {
   if (!args.config.empty()) base = load_config(args.config);
   for (const auto& s : args.sets) apply_override(base, s);
   advise::check_base(base);  // before the trace is read
-  const Trace trace = load_trace(args.trace, config_limits(base));
+  const DisposedBeforeExit<Trace> loaded(load_trace(args.trace, config_limits(base)));
+  const Trace& trace = loaded.get();
   advise::Options options;
   options.capacity =
       capacity.percent ? percent_of_peak(*capacity.percent, summarize(trace).peak_live, "--capacity") : *capacity.bytes;

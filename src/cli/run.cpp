@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "coopsim/base/process_heap.hpp"
 #include "coopsim/cli/exporters.hpp"
 #include "coopsim/cli/commands.hpp"
 #include "coopsim/base/error.hpp"
@@ -88,7 +89,8 @@ int command_run(const RunArgs& args, std::ostream& out) {
     }
   }
   RunOutputs files(args);  // checked and opened before the trace is read
-  const Trace trace = load_trace(args.trace, config_limits(base));
+  const DisposedBeforeExit<Trace> loaded(load_trace(args.trace, config_limits(base)));
+  const Trace& trace = loaded.get();
   if (std::any_of(percents.begin(), percents.end(), [](const auto& p) { return p.has_value(); })) {
     const Bytes peak = summarize(trace).peak_live;
     for (std::size_t i = 0; i < runs.size(); ++i) {
@@ -187,8 +189,8 @@ std::string read_stdin(std::uint64_t cap) {
 
 int command_validate(const std::string& path, const std::string& write_to, std::ostream& out) {
   const Limits limits;
-  const Trace trace = path == "-" ? parse_trace(read_stdin(limits.max_input_bytes), "<stdin>", limits)
-                                  : load_trace(path, limits);
+  const Trace trace =
+      path == "-" ? parse_trace(read_stdin(limits.max_input_bytes), "<stdin>", limits) : load_trace(path, limits);
   if (!write_to.empty()) write_trace(trace, write_to);
   const TraceSummary s = summarize(trace);
   out << fmt::format("{}: valid coopsim trace v{} ({})\n", path, trace.header.version,

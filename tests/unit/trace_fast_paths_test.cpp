@@ -2,8 +2,11 @@
 // lines in the writer's exact form (src/formats/trace/loader_plain.cpp) against the same records
 // spaced out for the JSON parser, strings scanned eight bytes at a time against every position of
 // a stop byte, integers converted while parsed against 19- and 20-digit ids, and the content hash
-// read eight bytes at a time against FNV-1a byte by byte.
+// read eight bytes at a time against FNV-1a byte by byte, and headers built without nlohmann's
+// parser (src/formats/trace/plain_json.cpp) against the values nlohmann::json::parse gives.
 #include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
 
 #include <string>
 #include <vector>
@@ -56,7 +59,68 @@ std::uint64_t fnv1a_bytewise(std::string_view s) {
   return h;
 }
 
+// The same tree with the same types: operator== calls unsigned 5 and signed 5 equal.
+bool same_tree(const nlohmann::json& a, const nlohmann::json& b) {
+  if (a.type() != b.type()) return false;
+  if (a.is_object()) {
+    if (a.size() != b.size()) return false;
+    for (auto i = a.begin(), j = b.begin(); i != a.end(); ++i, ++j) {
+      if (i.key() != j.key() || !same_tree(i.value(), j.value())) return false;
+    }
+    return true;
+  }
+  if (a.is_array()) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      if (!same_tree(a[i], b[i])) return false;
+    }
+    return true;
+  }
+  return a == b;
+}
+
 }  // namespace
+
+TEST_CASE("trace fast paths: a header line gives the values nlohmann's parser gives", "[trace]") {
+  const std::string head = R"({"format":"coopsim-trace","version":1,)";
+  // The plain reader's lines, and lines it leaves to nlohmann (a fraction, an exponent, 19 and 20
+  // digits, escapes, non-ASCII text, deep nesting), each against nlohmann's own parse.
+  std::vector<std::string> rests = {
+      R"("model":"m","source":{"tool":"t"},"x":{"a":[0,-0,1,-1,999999999999999999,-999999999999999999]}})",
+      R"("x":{"k":1,"k":[2,{"k":null,"k":true}]},"y":[[],{},[[false]]],"z":"" })",
+      " \"x\" : [ 1 , 2 ,\t3 ] ,\r\"y\" :{ } } \r",
+      R"("x":[1.5,2e3,-0.0]})",
+      R"("x":[9999999999999999999,18446744073709551616,-9223372036854775809]})",
+      R"("x":"a\"b\\c\u00e9","y":"caf)"
+      "\xC3\xA9"
+      R"("})",
+      R"("x":)" + std::string(100, '[') + std::string(100, ']') + "}",
+  };
+  for (const std::string& rest : rests) {
+    const std::string line = head + rest;
+    INFO(line);
+    const Trace t = parse_trace(line + "\n", "h.jsonl");
+    nlohmann::json expected = nlohmann::json::parse(line);
+    for (const char* known : {"format", "version", "model", "source", "time_unit", "iterations"}) {
+      expected.erase(known);
+    }
+    CHECK(same_tree(t.header.extra, expected));
+    CHECK(t.header.model == nlohmann::json::parse(line).value("model", ""));
+  }
+  // A repeated top-level key is an error in both readers; in a nested object the last one wins.
+  CHECK(load_error(head + R"("x":1,"x":2})" + "\n").find("duplicate key 'x'") != std::string::npos);
+  CHECK(load_error(head + R"("x":1,"x":2.5})" + "\n").find("duplicate key 'x'") != std::string::npos);
+  CHECK(parse_trace(head + R"("x":{"a":1,"a":2}})" + "\n", "h.jsonl").header.extra["x"]["a"] == 2);
+  // A first line without "format" is not a header, whichever reader reads it.
+  CHECK(load_error(R"({"kind":"tensor","id":1,"bytes":8})"
+                   "\n")
+            .find("missing header") != std::string::npos);
+  CHECK(load_error(R"({"kind":"tensor","id":1.5,"bytes":8})"
+                   "\n")
+            .find("missing header") != std::string::npos);
+  // Trailing text after the object is malformed JSON for both.
+  CHECK(load_error(head + R"("x":1} 2)" + "\n").find("malformed JSON") != std::string::npos);
+}
 
 TEST_CASE("trace fast paths: plain event lines give the trace the JSON parser gives", "[trace]") {
   const std::string defs = std::string(R"({"kind":"tensor","id":0,"bytes":16})") + "\n" +
@@ -223,6 +287,48 @@ TEST_CASE("trace fast paths: the content hash is FNV-1a over every byte", "[trac
   }
   const std::string trace = kHeader + "\n" + R"({"kind":"tensor","id":0,"bytes":4,"name":"a\u00e9"})" + "\n";
   CHECK(parse_trace(trace, "t").content_hash == fnv1a_bytewise(trace));
+}
+
+}  // namespace trace_fast_paths_test
+
+namespace trace_fast_paths_test {
+
+TEST_CASE("trace fast paths: ids 0, 1, 2, ... and then others map to the same indices", "[trace]") {
+  // The id map keeps no table while ids are 0, 1, 2, ... in order (src/formats/trace/loader.hpp)
+  // and moves to one at the first other id: every id keeps its index across the move.
+  std::string text = kHeader + "\n";
+  for (const int id : {0, 1, 2, 10, 3}) {
+    text += R"({"kind":"tensor","id":)" + std::to_string(id) + R"(,"bytes":8})" + "\n";
+  }
+  text += R"({"kind":"op","id":0,"inputs":[0,1,2,10,3],"outputs":[]})"
+          "\n";
+  text += R"({"kind":"op","id":5,"inputs":[3,10],"outputs":[]})"
+          "\n";
+  for (const int id : {3, 10, 0, 1, 2}) text += R"({"kind":"alloc","tensor":)" + std::to_string(id) + "}\n";
+  text += R"({"kind":"compute","op":5})"
+          "\n"
+          R"({"kind":"compute","op":0})"
+          "\n";
+  const Trace t = parse_trace(text, "ids.jsonl");
+  REQUIRE(t.tensors.size() == 5);
+  for (std::size_t i = 0; i < t.tensors.size(); ++i) CHECK(index_of(t.tensors[i].id) == i);
+  CHECK(t.tensors[3].file_id == 10);
+  CHECK(t.tensors[4].file_id == 3);
+  REQUIRE(t.ops.size() == 2);
+  CHECK(t.ops[0].inputs == std::vector<TensorId>{TensorId{0}, TensorId{1}, TensorId{2}, TensorId{3}, TensorId{4}});
+  CHECK(t.ops[1].inputs == std::vector<TensorId>{TensorId{4}, TensorId{3}});
+  REQUIRE(t.events.size() == 7);
+  CHECK(t.events[0].tensor() == TensorId{4});
+  CHECK(t.events[1].tensor() == TensorId{3});
+  CHECK(t.events[2].tensor() == TensorId{0});
+  CHECK(t.events[5].compute_op() == OpId{1});
+  CHECK(t.events[6].compute_op() == OpId{0});
+  // Ids never defined stay undefined on both sides of the move.
+  CHECK(load_error(kHeader + "\n" + R"({"kind":"tensor","id":0,"bytes":8})" + "\n" + R"({"kind":"alloc","tensor":1})" +
+                   "\n")
+            .find("undefined tensor 1") != std::string::npos);
+  CHECK(load_error(text + R"({"kind":"alloc","tensor":4})" + "\n").find("undefined tensor 4") != std::string::npos);
+  CHECK(load_error(text + R"({"kind":"compute","op":1})" + "\n").find("undefined op 1") != std::string::npos);
 }
 
 }  // namespace trace_fast_paths_test

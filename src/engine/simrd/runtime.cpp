@@ -32,6 +32,7 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include "coopsim/base/process_heap.hpp"
 #include "coopsim/base/error.hpp"
 #include "coopsim/policy/policy.hpp"
 
@@ -83,7 +84,10 @@ Result simulate(const Trace& trace, const Config& config) {
                                 "' is not one of simrd's deterministic heuristics");
   }
   refuse_outside_grammar(trace);
-  return detail::State(trace, config).run();
+  auto state = std::make_unique<detail::State>(trace, config);
+  Result result = state->run();
+  dispose_before_exit(std::move(state));
+  return result;
 }
 
 namespace detail {

@@ -13,11 +13,19 @@
 #endif
 
 #include "coopsim/base/text.hpp"
+#include "plain_json.hpp"
 
 namespace coopsim {
 namespace trace_detail {
 
-void IdMap::insert(std::uint64_t key, std::uint32_t value) {
+void IdMap::insert_sparse(std::uint64_t key, std::uint32_t value) {
+  if (dense_) {
+    // Keys 0 .. size_ - 1 were their own values: they go into the table first.
+    dense_ = false;
+    const std::size_t held = size_;
+    size_ = 0;
+    for (std::size_t k = 0; k < held; ++k) insert_sparse(k, static_cast<std::uint32_t>(k));
+  }
   if ((size_ + 1) * 2 > slots_.size()) grow();
   place(key, value);
   ++size_;
@@ -58,6 +66,9 @@ void advise_huge_pages(void* data, std::size_t bytes) {
   (void)bytes;
 #endif
 }
+
+constexpr const char* kMissingHeader =
+    R"(missing header: the first line must be the {"format":"coopsim-trace","version":1,...} object)";
 
 std::string describe_json(const nlohmann::json& j) {
   if (j.is_string()) return quote(j.get_ref<const std::string&>());
@@ -102,6 +113,16 @@ void Loader::on_line(std::string_view line, std::uint64_t number, bool no_newlin
     longest_line_ = line.size();
   }
   if (have_header_ && plain_line(line)) return;
+  if (!have_header_) {
+    // Header lines deeper than this are rare enough to leave to nlohmann, whatever its limit.
+    constexpr int kPlainHeaderDepth = 64;
+    if (auto header = parse_plain_json_object(line, kPlainHeaderDepth)) {
+      if (!header->contains("format")) fail(kMissingHeader);
+      hold(line.size() * memory_cost::kJsonPerTextByte);  // its free-form parts are kept
+      header_from(*header);
+      return;
+    }
+  }
   switch (json_.parse(line)) {
     case JsonLine::Status::Ok: break;
     case JsonLine::Status::Malformed:
@@ -121,9 +142,7 @@ void Loader::on_line(std::string_view line, std::uint64_t number, bool no_newlin
 void Loader::on_header(std::string_view line) {
   bool has_format = false;
   for (const auto& f : json_.fields()) has_format |= f.key == "format";
-  if (!has_format) {
-    fail(R"(missing header: the first line must be the {"format":"coopsim-trace","version":1,...} object)");
-  }
+  if (!has_format) fail(kMissingHeader);
   hold(line.size() * memory_cost::kJsonPerTextByte);  // its free-form parts are kept
   nlohmann::json j;
   try {
@@ -131,6 +150,10 @@ void Loader::on_header(std::string_view line) {
   } catch (const nlohmann::json::exception& e) {
     fail(fmt::format("malformed JSON: {}", one_line(json_message(e.what()))));
   }
+  header_from(j);
+}
+
+void Loader::header_from(nlohmann::json& j) {
   TraceHeader& h = trace_.header;
   const auto& format = j["format"];
   if (!format.is_string()) fail(fmt::format("header: field 'format' must be a string (got {})", describe_json(format)));

@@ -31,19 +31,28 @@
 
 namespace coopsim::trace_detail {
 
-// File id -> dense index. Open addressing with linear probing; only used for lookups, never
-// iterated.
+// File id -> dense index, only used for lookups, never iterated. While every key so far equals
+// its value and the values are 0, 1, 2, ... in order (the writer's and the importers' ids), a key is
+// its own index and nothing is stored; the first other key moves the map to open addressing with
+// linear probing.
 class IdMap {
  public:
   [[nodiscard]] std::uint32_t find(std::uint64_t key) const {
-    if (slots_.empty()) return kNoIndex;
+    if (dense_) return key < size_ ? static_cast<std::uint32_t>(key) : kNoIndex;
     for (std::size_t i = hash(key) & mask_;; i = (i + 1) & mask_) {
       const Slot& s = slots_[i];
       if (s.value == kNoIndex) return kNoIndex;
       if (s.key == key) return s.value;
     }
   }
-  void insert(std::uint64_t key, std::uint32_t value);  // key must be absent
+  // `key` must be absent.
+  void insert(std::uint64_t key, std::uint32_t value) {
+    if (dense_ && key == value && value == size_) {
+      ++size_;
+      return;
+    }
+    insert_sparse(key, value);
+  }
 
  private:
   struct Slot {
@@ -58,8 +67,10 @@ class IdMap {
     x ^= x >> 31;
     return static_cast<std::size_t>(x);
   }
+  void insert_sparse(std::uint64_t key, std::uint32_t value);
   void place(std::uint64_t key, std::uint32_t value);
   void grow();
+  bool dense_ = true;
   std::vector<Slot> slots_;
   std::size_t mask_ = 0;
   std::size_t size_ = 0;
@@ -71,9 +82,7 @@ class Loader final : public LineSink {
     trace_.path = path;
   }
   // Trace text held in memory; `name` stands for a path in errors and in Trace::path.
-  Loader(const std::string& name, std::string_view text, const Limits& limits) : Loader(name, limits) {
-    text_ = text;
-  }
+  Loader(const std::string& name, std::string_view text, const Limits& limits) : Loader(name, limits) { text_ = text; }
   Trace run();
   void on_line(std::string_view line, std::uint64_t number, bool no_newline) override;
 
@@ -89,6 +98,7 @@ class Loader final : public LineSink {
 
   // loader.cpp: header, dispatch, field helpers, end of file
   void on_header(std::string_view line);
+  void header_from(nlohmann::json& j);  // the parsed header line; its values are moved out
   // loader_plain.cpp: the commonest lines in the writer's exact form, read without the JSON parser
   // (the same fields, checks and records as on_record); false leaves the line to the parser.
   bool plain_line(std::string_view line);
@@ -142,7 +152,7 @@ class Loader final : public LineSink {
   // loader_definitions.cpp
   void on_tensor();
   void tensor_list(Key k, std::uint64_t op_id, std::vector<TensorId>& out) const;
-  void mark_op_tensors(const OpInfo& op);  // fills in_mark_ / out_mark_ for the op being read
+  void mark_op_tensors(const OpInfo& op);           // fills in_mark_ / out_mark_ for the op being read
   void write_self_references_in_place(OpInfo& op);  // drops duplicate outputs, adds self-references to mutated
   void on_op();
   void add_view(OpInfo& op, std::uint64_t op_id, std::uint32_t out, std::uint32_t in, std::uint64_t out_id,
@@ -177,9 +187,9 @@ class Loader final : public LineSink {
   int unit_exp_ = 0;
   Kind kind_ = Kind::Tensor;
   std::array<const JValue*, kNumKeys> slot_{};
-  std::array<JValue, 8> plain_;           // the fields of a plain line
-  std::vector<JValue> plain_elements_;      // and its array elements
-  bool plain_elements_active_ = false;      // element() reads plain_elements_
+  std::array<JValue, 8> plain_;         // the fields of a plain line
+  std::vector<JValue> plain_elements_;  // and its array elements
+  bool plain_elements_active_ = false;  // element() reads plain_elements_
   IdMap tensor_ids_, op_ids_;
   std::vector<std::uint64_t> tensor_def_line_, op_def_line_;
   std::vector<Life> life_;
