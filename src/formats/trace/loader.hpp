@@ -3,7 +3,8 @@
 //
 // Lines come from LineReader (zlib, chunked); each is parsed by the strict JSON parser of
 // json_line.hpp and validated as it arrives, so memory use is bounded by the trace model plus one
-// line. The header line is additionally parsed with nlohmann::json to keep its free-form parts.
+// line. The header line becomes an nlohmann::json value to keep its free-form parts: built directly
+// for plain lines (plain_json.cpp), by nlohmann's parser otherwise.
 // The member functions are split by responsibility: loader.cpp (lines, header, record dispatch,
 // field helpers), loader_definitions.cpp (tensor, op, views), loader_events.cpp (alloc, free,
 // access, compute, iteration, mark), loader_segments.cpp (initial-state records) and
