@@ -103,12 +103,16 @@ void State::rebuild(std::uint32_t base, bool reverse) {
   marks_.reset(storages_.size());
   const Adjacency& next = reverse ? parents_ : children_;
   const std::uint8_t* material = material_.data();
+  // The interior's compute is summed as the walk reaches it (the sum is exact: integers).
+  const Cost* storage_compute = keep ? compute_.data() : nullptr;
+  Cost compute = 0;
   auto visit = [&](std::uint32_t s) {
     for (std::uint32_t us : next[s]) {
       const std::uint8_t m = material[us];
       if (m == kPinned || !marks_.mark(us)) continue;  // pinned: never on a frontier, see above
       if (m == kEvicted) {
         reached.push_back(us);
+        if (storage_compute != nullptr) compute += storage_compute[us];
       } else if (us != base) {
         r.frontier.push_back(us);
       }
@@ -116,10 +120,6 @@ void State::rebuild(std::uint32_t base, bool reverse) {
   };
   visit(base);
   for (std::size_t i = 0; i < reached.size(); ++i) visit(reached[i]);
-  Cost compute = 0;
-  if (keep) {
-    for (std::uint32_t us : reached) compute += compute_[us];
-  }
   r.compute = compute;
 }
 
