@@ -1,8 +1,10 @@
 // PagedIdSet (src/engine/simrd/id_set.hpp), the simrd profile's region interiors: inserts,
 // membership, page-wise unions reporting exactly the ids that were absent, and clears that give
-// their pages back zeroed, checked against std::set over random operations.
+// their pages back zeroed, checked against std::set over random operations; bulk inserts; and
+// find_id against std::find.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <random>
 #include <set>
 #include <vector>
@@ -10,6 +12,7 @@
 #include "engine/simrd/id_set.hpp"
 
 using coopsim::simrd::detail::BitPages;
+using coopsim::simrd::detail::find_id;
 using coopsim::simrd::detail::PagedIdSet;
 
 TEST_CASE("simrd id set: insert, contains and page boundaries", "[simrd][id_set]") {
@@ -64,6 +67,16 @@ TEST_CASE("simrd id set: random unions and clears agree with std::set", "[simrd]
           model[a].clear();
         }
         break;
+      case 2: {  // a bulk insert of ids in pages seen and unseen, repeats included
+        std::vector<std::uint32_t> ids;
+        for (int k = static_cast<int>(rng() % 40); k > 0; --k) {
+          ids.push_back(rng() % 3 == 0 ? rng() % 200000 : static_cast<std::uint32_t>(step) * 7 + rng() % 1500);
+        }
+        if (!ids.empty() && rng() % 2 == 0) ids.push_back(ids.front());
+        sets[a].insert_many(ids, pool);
+        model[a].insert(ids.begin(), ids.end());
+        break;
+      }
       default: {  // ids clustered near a moving point, with some far ones
         const std::uint32_t id =
             rng() % 16 == 0 ? rng() % 200000 : (static_cast<std::uint32_t>(step) * 7 + rng() % 900);
@@ -76,4 +89,20 @@ TEST_CASE("simrd id set: random unions and clears agree with std::set", "[simrd]
       REQUIRE(sets[a].contains(id, pool) == (model[a].count(id) != 0));
     }
   }
+}
+
+TEST_CASE("simrd id set: find_id finds what std::find finds", "[simrd][id_set]") {
+  std::mt19937 rng(35);
+  for (int trial = 0; trial < 3000; ++trial) {
+    std::vector<std::uint32_t> ids(rng() % 40);
+    for (auto& id : ids) id = rng() % 24;  // repeats: the first one counts
+    const std::uint32_t wanted = rng() % 30;
+    const std::size_t from = ids.empty() ? 0 : rng() % (ids.size() + 1);
+    const std::uint32_t* first = ids.data() + from;
+    const std::uint32_t* last = ids.data() + ids.size();
+    REQUIRE(find_id(first, last, wanted) == std::find(first, last, wanted));
+  }
+  const std::vector<std::uint32_t> edge{0, 0xffffffffU, 7, 0xffffffffU};
+  CHECK(find_id(edge.data(), edge.data() + edge.size(), 0xffffffffU) == edge.data() + 1);
+  CHECK(find_id(edge.data(), edge.data(), 0) == edge.data());  // empty
 }

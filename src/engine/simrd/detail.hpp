@@ -112,6 +112,25 @@ class Marks {
   }
   [[nodiscard]] bool marked(std::uint32_t id) const { return stamp_[id] == epoch_; }
 
+  // mark() through a copy of the stamps' address and the epoch, for a tight loop that also
+  // stores other 32-bit ids (through which the compiler would reload both): valid until the
+  // next reset.
+  class Raw {
+   public:
+    bool mark(std::uint32_t id) const {
+      if (stamp_[id] == epoch_) return false;
+      stamp_[id] = epoch_;
+      return true;
+    }
+
+   private:
+    friend class Marks;
+    Raw(std::uint32_t* stamp, std::uint32_t epoch) : stamp_(stamp), epoch_(epoch) {}
+    std::uint32_t* stamp_;
+    std::uint32_t epoch_;
+  };
+  [[nodiscard]] Raw raw() { return Raw(stamp_.data(), epoch_); }
+
  private:
   std::vector<std::uint32_t> stamp_;
   std::uint32_t epoch_ = 0;

@@ -91,36 +91,44 @@ void State::rebuild(std::uint32_t base, bool reverse) {
   if (storages_[base].pinned) return;
   (reverse ? storages_[base].stale_rev : storages_[base].stale_fwd) = false;
   SRegion& r = reverse ? storages_[base].rev : storages_[base].fwd;
-  r.interior.clear();
   r.frontier.clear();
   r.indexed = false;
-  // A walk in breadth-first order over the list of storages it reached (the interior itself when
-  // kept): a region's interior and frontier are sets, so the order of the walk changes nothing.
-  // One set of marks serves both: the interior's storages are evicted, the frontier's material.
-  const bool keep = keeps_interior(reverse);
-  std::vector<std::uint32_t>& reached = keep ? r.interior : stack_;
-  reached.clear();
+  // A walk in breadth-first order over the list of storages it reached, which becomes the
+  // interior when kept: a region's interior and frontier are sets, so the order of the walk
+  // changes nothing. One set of marks serves both: the interior's storages are evicted, the
+  // frontier's material. Each storage is reached at most once, so the list needs no more room
+  // than there are storages.
+  if (stack_.size() < storages_.size()) stack_.resize(storages_.size());
+  std::uint32_t* const reached = stack_.data();
+  std::size_t n = 0;
   marks_.reset(storages_.size());
+  const Marks::Raw marks = marks_.raw();
   const Adjacency& next = reverse ? parents_ : children_;
   const std::uint8_t* material = material_.data();
   // The interior's compute is summed as the walk reaches it (the sum is exact: integers).
-  const Cost* storage_compute = keep ? compute_.data() : nullptr;
+  const Cost* storage_compute = compute_.data();
   Cost compute = 0;
   auto visit = [&](std::uint32_t s) {
     for (std::uint32_t us : next[s]) {
       const std::uint8_t m = material[us];
-      if (m == kPinned || !marks_.mark(us)) continue;  // pinned: never on a frontier, see above
+      if (m == kPinned || !marks.mark(us)) continue;  // pinned: never on a frontier, see above
       if (m == kEvicted) {
-        reached.push_back(us);
-        if (storage_compute != nullptr) compute += storage_compute[us];
+        reached[n++] = us;
+        compute += storage_compute[us];
       } else if (us != base) {
         r.frontier.push_back(us);
       }
     }
   };
   visit(base);
-  for (std::size_t i = 0; i < reached.size(); ++i) visit(reached[i]);
-  r.compute = compute;
+  for (std::size_t i = 0; i < n; ++i) visit(reached[i]);
+  if (keeps_interior(reverse)) {
+    r.interior.assign(reached, reached + n);
+    r.compute = compute;
+  } else {
+    r.interior.clear();
+    r.compute = 0;
+  }
 }
 
 // The rebuilds after a compute (the regions of the storages it made material, then those of the
@@ -166,7 +174,7 @@ void State::flush_rebuilds() {
 void State::index(SRegion& r) {
   if (r.indexed) return;
   r.members.clear(pages_);
-  for (std::uint32_t x : r.interior) r.members.insert(x, pages_);
+  r.members.insert_many(r.interior, pages_);
   r.indexed = true;
 }
 
@@ -177,8 +185,9 @@ void State::absorb(std::uint32_t base, bool reverse, std::uint32_t evicted) {
   // r.frontier loses `evicted` (swapped with the last), then gains e.frontier's storages it lacks
   // (pinned ones left out, see rebuild). A few are looked up in r.frontier directly; more, by
   // marking r.frontier first.
-  if (const auto it = std::find(r.frontier.begin(), r.frontier.end(), evicted); it != r.frontier.end()) {
-    *it = r.frontier.back();
+  const std::uint32_t* const frontier_end = r.frontier.data() + r.frontier.size();
+  if (const std::uint32_t* at = find_id(r.frontier.data(), frontier_end, evicted); at != frontier_end) {
+    r.frontier[static_cast<std::size_t>(at - r.frontier.data())] = r.frontier.back();
     r.frontier.pop_back();
   }
   if (&r == &e) {  // a storage on its own frontier: the unions below add nothing
@@ -193,9 +202,9 @@ void State::absorb(std::uint32_t base, bool reverse, std::uint32_t evicted) {
   if (e.frontier.size() <= kLookups) {
     const std::size_t before = r.frontier.size();  // e.frontier's storages are distinct
     for (std::uint32_t x : e.frontier) {
+      // r.frontier's data is looked up again after each push_back, which may move it.
       if (material_[x] != kPinned &&
-          std::find(r.frontier.begin(), r.frontier.begin() + static_cast<std::ptrdiff_t>(before), x) ==
-              r.frontier.begin() + static_cast<std::ptrdiff_t>(before)) {
+          find_id(r.frontier.data(), r.frontier.data() + before, x) == r.frontier.data() + before) {
         r.frontier.push_back(x);
       }
     }

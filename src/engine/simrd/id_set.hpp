@@ -10,7 +10,28 @@
 #include <cstdint>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace coopsim::simrd::detail {
+
+// The first position of `id` in [first, last), or last: std::find, eight ids a step with SSE2
+// where there is SSE2 (every x86-64), for the long frontiers of hubs.
+inline const std::uint32_t* find_id(const std::uint32_t* first, const std::uint32_t* last, std::uint32_t id) {
+#if defined(__SSE2__)
+  const __m128i wanted = _mm_set1_epi32(static_cast<int>(id));
+  while (last - first >= 8) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(first));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(first + 4));
+    const __m128i hits = _mm_or_si128(_mm_cmpeq_epi32(a, wanted), _mm_cmpeq_epi32(b, wanted));
+    if (_mm_movemask_epi8(hits) != 0) break;
+    first += 8;
+  }
+#endif
+  while (first != last && *first != id) ++first;
+  return first;
+}
 
 class BitPages {
  public:
@@ -53,6 +74,21 @@ class PagedIdSet {
     if ((word & bit) != 0) return false;
     word |= bit;
     return true;
+  }
+  // Adds every id of `ids`. Neighbouring ids share a page, so the page is looked up again only
+  // when an id's page differs from the one before.
+  void insert_many(const std::vector<std::uint32_t>& ids, BitPages& pool) {
+    std::uint32_t last_slot = kNoPage;
+    std::uint64_t* page = nullptr;
+    for (const std::uint32_t id : ids) {
+      const std::uint32_t slot = id >> 9;
+      if (slot != last_slot) {
+        if (slot >= table_.size() || table_[slot] == kNoPage) add_page(slot, pool);
+        page = pool.words(table_[slot]);  // after add_page, which may move the pool
+        last_slot = slot;
+      }
+      page[(id >> 6) & (BitPages::kWords - 1)] |= std::uint64_t{1} << (id & 63);
+    }
   }
   [[nodiscard]] bool contains(std::uint32_t id, const BitPages& pool) const {
     const std::uint32_t slot = id >> 9;
