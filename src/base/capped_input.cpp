@@ -37,10 +37,17 @@ CappedInput::CappedInput(const std::string& path, std::uint64_t max_bytes, std::
     return;
   }
   // gzip when the file begins with the magic bytes, else plain bytes (as gzopen tells them apart).
-  in_.reserve(kInputChunk);
-  if (!refill()) return;
-  gzip_ = in_.size() >= 2 && in_[0] == kMagic0 && in_[1] == kMagic1;
+  // Only those two bytes are read to tell: a plain file's bytes then go straight into the
+  // caller's buffer, not through in_ as well (a second copy, and a second set of fresh pages).
+  unsigned char magic[2] = {0, 0};
+  std::size_t probed = 0;
+  while (probed < 2 && !eof_ && problem_.empty()) probed += read_fd(magic + probed, 2 - probed);
+  if (!problem_.empty()) return;
+  in_.assign(magic, magic + probed);
+  gzip_ = probed == 2 && magic[0] == kMagic0 && magic[1] == kMagic1;
   if (!gzip_) return;
+  refill();
+  if (!problem_.empty()) return;
   auto* z = new z_stream_s{};
   if (inflateInit2(z, 16 + MAX_WBITS) != Z_OK) {  // gzip only
     delete z;
@@ -61,17 +68,8 @@ bool CappedInput::refill() {
   const std::size_t kept = z_ ? z_->avail_in : in_.size();
   if (z_ && kept > 0) std::memmove(in_.data(), z_->next_in, kept);
   in_.resize(kInputChunk);
-  ssize_t got = 0;
-  do {
-    got = eof_ ? 0 : ::read(fd_, in_.data() + kept, kInputChunk - kept);
-  } while (got < 0 && errno == EINTR);
-  if (got < 0) {
-    problem_ = fmt::format("read error: {}", std::strerror(errno));
-    in_.resize(kept);
-    return false;
-  }
-  eof_ = got == 0;
-  in_.resize(kept + static_cast<std::size_t>(got));
+  const std::size_t got = read_fd(in_.data() + kept, kInputChunk - kept);
+  in_.resize(kept + got);
   if (z_) {
     z_->next_in = in_.data();
     z_->avail_in = static_cast<uInt>(in_.size());
@@ -79,21 +77,29 @@ bool CappedInput::refill() {
   return got > 0;
 }
 
-std::size_t CappedInput::read_raw(char* buf, std::size_t n) {
-  // The bytes read while telling gzip from plain come first.
-  if (!in_.empty()) {
-    const std::size_t k = std::min(n, in_.size());
-    std::memcpy(buf, in_.data(), k);
-    in_.erase(in_.begin(), in_.begin() + static_cast<std::ptrdiff_t>(k));
-    return k;
-  }
+std::size_t CappedInput::read_fd(void* buf, std::size_t n) {
   ssize_t got = 0;
   do {
     got = eof_ ? 0 : ::read(fd_, buf, n);
   } while (got < 0 && errno == EINTR);
-  if (got < 0) problem_ = fmt::format("read error: {}", std::strerror(errno));
-  if (got <= 0) return 0;
+  if (got < 0) {
+    problem_ = fmt::format("read error: {}", std::strerror(errno));
+    return 0;
+  }
+  eof_ = got == 0;
   return static_cast<std::size_t>(got);
+}
+
+std::size_t CappedInput::read_raw(char* buf, std::size_t n) {
+  // The bytes read while telling gzip from plain come first, then the file's next ones.
+  std::size_t k = 0;
+  if (!in_.empty()) {
+    k = std::min(n, in_.size());
+    std::memcpy(buf, in_.data(), k);
+    in_.erase(in_.begin(), in_.begin() + static_cast<std::ptrdiff_t>(k));
+    if (k == n || !problem_.empty()) return k;
+  }
+  return k + read_fd(buf + k, n - k);
 }
 
 std::size_t CappedInput::inflate_some(char* buf, std::size_t n) {

@@ -51,6 +51,9 @@ class CappedInput {
   std::size_t read_raw(char* buf, std::size_t n);  // plain files; 0 at the end or on an error
   std::size_t inflate_some(char* buf, std::size_t n);
   bool refill();  // more compressed bytes after the unread ones; false at the end or on an error
+  // One read(2) of up to n bytes (retried on EINTR): sets eof_ at the end, problem_ on an error
+  // (then 0).
+  std::size_t read_fd(void* buf, std::size_t n);
 
   std::string path_;
   int fd_ = -1;
