@@ -4,6 +4,10 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#if __has_include(<sys/random.h>)
+#include <sys/random.h>
+#define COOPSIM_HAVE_GETRANDOM 1
+#endif
 #include <unistd.h>
 
 #include <array>
@@ -60,10 +64,19 @@ extern "C" void on_fatal_signal(int sig) {
   raise(sig);
 }
 
-// 16 hex digits from the system's random source: a name nobody can plant in advance.
+// 16 hex digits from the system's random source: a name nobody can plant in advance. getrandom(2)
+// first: std::random_device's set-up asks the CPU for its random instructions with cpuid, which a
+// virtual machine answers in about 6 us a call (docs/performance.md).
 std::string random_suffix() {
-  std::random_device rd;
-  const std::uint64_t v = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  std::uint64_t v = 0;
+  bool filled = false;
+#ifdef COOPSIM_HAVE_GETRANDOM
+  filled = getrandom(&v, sizeof v, GRND_NONBLOCK) == static_cast<ssize_t>(sizeof v);
+#endif
+  if (!filled) {
+    std::random_device rd;
+    v = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  }
   static constexpr char kHex[] = "0123456789abcdef";
   std::string s(16, '0');
   for (int i = 0; i < 16; ++i) s[i] = kHex[(v >> (4 * i)) & 0xF];
