@@ -7,8 +7,8 @@ of coopsim's simrd profile, each as its own process, and measures whole-process 
 system, from wait4) as the median of --repeat runs. A simrd point is what simrd needs to run one
 point from the log: parse it, the no-eviction baseline (RuntimeV1, for the budget), then the run
 (RuntimeV2EagerOptimized, as scripts/compare_simrd.py and simrd's run_pareto). A coopsim point is
-`coopsim run` on the log imported once beforehand (`import dtr --compat simrd`; the import's CPU
-time is printed per log, not counted). Prints a markdown table with both verdicts and clocks
+`coopsim run --json` on the log imported once beforehand (`import dtr --compat simrd`; the import's
+CPU time is printed per log, not counted), its report read from standard output as simrd's result is. Prints a markdown table with both verdicts and clocks
 (simrd clock - 1 = coopsim simulated_ns) and the ratio simrd / coopsim.
 
   scripts/bench_simrd.py --simrd PATH/simrd --logs PATH/logs --coopsim build/src/coopsim \
@@ -22,6 +22,7 @@ same simrd runs without running simrd again (simrd takes minutes per point on th
 import argparse
 import csv
 import glob
+import json
 import math
 import os
 import statistics
@@ -112,12 +113,13 @@ def main():
                         if a.simrd_cache:
                             with open(a.simrd_cache, 'a') as f:
                                 f.write('{},{},{},{},{},{}\n'.format(name, h, r, s_verdict, s_clock, s_secs))
-                    out = os.path.join(work, 'point.csv')
-                    c_secs, _ = timed([a.coopsim, 'run', trace, '-a', 'fungible', '-p', 'dtr', '-b', str(int(peak * r)),
-                                       '--set', 'dtr.compat=simrd', '--set', 'dtr.heuristic=' + h,
-                                       '--csv', out, '-q'], a.repeat)
-                    with open(out) as f:
-                        row = next(csv.DictReader(f))
+                    # The JSON report on standard output, as simrd prints its result: writing a file
+                    # (and replacing the previous point's) is work simrd's side does not do.
+                    c_secs, c_out = timed([a.coopsim, 'run', trace, '-a', 'fungible', '-p', 'dtr', '-b',
+                                           str(int(peak * r)), '--set', 'dtr.compat=simrd', '--set',
+                                           'dtr.heuristic=' + h, '--json'], a.repeat)
+                    report = json.loads(c_out)
+                    row = {'status': report['status'], 'simulated_ns': report['time']['simulated_ns']}
                     c_verdict = {'thrashed': 'thrash'}.get(row['status'], row['status'])
                     same = s_verdict == c_verdict and int(s_clock) == int(row['simulated_ns'])
                     ratio = s_secs / c_secs if c_secs > 0 else math.inf
