@@ -2,10 +2,12 @@
 // per run (event_loop.hpp describes the split).
 #include "coopsim/engine/engine.hpp"
 
+#include <memory>
 #include <stdexcept>
 #include <string>
 
 #include "coopsim/base/error.hpp"
+#include "coopsim/base/process_heap.hpp"
 
 #include "remat_executor.hpp"
 #include "simrd_executor.hpp"
@@ -28,22 +30,23 @@ std::string where(const Trace& trace, EventId event) {
 void run_engine(const Trace& trace, Allocator& allocator, Policy& policy, const EngineOptions& options,
                 ReportBuilder& report) {
   engine_detail::EventLoop loop(trace, allocator, policy, options, report);
+  // An executor's state (the remat graph: a node per value and execution, their lists) is freed
+  // block by block when it is destroyed: 6 % of a 6,000-layer run's time. In the command line,
+  // whose process ends after the command, it is left to the kernel (dispose_before_exit).
+  auto run = [&loop](auto executor) {
+    loop.run(*executor);
+    dispose_before_exit(std::move(executor));
+  };
   try {
     switch (policy.execution_model()) {
-      case ExecutionModel::Swap: {
-        engine_detail::SwapExecutor executor(loop, trace);
-        loop.run(executor);
+      case ExecutionModel::Swap: run(std::make_unique<engine_detail::SwapExecutor>(loop, trace)); break;
+      case ExecutionModel::Remat:
+        run(std::make_unique<engine_detail::RematExecutor>(loop, trace,
+                                                           policy.remat_options().value_or(RematOptions{})));
         break;
-      }
-      case ExecutionModel::Remat: {
-        engine_detail::RematExecutor executor(loop, trace, policy.remat_options().value_or(RematOptions{}));
-        loop.run(executor);
-        break;
-      }
       case ExecutionModel::SimrdRuntime: {
         const RuntimeRules rules = policy.runtime_rules();
-        engine_detail::SimrdExecutor executor(loop, trace, rules.heuristic, rules.overhead_limit);
-        loop.run(executor);
+        run(std::make_unique<engine_detail::SimrdExecutor>(loop, trace, rules.heuristic, rules.overhead_limit));
         break;
       }
     }
