@@ -4,12 +4,13 @@
 For each DTR log x heuristic x memory ratio, runs one point of DTR's reference simulator (simrd,
 from a checkout the user supplies: uwsampl/dtr-prototype simrd/, needs `attrs`) and the same point
 of coopsim's simrd profile, each as its own process, and measures whole-process CPU seconds (user +
-system, from wait4) as the median of --repeat runs. A simrd point is what simrd needs to run one
-point from the log: parse it, the no-eviction baseline (RuntimeV1, for the budget), then the run
-(RuntimeV2EagerOptimized, as scripts/compare_simrd.py and simrd's run_pareto). A coopsim point is
-`coopsim run --json` on the log imported once beforehand (`import dtr --compat simrd`; the import's
-CPU time is printed per log, not counted), its report read from standard output as simrd's result is. Prints a markdown table with both verdicts and clocks
-(simrd clock - 1 = coopsim simulated_ns) and the ratio simrd / coopsim.
+system, from wait4) as the median of --repeat runs, simrd's and coopsim's taking turns. A simrd
+point is what simrd needs to run one point from the log: parse it, the no-eviction baseline
+(RuntimeV1, for the budget), then the run (RuntimeV2EagerOptimized, as scripts/compare_simrd.py and
+simrd's run_pareto). A coopsim point is `coopsim run --json` on the log imported once beforehand
+(`import dtr --compat simrd`; the import's CPU time is printed per log, not counted), its report
+read from standard output as simrd's result is. Prints a markdown table with both verdicts and
+clocks (simrd clock - 1 = coopsim simulated_ns) and the ratio simrd / coopsim.
 
   scripts/bench_simrd.py --simrd PATH/simrd --logs PATH/logs --coopsim build/src/coopsim \
       [--heuristics dtr,msps,dtr-eq] [--ratios 0.3,0.5,0.8] [--only lstm,unet] [--repeat 3] \
@@ -18,6 +19,8 @@ CPU time is printed per log, not counted), its report read from standard output 
 --simrd-cache keeps simrd's figures per point (log, heuristic, ratio, verdict, clock, CPU seconds)
 in a CSV file and reuses them on later runs, so that a new coopsim build is measured against the
 same simrd runs without running simrd again (simrd takes minutes per point on the larger logs).
+A cached figure was measured at another time, when the machine may have run faster or slower: for a
+ratio, measure both sides in one sitting.
 """
 import argparse
 import csv
@@ -41,19 +44,26 @@ def simrd_point(simrd_path, log, h, ratio):
     print(verdict, clock)
 
 
-def timed(cmd, repeat):
-    """(median whole-process CPU seconds, stdout of the last run)."""
-    secs, out = [], ''
+def run_once(cmd):
+    """(whole-process CPU seconds, stdout) of one run of cmd."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stdout, stderr = p.stdout.read(), p.stderr.read()
+    _, status, usage = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode != 0:
+        sys.exit('failed ({}): {}\n{}'.format(p.returncode, ' '.join(cmd), stderr))
+    return usage.ru_utime + usage.ru_stime, stdout
+
+
+def timed(cmds, repeat):
+    """Per command, (median whole-process CPU seconds, stdout of the last run). The commands take
+    turns (a, b, a, b, ...), so that both sides of a ratio see the machine in the same state."""
+    secs, outs = [[] for _ in cmds], ['' for _ in cmds]
     for _ in range(repeat):
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        stdout, stderr = p.stdout.read(), p.stderr.read()
-        _, status, usage = os.wait4(p.pid, 0)
-        p.returncode = os.waitstatus_to_exitcode(status)
-        if p.returncode != 0:
-            sys.exit('failed ({}): {}\n{}'.format(p.returncode, ' '.join(cmd), stderr))
-        secs.append(usage.ru_utime + usage.ru_stime)
-        out = stdout
-    return statistics.median(secs), out
+        for i, cmd in enumerate(cmds):
+            t, outs[i] = run_once(cmd)
+            secs[i].append(t)
+    return [(statistics.median(s), o) for s, o in zip(secs, outs)]
 
 
 def main():
@@ -95,7 +105,7 @@ def main():
         for log in logs:
             name = os.path.basename(log).split('-')[0]
             trace = os.path.join(work, name + '.jsonl')
-            import_secs, _ = timed([a.coopsim, 'import', 'dtr', log, '--compat', 'simrd', '-o', trace], 1)
+            [(import_secs, _)] = timed([[a.coopsim, 'import', 'dtr', log, '--compat', 'simrd', '-o', trace]], 1)
             keep = os.path.join(work, 'keep.csv')
             subprocess.run([a.coopsim, 'run', trace, '-a', 'fungible', '-p', 'keep', '-b', str(1 << 50),
                             '--csv', keep, '-q'], check=True)
@@ -104,20 +114,21 @@ def main():
             print('| {} | (import dtr --compat simrd, once) | | | | | | {:.3f} | |'.format(name, import_secs), flush=True)
             for h in heuristics:
                 for r in ratios:
+                    # The JSON report on standard output, as simrd prints its result: writing a file
+                    # (and replacing the previous point's) is work simrd's side does not do.
+                    c_cmd = [a.coopsim, 'run', trace, '-a', 'fungible', '-p', 'dtr', '-b', str(int(peak * r)),
+                             '--set', 'dtr.compat=simrd', '--set', 'dtr.heuristic=' + h, '--json']
                     if (name, h, r) in cache:
                         s_verdict, s_clock, s_secs = cache[(name, h, r)]
+                        [(c_secs, c_out)] = timed([c_cmd], a.repeat)
                     else:
-                        s_secs, s_out = timed([sys.executable, os.path.abspath(__file__), '--simrd', a.simrd,
-                                               '--point', log, h, str(r)], a.repeat)
+                        s_cmd = [sys.executable, os.path.abspath(__file__), '--simrd', a.simrd, '--point', log, h,
+                                 str(r)]
+                        (s_secs, s_out), (c_secs, c_out) = timed([s_cmd, c_cmd], a.repeat)
                         s_verdict, s_clock = s_out.split()
                         if a.simrd_cache:
                             with open(a.simrd_cache, 'a') as f:
                                 f.write('{},{},{},{},{},{}\n'.format(name, h, r, s_verdict, s_clock, s_secs))
-                    # The JSON report on standard output, as simrd prints its result: writing a file
-                    # (and replacing the previous point's) is work simrd's side does not do.
-                    c_secs, c_out = timed([a.coopsim, 'run', trace, '-a', 'fungible', '-p', 'dtr', '-b',
-                                           str(int(peak * r)), '--set', 'dtr.compat=simrd', '--set',
-                                           'dtr.heuristic=' + h, '--json'], a.repeat)
                     report = json.loads(c_out)
                     row = {'status': report['status'], 'simulated_ns': report['time']['simulated_ns']}
                     c_verdict = {'thrashed': 'thrash'}.get(row['status'], row['status'])
