@@ -37,7 +37,7 @@ double RematGraph::compute_eq_class_cost(ValueId v, bool watch) const {
   return c;
 }
 
-double RematGraph::eq_class_cost(ValueId v) const {
+double RematGraph::eq_class_cost_uncached(ValueId v) const {
   const std::uint32_t i = index_of(v);
   if (eq_valid_[i] != 0) {
     if (verify_eq_) {

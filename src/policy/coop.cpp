@@ -148,6 +148,17 @@ void CoopPolicy::prepare(const MemoryView& view) {
   for (const auto& [s, dens] : density) cheap_[s] = dens < threshold ? 1 : 0;
 }
 
+// Inline: the layout walk adds every candidate of every search through them.
+inline void CoopPolicy::add_barrier() {
+  pieces_.push_back(WindowPiece{Bytes{0}, true, 0.0});
+  owner_.push_back(kNoValue);
+}
+
+inline void CoopPolicy::add_candidate(const RematGraph& g, ValueId v, Bytes size) {
+  pieces_.push_back(WindowPiece{size, false, coop_score(g, v)});
+  owner_.push_back(v);
+}
+
 // The pieces of the window search from the full list of ranges (models without free ranges by
 // address, and the --paranoid cross-check).
 void CoopPolicy::pieces_from_ranges(const MemoryView& view) {
@@ -198,16 +209,6 @@ bool CoopPolicy::pieces_from_layout(const MemoryView& view) {
   });
   if (trailing) add_barrier();
   return walked;
-}
-
-void CoopPolicy::add_barrier() {
-  pieces_.push_back(WindowPiece{Bytes{0}, true, 0.0});
-  owner_.push_back(kNoValue);
-}
-
-void CoopPolicy::add_candidate(const RematGraph& g, ValueId v, Bytes size) {
-  pieces_.push_back(WindowPiece{size, false, eviction_score(g, v, EvictionScore::Coop, Bytes{0}, draws_, nullptr)});
-  owner_.push_back(v);
 }
 
 std::vector<Action> CoopPolicy::window_eviction(const AllocRequest& request, const MemoryView& view) {

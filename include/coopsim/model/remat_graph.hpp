@@ -144,7 +144,13 @@ class RematGraph {
   // Costs, in ns of compute (see the header comment and docs/models/dtr-dte.md).
   // Coop / DTR prototype eq-class approximation: c(t) + sum over evicted inputs and outputs u
   // of t's producer of max(cost of u's class, c(u)).
-  [[nodiscard]] double eq_class_cost(ValueId v) const;
+  // The cached cost is read inline (searches read it once per candidate); a miss, or the
+  // cache's self-check (verify_eq_cache), goes to the out-of-line path.
+  [[nodiscard]] double eq_class_cost(ValueId v) const {
+    const std::uint32_t i = index_of(v);
+    if (eq_valid_[i] != 0 && !verify_eq_) return eq_cost_[i];
+    return eq_class_cost_uncached(v);
+  }
   // Hints the cache lines a search will read for v (its record and cached cost): searches walk
   // the candidates in address order, whose values lie anywhere in memory.
   void prefetch(ValueId v) const {
@@ -198,7 +204,9 @@ class RematGraph {
   void set_state(ValueId v, ValueState s);
   void sync_candidate(ValueId v);
   [[nodiscard]] double compute_eq_class_cost(ValueId v, bool watch) const;
-  // The eq-cost cache (graph_eq_cache.cpp).
+  // eq_class_cost past the inline hit: fills the cache, or checks a cached cost (verify_eq_).
+  [[nodiscard]] double eq_class_cost_uncached(ValueId v) const;
+  // The eq-cost cache (remat_graph_eq_cache.cpp).
   void invalidate_eq(ValueId v) const;
   void changed_value(ValueId u);  // u's evicted-ness or compute changed: its readers' costs are stale
   void changed_class(ValueId r);  // class root r's cost or members changed

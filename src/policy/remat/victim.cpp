@@ -66,7 +66,7 @@ double eviction_score(const RematGraph& g, ValueId v, EvictionScore score, Bytes
     case EvictionScore::Msps: return g.ancestor_cost(v, scanned) / m;
     case EvictionScore::Random: return draws.next();
     case EvictionScore::Dte: return g.eq_class_cost(v) / (s * (m + static_cast<double>(free_adjacent.value)));
-    case EvictionScore::Coop: return g.eq_class_cost(v) / s;
+    case EvictionScore::Coop: return coop_score(g, v);
   }
   throw std::logic_error("unknown eviction score");
 }

@@ -40,6 +40,11 @@ class SeededDraws {
 double eviction_score(const RematGraph& g, ValueId v, EvictionScore score, Bytes free_adjacent, SeededDraws& draws,
                       std::uint64_t* scanned);
 
+// coop's score, eq-class cost / s: inline, as Coop's window scores every candidate per search.
+inline double coop_score(const RematGraph& g, ValueId v) {
+  return g.eq_class_cost(v) / static_cast<double>(g.staleness(v).count());
+}
+
 // The evictable value with the smallest score (lowest address on ties), or nullopt when none.
 // Counts the values examined through view.count_scanned().
 std::optional<ValueId> find_victim(const MemoryView& view, EvictionScore score, SeededDraws& draws);
